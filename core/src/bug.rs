@@ -1,0 +1,125 @@
+//! Planted bugs: named, deliberate breaks of one protocol rule each.
+//!
+//! They exist to prove that the simulation harness catches the bugs production queues shipped.
+//! Only the `planted-bugs` cargo feature can switch one on ([`Bugs::plant`]), only `lease-sim`
+//! enables that feature, and a bug is chosen at run time, never by default. Without the feature
+//! [`Bugs::on`] is constantly false and every planted branch compiles away.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// One planted bug. The name says which rule it breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bug {
+    /// The table treats a lease as expired one microsecond before `expires_at`.
+    ReclaimBoundaryOffByOne,
+    /// The table decides expiry by the reclaimer's own (drifting) clock, not its own.
+    ReclaimByReclaimerClock,
+    /// The table accepts a completion without checking its epoch.
+    CompleteWithoutEpochCheck,
+    /// The table accepts a renewal without checking its epoch.
+    RenewWithoutEpochCheck,
+    /// The ledger never raises or checks its fence, so a stale effect is accepted.
+    LedgerWithoutFence,
+    /// The reclaimer requeues without looking the operation up, and the job restarts fresh (as
+    /// River's rescuer did), so the next worker repeats the effect.
+    ReclaimSkipsAdoption,
+    /// The table fences a lease without comparing its epoch, so two racing reclaimers both win.
+    ReclaimWithoutCas,
+    /// The table ignores `batch_max` when it lists expired leases.
+    UnboundedReclaimBatch,
+    /// On conflicting outputs the reclaimer completes with the newest claim and carries on with
+    /// the batch, instead of quarantining the job and stopping.
+    ConflictDoesNotStopBatch,
+    /// The worker keeps acting on its lease past its own estimate of expiry.
+    WorkerWithoutSelfFence,
+    /// About one seed in twenty records a second terminal outcome: proves failures get reported.
+    Canary,
+}
+
+impl Bug {
+    /// Every planted bug, in catalogue order.
+    pub const ALL: [Bug; 11] = [
+        Bug::ReclaimBoundaryOffByOne,
+        Bug::ReclaimByReclaimerClock,
+        Bug::CompleteWithoutEpochCheck,
+        Bug::RenewWithoutEpochCheck,
+        Bug::LedgerWithoutFence,
+        Bug::ReclaimSkipsAdoption,
+        Bug::ReclaimWithoutCas,
+        Bug::UnboundedReclaimBatch,
+        Bug::ConflictDoesNotStopBatch,
+        Bug::WorkerWithoutSelfFence,
+        Bug::Canary,
+    ];
+
+    /// The bug's command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::ReclaimBoundaryOffByOne => "reclaim-boundary-off-by-one",
+            Bug::ReclaimByReclaimerClock => "reclaim-by-reclaimer-clock",
+            Bug::CompleteWithoutEpochCheck => "complete-without-epoch-check",
+            Bug::RenewWithoutEpochCheck => "renew-without-epoch-check",
+            Bug::LedgerWithoutFence => "ledger-without-fence",
+            Bug::ReclaimSkipsAdoption => "reclaim-skips-adoption",
+            Bug::ReclaimWithoutCas => "reclaim-without-cas",
+            Bug::UnboundedReclaimBatch => "unbounded-reclaim-batch",
+            Bug::ConflictDoesNotStopBatch => "conflict-does-not-stop-batch",
+            Bug::WorkerWithoutSelfFence => "worker-without-self-fence",
+            Bug::Canary => "canary",
+        }
+    }
+}
+
+impl fmt::Display for Bug {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown planted-bug name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown planted bug {0:?}; known bugs: {known}", known = Bug::ALL.map(Bug::name).join(", "))]
+pub struct UnknownBug(pub String);
+
+impl FromStr for Bug {
+    type Err = UnknownBug;
+    fn from_str(s: &str) -> Result<Bug, UnknownBug> {
+        Bug::ALL.into_iter().find(|bug| bug.name() == s).ok_or_else(|| UnknownBug(s.to_string()))
+    }
+}
+
+/// The planted bug in force for one table, ledger, worker or reclaimer: none by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Bugs {
+    #[cfg(feature = "planted-bugs")]
+    planted: Option<Bug>,
+}
+
+impl Bugs {
+    /// No planted bug: the correct protocol.
+    pub const NONE: Bugs = Bugs {
+        #[cfg(feature = "planted-bugs")]
+        planted: None,
+    };
+
+    /// Plant one bug. Only the `planted-bugs` feature has this.
+    #[cfg(feature = "planted-bugs")]
+    pub fn plant(bug: Option<Bug>) -> Bugs {
+        Bugs { planted: bug }
+    }
+
+    /// Whether `bug` is planted.
+    #[inline]
+    pub fn on(self, bug: Bug) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        return self.planted == Some(bug);
+        #[cfg(not(feature = "planted-bugs"))]
+        {
+            let _ = bug;
+            false
+        }
+    }
+}

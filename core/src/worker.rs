@@ -1,0 +1,400 @@
+//! The worker, as a sans-IO state machine: acquire, look up, adopt or execute, complete.
+//!
+//! The worker has no clock of its own: every `handle_*` call takes the worker's *local* time, so a
+//! harness can give it a drifting clock. It never acts on a lease past its own estimate of expiry
+//! minus `drift_margin` (self-fencing); the table and the ledger fence it anyway if it is late.
+//!
+//! Order of use, after any input (`handle_reply` or `handle_timeout`): drain [`Worker::poll`] until
+//! it returns `None`, then sleep until [`Worker::poll_timeout`] and call `handle_timeout`.
+//! Every request carries a [`RequestId`]; a reply to anything but the request in flight is late,
+//! and ignored. A request that times out is sent again under a new id: each is idempotent.
+
+use crate::bug::{Bug, Bugs};
+use crate::ids::{Epoch, JobId, NodeId, OpId, OutputId};
+use crate::ledger::{Apply, Lookup};
+use crate::table::{Acquired, Completion, ConfigError, Renewal, Requeue};
+use crate::time::{Span, Time};
+use std::collections::VecDeque;
+
+/// Identifies one request, so a late reply can be told from the awaited one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(pub u64);
+
+/// A worker's timing, all in its local clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// The table's lease ttl.
+    pub lease_ttl: Span,
+    /// How often to renew a held lease.
+    pub heartbeat_every: Span,
+    /// How long before its estimate of expiry the worker stops acting: covers clock drift.
+    pub drift_margin: Span,
+    /// How long to wait for a reply before sending the request again.
+    pub request_timeout: Span,
+    /// How long to wait before asking again when the queue was empty.
+    pub idle_backoff: Span,
+}
+
+impl WorkerConfig {
+    /// Checks that the timing leaves room to act and to heartbeat.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.lease_ttl == Span::ZERO {
+            return Err(ConfigError::ZeroLeaseTtl);
+        }
+        if self.drift_margin >= self.lease_ttl {
+            return Err(ConfigError::WorkerTiming("drift_margin must be below lease_ttl"));
+        }
+        if self.heartbeat_every == Span::ZERO || self.heartbeat_every.0 + self.drift_margin.0 >= self.lease_ttl.0 {
+            return Err(ConfigError::WorkerTiming(
+                "heartbeat_every must be positive and below lease_ttl - drift_margin",
+            ));
+        }
+        if self.request_timeout == Span::ZERO || self.idle_backoff == Span::ZERO {
+            return Err(ConfigError::WorkerTiming("request_timeout and idle_backoff must be positive"));
+        }
+        Ok(())
+    }
+}
+
+/// What a worker asks of the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerRequest {
+    /// Ask the table for a lease on the oldest queued job.
+    Acquire,
+    /// Ask the table to extend the lease.
+    Renew {
+        /// The job.
+        job: JobId,
+        /// The lease's epoch.
+        epoch: Epoch,
+    },
+    /// Ask the ledger what is recorded for the operation, raising its fence.
+    Lookup {
+        /// The operation.
+        op: OpId,
+        /// The lease's epoch.
+        epoch: Epoch,
+    },
+    /// Call the dependency, which produces the output and applies it to the ledger.
+    Execute {
+        /// The operation.
+        op: OpId,
+        /// The lease's epoch.
+        epoch: Epoch,
+    },
+    /// Ask the table to complete the job.
+    Complete {
+        /// The job.
+        job: JobId,
+        /// The lease's epoch.
+        epoch: Epoch,
+        /// The output, executed or adopted.
+        output: OutputId,
+    },
+    /// Hand the job back after the dependency failed; the table counts the attempt.
+    Requeue {
+        /// The job.
+        job: JobId,
+        /// The lease's epoch.
+        epoch: Epoch,
+    },
+}
+
+/// The dependency's answer to [`WorkerRequest::Execute`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Execution {
+    /// The dependency produced `output` and the ledger answered `apply`.
+    Done {
+        /// The output produced.
+        output: OutputId,
+        /// The ledger's answer.
+        apply: Apply,
+    },
+    /// The dependency failed before it produced anything.
+    Failed,
+}
+
+/// A reply from the world to a worker's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerReply {
+    /// The table answered an `Acquire`.
+    Acquired(Acquired),
+    /// The table answered a `Renew`.
+    Renewed(Renewal),
+    /// The ledger answered a `Lookup`.
+    Looked(Lookup),
+    /// The dependency answered an `Execute`.
+    Executed(Execution),
+    /// The table answered a `Complete`.
+    Completed(Completion),
+    /// The table answered a `Requeue`.
+    Requeued(Requeue),
+}
+
+/// Why a worker stopped acting on a lease before the job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abandon {
+    /// Its local estimate of expiry, minus the margin, has passed.
+    SelfFenced,
+    /// The table refused a renewal: the lease is gone.
+    LeaseLost,
+    /// The ledger fenced its effect: a newer epoch owns the operation.
+    EffectFenced,
+    /// Two different outputs claim the operation: left for a reclaimer to quarantine.
+    Conflict,
+}
+
+/// What a worker tells the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum WorkerAction {
+    /// Send this request.
+    Send(RequestId, WorkerRequest),
+    /// The ledger held an output: the worker completes with it instead of executing.
+    Adopted {
+        /// The job.
+        job: JobId,
+        /// The operation.
+        op: OpId,
+        /// The adopted output.
+        output: OutputId,
+        /// The lease's epoch.
+        epoch: Epoch,
+    },
+    /// The worker stops acting on this lease.
+    Abandoned {
+        /// The job.
+        job: JobId,
+        /// The lease's epoch.
+        epoch: Epoch,
+        /// Why.
+        why: Abandon,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    id: RequestId,
+    request: WorkerRequest,
+    sent_at: Time,
+    deadline: Time,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    job: JobId,
+    epoch: Epoch,
+    /// Local time at which the worker stops acting: estimated expiry minus the drift margin.
+    act_until: Time,
+    next_heartbeat: Time,
+    renew: Option<InFlight>,
+}
+
+/// The worker state machine. See the module doc.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    id: NodeId,
+    config: WorkerConfig,
+    bugs: Bugs,
+    held: Option<Held>,
+    /// The main request in flight (acquire, lookup, execute, complete or requeue).
+    main: Option<InFlight>,
+    /// Local time of the next acquire when idle.
+    acquire_at: Time,
+    next_request: u64,
+    actions: VecDeque<WorkerAction>,
+    last_now: Time,
+}
+
+impl Worker {
+    /// A fresh worker, which starts by asking for a lease. Fails on unworkable timing.
+    pub fn new(id: NodeId, config: WorkerConfig, bugs: Bugs, now: Time) -> Result<Worker, ConfigError> {
+        config.validate()?;
+        let mut worker = Worker {
+            id,
+            config,
+            bugs,
+            held: None,
+            main: None,
+            acquire_at: now,
+            next_request: 0,
+            actions: VecDeque::new(),
+            last_now: now,
+        };
+        worker.tick(now);
+        Ok(worker)
+    }
+
+    /// This worker's node.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The job and epoch the worker believes it holds.
+    pub fn holding(&self) -> Option<(JobId, Epoch)> {
+        self.held.map(|held| (held.job, held.epoch))
+    }
+
+    /// The next action, if any.
+    pub fn poll(&mut self) -> Option<WorkerAction> {
+        self.actions.pop_front()
+    }
+
+    /// The local time at which `handle_timeout` must be called next.
+    pub fn poll_timeout(&self) -> Time {
+        let mut at = self.main.map_or(self.acquire_at, |inflight| inflight.deadline);
+        if let Some(held) = self.held {
+            at = at.min(held.next_heartbeat);
+            at = at.min(held.renew.map_or(at, |renew| renew.deadline));
+            if !self.bugs.on(Bug::WorkerWithoutSelfFence) {
+                at = at.min(held.act_until);
+            }
+        }
+        at
+    }
+
+    /// Time passed: self-fence, heartbeat, retry or acquire as due.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.advance(now);
+        self.tick(now);
+    }
+
+    /// A reply arrived for request `id`.
+    pub fn handle_reply(&mut self, now: Time, id: RequestId, reply: WorkerReply) {
+        self.advance(now);
+        if let Some(renew) = self.held.and_then(|held| held.renew).filter(|renew| renew.id == id) {
+            self.on_renewed(now, renew, reply);
+        } else if let Some(inflight) = self.main.filter(|inflight| inflight.id == id) {
+            self.main = None;
+            self.on_reply(now, inflight, reply);
+        }
+        self.tick(now);
+    }
+
+    fn on_renewed(&mut self, now: Time, renew: InFlight, reply: WorkerReply) {
+        let held = self.held.as_mut().expect("a renewal in flight belongs to a held lease");
+        held.renew = None;
+        match reply {
+            WorkerReply::Renewed(Renewal::Renewed { .. }) => {
+                // The table extended from when it got the request, which is after we sent it.
+                let act_until = (renew.sent_at + self.config.lease_ttl).saturating_sub(self.config.drift_margin);
+                held.act_until = held.act_until.max(act_until);
+            }
+            WorkerReply::Renewed(Renewal::Refused(_)) => self.abandon(Abandon::LeaseLost),
+            other => panic!("a renewal answered with {other:?} at {now}"),
+        }
+    }
+
+    fn on_reply(&mut self, now: Time, inflight: InFlight, reply: WorkerReply) {
+        match (inflight.request, reply) {
+            (WorkerRequest::Acquire, WorkerReply::Acquired(Acquired::Granted(grant))) => {
+                let lease = grant.lease;
+                assert_eq!(lease.owner, self.id, "granted a lease for another worker");
+                let op = OpId::for_job(lease.job);
+                let act_until = (inflight.sent_at + self.config.lease_ttl).saturating_sub(self.config.drift_margin);
+                let next_heartbeat = now + self.config.heartbeat_every;
+                self.held = Some(Held { job: lease.job, epoch: lease.epoch, act_until, next_heartbeat, renew: None });
+                // On a first attempt no earlier holder can have produced an output: skip the lookup.
+                let request = if grant.attempt == 1 {
+                    WorkerRequest::Execute { op, epoch: lease.epoch }
+                } else {
+                    WorkerRequest::Lookup { op, epoch: lease.epoch }
+                };
+                self.act(now, request);
+            }
+            (WorkerRequest::Acquire, WorkerReply::Acquired(Acquired::Empty)) => {
+                self.acquire_at = now + self.config.idle_backoff;
+            }
+            (WorkerRequest::Lookup { op, epoch }, WorkerReply::Looked(lookup)) => match lookup {
+                Lookup::Empty => self.act(now, WorkerRequest::Execute { op, epoch }),
+                Lookup::Recorded(output) => {
+                    self.actions.push_back(WorkerAction::Adopted { job: op.job, op, output, epoch });
+                    self.act(now, WorkerRequest::Complete { job: op.job, epoch, output });
+                }
+                Lookup::Conflict { .. } => self.abandon(Abandon::Conflict),
+            },
+            (WorkerRequest::Execute { op, epoch }, WorkerReply::Executed(execution)) => match execution {
+                Execution::Done { output, apply: Apply::Applied | Apply::AlreadyApplied } => {
+                    self.act(now, WorkerRequest::Complete { job: op.job, epoch, output });
+                }
+                Execution::Done { apply: Apply::Fenced { .. }, .. } => self.abandon(Abandon::EffectFenced),
+                Execution::Done { apply: Apply::Conflict { .. }, .. } => self.abandon(Abandon::Conflict),
+                Execution::Failed => self.act(now, WorkerRequest::Requeue { job: op.job, epoch }),
+            },
+            (WorkerRequest::Complete { .. }, WorkerReply::Completed(_))
+            | (WorkerRequest::Requeue { .. }, WorkerReply::Requeued(_)) => {
+                // Done with this job, whatever the answer: a refusal means someone else owns it.
+                self.held = None;
+                self.acquire_at = now;
+            }
+            (request, reply) => panic!("{request:?} answered with {reply:?}"),
+        }
+    }
+
+    /// Sends `request` on the held lease, unless the worker must self-fence first.
+    fn act(&mut self, now: Time, request: WorkerRequest) {
+        let held = self.held.expect("acting without a lease");
+        if now >= held.act_until && !self.bugs.on(Bug::WorkerWithoutSelfFence) {
+            self.abandon(Abandon::SelfFenced);
+            return;
+        }
+        self.send_main(now, request);
+    }
+
+    fn send_main(&mut self, now: Time, request: WorkerRequest) {
+        assert!(self.main.is_none(), "two main requests in flight");
+        let inflight = self.send(now, request);
+        self.main = Some(inflight);
+    }
+
+    fn send(&mut self, now: Time, request: WorkerRequest) -> InFlight {
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        self.actions.push_back(WorkerAction::Send(id, request));
+        InFlight { id, request, sent_at: now, deadline: now + self.config.request_timeout }
+    }
+
+    fn abandon(&mut self, why: Abandon) {
+        let held = self.held.take().expect("abandoning without a lease");
+        self.main = None;
+        self.acquire_at = self.last_now;
+        self.actions.push_back(WorkerAction::Abandoned { job: held.job, epoch: held.epoch, why });
+    }
+
+    fn tick(&mut self, now: Time) {
+        if let Some(held) = self.held {
+            if now >= held.act_until && !self.bugs.on(Bug::WorkerWithoutSelfFence) {
+                self.abandon(Abandon::SelfFenced);
+            }
+        }
+        if let Some(inflight) = self.main.filter(|inflight| now >= inflight.deadline) {
+            self.main = None;
+            match self.held {
+                Some(_) => self.act(now, inflight.request),
+                None => self.send_main(now, inflight.request),
+            }
+        }
+        self.heartbeat(now);
+        if self.held.is_none() && self.main.is_none() && now >= self.acquire_at {
+            self.send_main(now, WorkerRequest::Acquire);
+        }
+    }
+
+    fn heartbeat(&mut self, now: Time) {
+        let Some(mut held) = self.held else { return };
+        if held.renew.is_some_and(|renew| now >= renew.deadline) {
+            held.renew = None; // Lost; the next heartbeat tries again.
+        }
+        if held.renew.is_none() && now >= held.next_heartbeat {
+            let renew = self.send(now, WorkerRequest::Renew { job: held.job, epoch: held.epoch });
+            held.renew = Some(renew);
+            held.next_heartbeat = now + self.config.heartbeat_every;
+        }
+        self.held = Some(held);
+    }
+
+    fn advance(&mut self, now: Time) {
+        assert!(now >= self.last_now, "worker time went backwards: {now} after {}", self.last_now);
+        self.last_now = now;
+    }
+}
