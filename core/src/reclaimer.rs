@@ -4,8 +4,8 @@
 //! On conflicting outputs it quarantines that job, raises an alert, and stops the batch: it
 //! touches nothing further in it. Like the worker it takes its *local* time, and it drives the
 //! same way: after any input drain [`Reclaimer::poll`], then sleep until
-//! [`Reclaimer::poll_timeout`]. A request that times out is sent again, up to `retries_max`
-//! times; after that the reclaimer moves on, and its own fenced lease will expire and be
+//! [`Reclaimer::poll_timeout`]. A request that times out is sent again under the same id, up to
+//! `retries_max` times; after that the reclaimer moves on, and its own fenced lease will expire and be
 //! reclaimed in turn.
 
 use crate::bug::{Bug, Bugs};
@@ -300,9 +300,10 @@ impl Reclaimer {
     fn tick(&mut self, now: Time) {
         if let Some(mut inflight) = self.inflight.filter(|inflight| now >= inflight.deadline) {
             if inflight.retries < self.config.retries_max {
+                // The same id: whichever copy is answered first counts. A fence retried under a new
+                // id would lose the race to its own first copy.
                 inflight.retries += 1;
                 inflight.deadline = now + self.config.request_timeout;
-                inflight.id = self.next_id();
                 self.actions.push_back(ReclaimAction::Send(inflight.id, inflight.request));
                 self.inflight = Some(inflight);
                 return;

@@ -7,7 +7,8 @@
 //! Order of use, after any input (`handle_reply` or `handle_timeout`): drain [`Worker::poll`] until
 //! it returns `None`, then sleep until [`Worker::poll_timeout`] and call `handle_timeout`.
 //! Every request carries a [`RequestId`]; a reply to anything but the request in flight is late,
-//! and ignored. A request that times out is sent again under a new id: each is idempotent.
+//! and ignored. A request that times out is sent again under the same id (each is idempotent), so
+//! the first answer to any of its copies counts.
 
 use crate::bug::{Bug, Bugs};
 use crate::ids::{Epoch, JobId, NodeId, OpId, OutputId};
@@ -368,11 +369,10 @@ impl Worker {
             }
         }
         if let Some(inflight) = self.main.filter(|inflight| now >= inflight.deadline) {
-            self.main = None;
-            match self.held {
-                Some(_) => self.act(now, inflight.request),
-                None => self.send_main(now, inflight.request),
-            }
+            // Send it again under the same id, so that whichever answer comes first is taken.
+            // `sent_at` stays that of the first send: the lease estimate stays conservative.
+            self.actions.push_back(WorkerAction::Send(inflight.id, inflight.request));
+            self.main = Some(InFlight { deadline: now + self.config.request_timeout, ..inflight });
         }
         self.heartbeat(now);
         if self.held.is_none() && self.main.is_none() && now >= self.acquire_at {
