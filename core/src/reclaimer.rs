@@ -215,6 +215,14 @@ impl Reclaimer {
         Ok(reclaimer)
     }
 
+    /// Numbers this reclaimer's batches from `seq` on. A reclaimer that restarts must not reuse
+    /// the batch numbers of its previous life, or two batches would share one [`BatchId`].
+    pub fn number_batches_from(mut self, seq: u64) -> Reclaimer {
+        assert_eq!(self.batches, 0, "batches are numbered before the first one starts");
+        self.batches = seq;
+        self
+    }
+
     /// The next action, if any.
     pub fn poll(&mut self) -> Option<ReclaimAction> {
         self.actions.pop_front()

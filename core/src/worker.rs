@@ -245,8 +245,8 @@ impl Worker {
     pub fn poll_timeout(&self) -> Time {
         let mut at = self.main.map_or(self.acquire_at, |inflight| inflight.deadline);
         if let Some(held) = self.held {
-            at = at.min(held.next_heartbeat);
-            at = at.min(held.renew.map_or(at, |renew| renew.deadline));
+            // A heartbeat falls due only once the renewal in flight is answered or times out.
+            at = at.min(held.renew.map_or(held.next_heartbeat, |renew| renew.deadline));
             if !self.bugs.on(Bug::WorkerWithoutSelfFence) {
                 at = at.min(held.act_until);
             }

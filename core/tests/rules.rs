@@ -913,7 +913,6 @@ fn an_idle_worker_asks_again_after_idle_backoff() {
 }
 
 #[test]
-#[ignore = "fails: worker.rs poll_timeout can return a time already handled (a busy loop); run with --ignored"]
 fn a_worker_whose_renewal_is_in_flight_past_the_next_heartbeat_still_has_a_future_timeout() {
     // Proves poll_timeout always moves forward after handle_timeout: a harness that sleeps until
     // poll_timeout must not spin at one instant. With request_timeout (500) longer than
