@@ -1,0 +1,199 @@
+//! `always` fencing: nothing is accepted with a stale epoch.
+//!
+//! A job's current epoch is the latest `granted.epoch` or `reclaimed.new_epoch`, and it strictly
+//! increases on every grant and every reclaim. A violation is:
+//!
+//! - a `granted` or `reclaimed` whose new epoch does not exceed the current one;
+//! - a `renewed` whose epoch is not current, of a lease that is not live, or at a table time at
+//!   or after the lease's expiry (renewed after it expired);
+//! - a `terminal` completed with an epoch that is not current;
+//! - a `reclaimed` whose `epoch` (the lease it displaced) is not current: the compare-and-set
+//!   failed;
+//! - an `effect_applied` whose epoch is below the ledger's fence for the operation, the highest
+//!   epoch of any `looked_up` or `effect_applied` of it so far.
+
+use super::facts::{Facts, JobFacts};
+use super::{Invariant, Violation};
+use crate::history::{Entry, Event, OutcomeKind};
+use lease_core::{Epoch, JobId, OpId};
+
+/// Judges one entry; see the module doc.
+pub(crate) fn check(facts: &Facts, line: usize, entry: &Entry) -> Result<(), Violation> {
+    match &entry.event {
+        Event::Granted { job, epoch, .. } => new_epoch(facts, line, *job, *epoch),
+        Event::Reclaimed { job, epoch, new_epoch: next, .. } => {
+            displaced(facts, line, *job, *epoch)?;
+            new_epoch(facts, line, *job, *next)
+        }
+        Event::Renewed { job, epoch, .. } => renewal(facts, line, entry.t_us, *job, *epoch),
+        Event::Terminal { job, outcome: OutcomeKind::Completed, epoch, .. } => completion(facts, line, *job, *epoch),
+        Event::EffectApplied { job, op, epoch, .. } => effect(facts, line, *job, *op, *epoch),
+        _ => Ok(()),
+    }
+}
+
+/// The job's current epoch and the line that set it (epoch 0 and none before any grant).
+fn current(facts: &Facts, job: JobId) -> (Epoch, Option<usize>) {
+    facts.job(job).map_or((Epoch(0), None), |facts| (facts.epoch, facts.epoch_line))
+}
+
+fn violation(job: JobId, earlier: Option<usize>, line: usize, message: String) -> Violation {
+    Violation::at(Invariant::Fencing, Some(job), &[earlier], line, message)
+}
+
+fn new_epoch(facts: &Facts, line: usize, job: JobId, epoch: Epoch) -> Result<(), Violation> {
+    let (current, current_line) = current(facts, job);
+    if epoch > current {
+        return Ok(());
+    }
+    let message = format!("{job} moved to {epoch}, which does not exceed its current epoch {current}");
+    Err(violation(job, current_line, line, message))
+}
+
+fn displaced(facts: &Facts, line: usize, job: JobId, epoch: Epoch) -> Result<(), Violation> {
+    let (current, current_line) = current(facts, job);
+    if epoch == current {
+        return Ok(());
+    }
+    let message = format!("reclaimed {job}'s lease of {epoch}, but its current epoch is {current}");
+    Err(violation(job, current_line, line, message))
+}
+
+fn renewal(facts: &Facts, line: usize, t_us: u64, job: JobId, epoch: Epoch) -> Result<(), Violation> {
+    let (current, current_line) = current(facts, job);
+    if epoch != current {
+        let message = format!("renewed {job} under stale {epoch}; its current epoch is {current}");
+        return Err(violation(job, current_line, line, message));
+    }
+    let job_facts = facts.job(job);
+    let Some(live) = job_facts.and_then(JobFacts::live_term) else {
+        let ended = job_facts.and_then(|facts| facts.unleased_line);
+        return Err(violation(job, ended, line, format!("renewed {job} under {epoch}, which held no live lease")));
+    };
+    if t_us < live.expires_at_us {
+        return Ok(());
+    }
+    let message =
+        format!("renewed {job} under {epoch} at t={t_us}us, after its lease expired at t={}us", live.expires_at_us);
+    Err(violation(job, Some(live.line), line, message))
+}
+
+fn completion(facts: &Facts, line: usize, job: JobId, epoch: Epoch) -> Result<(), Violation> {
+    let (current, current_line) = current(facts, job);
+    if epoch == current {
+        return Ok(());
+    }
+    let message = format!("completed {job} under stale {epoch}; its current epoch is {current}");
+    Err(violation(job, current_line, line, message))
+}
+
+fn effect(facts: &Facts, line: usize, job: JobId, op: OpId, epoch: Epoch) -> Result<(), Violation> {
+    let Some(op_facts) = facts.op(op) else { return Ok(()) };
+    if epoch >= op_facts.fence {
+        return Ok(());
+    }
+    let message = format!("the ledger applied {op} under {epoch}, below its fence {}", op_facts.fence);
+    Err(violation(job, op_facts.fence_line, line, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::super::{check_history, Invariant};
+
+    fn assert_fencing(history: &History, lines: Vec<usize>) {
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::Fencing, "{violation}");
+        assert_eq!(violation.job, Some(J1));
+        assert_eq!(violation.lines, lines);
+    }
+
+    // Grants, a renewal before expiry, a reclaim and a current-epoch completion pass.
+    #[test]
+    fn current_epochs_pass() {
+        let mut story = crash_after_effect_story();
+        story.entries.truncate(STORY_EXECUTING);
+        story.at(500).renewed(J1, E1, 1_500);
+        story.at(600).applied(J1, E1, O7);
+        story.at(700).completed(J1, O7, E1, None);
+        assert!(check_history(&story.entries).is_ok());
+    }
+
+    // A renewal after a reclaim, with the old epoch, is reported, naming the reclaim.
+    #[test]
+    fn renew_after_reclaim_with_old_epoch_fails() {
+        let mut story = crash_after_effect_story();
+        story.entries.truncate(STORY_RECLAIMED);
+        let renewed = story.at(1_015).renewed(J1, E1, 2_015);
+        assert_fencing(&story, vec![STORY_RECLAIMED, renewed]);
+    }
+
+    // A renewal arriving at the expiry instant is too late.
+    #[test]
+    fn renew_at_expiry_fails() {
+        let mut history = History::new(2, 2);
+        history.at(0).arrived(J1);
+        let granted = history.at(10).granted(J1, E1, w(1), 1_010);
+        let renewed = history.at(1_010).renewed(J1, E1, 2_010);
+        assert_fencing(&history, vec![granted, renewed]);
+    }
+
+    // A completion under the worker's epoch after a reclaimer took over is reported.
+    #[test]
+    fn completion_with_stale_epoch_fails() {
+        let mut story = crash_after_effect_story();
+        story.entries.truncate(STORY_LOOKED_UP);
+        let completed = story.at(1_025).completed(J1, O7, E1, None);
+        assert_fencing(&story, vec![STORY_RECLAIMED, completed]);
+    }
+
+    // A reclaim that displaces an epoch other than the current one lost its compare-and-set.
+    #[test]
+    fn reclaim_of_stale_epoch_fails() {
+        let mut history = History::new(2, 2);
+        history.at(0).arrived(J1);
+        history.at(10).granted(J1, E1, w(1), 1_010);
+        let first = history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        // The live lease (e2) expired at 2_010; this reclaim names its expiry but the old epoch.
+        let second = history.at(2_010).reclaimed(J1, E1, 2_010, E3, batch(2, 0));
+        assert_fencing(&history, vec![first, second]);
+    }
+
+    // An effect applied below the ledger's fence (raised by the reclaimer's lookup) is reported.
+    #[test]
+    fn effect_below_fence_fails() {
+        let mut history = History::new(2, 2);
+        history.at(0).arrived(J1);
+        history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(20).executing(w(1), J1, E1);
+        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        let lookup = history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
+        let applied = history.at(1_030).applied(J1, E1, O7);
+        assert_fencing(&history, vec![lookup, applied]);
+    }
+
+    // A fenced effect that the ledger refused is the protocol working, not a violation.
+    #[test]
+    fn refused_stale_effect_passes() {
+        let mut history = History::new(2, 2);
+        history.at(0).arrived(J1);
+        history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(20).executing(w(1), J1, E1);
+        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
+        history.at(1_030).effect_rejected(J1, E1, O7, "fenced");
+        history.at(1_040).requeued(J1, E2, 1, Some(batch(1, 0)));
+        assert!(check_history(&history.entries).is_ok());
+    }
+
+    // A grant that does not raise the epoch is reported.
+    #[test]
+    fn grant_without_new_epoch_fails() {
+        let mut history = History::new(2, 2);
+        history.at(0).arrived(J1);
+        let first = history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(20).requeued(J1, E1, 1, None);
+        let second = history.at(30).granted(J1, E1, w(2), 1_030);
+        assert_fencing(&history, vec![first, second]);
+    }
+}

@@ -1,0 +1,260 @@
+//! Hand-made histories for the checkers' tests: a builder that writes one entry per call and
+//! returns its line number, and a correct story to break in small ways.
+
+use crate::history::{Entry, Event, Node, OutcomeKind};
+use lease_core::{BatchId, Epoch, JobId, NodeId, OpId, OutputId};
+use std::collections::BTreeSet;
+
+pub(crate) const J1: JobId = JobId(1);
+pub(crate) const J2: JobId = JobId(2);
+pub(crate) const J3: JobId = JobId(3);
+pub(crate) const E1: Epoch = Epoch(1);
+pub(crate) const E2: Epoch = Epoch(2);
+pub(crate) const E3: Epoch = Epoch(3);
+pub(crate) const E4: Epoch = Epoch(4);
+pub(crate) const O7: OutputId = OutputId(7);
+pub(crate) const O8: OutputId = OutputId(8);
+pub(crate) const O9: OutputId = OutputId(9);
+
+/// The lease ttl of every fixture, in microseconds.
+pub(crate) const TTL_US: u64 = 1_000;
+
+/// Worker `n`.
+pub(crate) fn w(n: u32) -> Node {
+    Node::Worker(n)
+}
+
+/// Reclaimer `n`.
+pub(crate) fn r(n: u32) -> Node {
+    Node::Reclaimer(n)
+}
+
+/// Batch `seq` of reclaimer `n`.
+pub(crate) fn batch(n: u32, seq: u64) -> BatchId {
+    BatchId { reclaimer: NodeId(n), seq }
+}
+
+/// A history under construction. Each method appends one entry at the current time and returns
+/// its 1-based line number; `arrived` fills in the backlog it should carry.
+pub(crate) struct History {
+    pub entries: Vec<Entry>,
+    now_us: u64,
+    unfinished: BTreeSet<JobId>,
+}
+
+impl History {
+    /// A history whose line 1 is a `run` line with these limits.
+    pub fn new(batch_max: usize, capacity: usize) -> History {
+        let mut history = History { entries: Vec::new(), now_us: 0, unfinished: BTreeSet::new() };
+        let run = Event::Run {
+            seed: 1,
+            scenario: "fixture".into(),
+            batch_max,
+            capacity,
+            lease_ttl_us: TTL_US,
+            attempts_max: 3,
+            bug: None,
+            params: String::new(),
+        };
+        history.push(Node::World, run);
+        history
+    }
+
+    /// Sets the time of the following entries.
+    pub fn at(&mut self, t_us: u64) -> &mut History {
+        self.now_us = t_us;
+        self
+    }
+
+    /// Appends any entry.
+    pub fn push(&mut self, node: Node, event: Event) -> usize {
+        self.entries.push(Entry { t_us: self.now_us, node, event });
+        self.entries.len()
+    }
+
+    pub fn arrived(&mut self, job: JobId) -> usize {
+        self.unfinished.insert(job);
+        let backlog = self.unfinished.len();
+        self.arrived_with_backlog(job, backlog)
+    }
+
+    pub fn arrived_with_backlog(&mut self, job: JobId, backlog: usize) -> usize {
+        self.push(Node::Table, Event::Arrived { job, backlog })
+    }
+
+    pub fn rejected(&mut self, job: JobId) -> usize {
+        self.push(Node::Table, Event::Rejected { job, reason: "queue_full".into() })
+    }
+
+    pub fn granted(&mut self, job: JobId, epoch: Epoch, owner: Node, expires_at_us: u64) -> usize {
+        let attempt = u32::try_from(epoch.0).unwrap();
+        self.push(Node::Table, Event::Granted { job, epoch, owner, expires_at_us, attempt })
+    }
+
+    pub fn renewed(&mut self, job: JobId, epoch: Epoch, expires_at_us: u64) -> usize {
+        self.push(Node::Table, Event::Renewed { job, epoch, expires_at_us })
+    }
+
+    /// The table hands `job`'s lease (`epoch`, expiring at `expires_at_us`) to `batch`'s
+    /// reclaimer under `new_epoch`, for one ttl from now.
+    pub fn reclaimed(
+        &mut self,
+        job: JobId,
+        epoch: Epoch,
+        expires_at_us: u64,
+        new_epoch: Epoch,
+        batch: BatchId,
+    ) -> usize {
+        let new_expires_at_us = self.now_us + TTL_US;
+        let reclaimer = Node::Reclaimer(batch.reclaimer.0);
+        let event = Event::Reclaimed { job, epoch, expires_at_us, new_epoch, new_expires_at_us, reclaimer, batch };
+        self.push(Node::Table, event)
+    }
+
+    pub fn lost_race(&mut self, job: JobId, expected: Epoch, batch: BatchId) -> usize {
+        self.push(Node::Reclaimer(batch.reclaimer.0), Event::LostRace { job, expected, batch })
+    }
+
+    pub fn looked_up(
+        &mut self,
+        job: JobId,
+        epoch: Epoch,
+        found: Option<OutputId>,
+        rival: Option<OutputId>,
+        batch: Option<BatchId>,
+    ) -> usize {
+        let op = OpId::for_job(job);
+        self.push(Node::Ledger, Event::LookedUp { job, op, epoch, found, rival, batch })
+    }
+
+    pub fn executing(&mut self, worker: Node, job: JobId, epoch: Epoch) -> usize {
+        self.push(worker, Event::Executing { job, op: OpId::for_job(job), epoch })
+    }
+
+    pub fn dependency_failed(&mut self, job: JobId, epoch: Epoch) -> usize {
+        self.push(Node::Ledger, Event::DependencyFailed { job, op: OpId::for_job(job), epoch })
+    }
+
+    pub fn applied(&mut self, job: JobId, epoch: Epoch, output: OutputId) -> usize {
+        self.applied_to(OpId::for_job(job), epoch, output)
+    }
+
+    pub fn applied_to(&mut self, op: OpId, epoch: Epoch, output: OutputId) -> usize {
+        self.push(Node::Ledger, Event::EffectApplied { job: op.job, op, epoch, output })
+    }
+
+    pub fn effect_rejected(&mut self, job: JobId, epoch: Epoch, output: OutputId, reason: &str) -> usize {
+        let op = OpId::for_job(job);
+        self.push(Node::Ledger, Event::EffectRejected { job, op, epoch, output, reason: reason.into() })
+    }
+
+    pub fn adopted(&mut self, node: Node, job: JobId, output: OutputId, epoch: Epoch) -> usize {
+        self.push(node, Event::Adopted { job, op: OpId::for_job(job), output, epoch })
+    }
+
+    fn terminal(&mut self, job: JobId, outcome: OutcomeKind, epoch: Epoch, batch: Option<BatchId>) -> Event {
+        self.unfinished.remove(&job);
+        Event::Terminal { job, outcome, output: None, epoch, attempts: None, identities: None, batch }
+    }
+
+    pub fn completed(&mut self, job: JobId, output: OutputId, epoch: Epoch, batch: Option<BatchId>) -> usize {
+        let mut event = self.terminal(job, OutcomeKind::Completed, epoch, batch);
+        if let Event::Terminal { output: slot, .. } = &mut event {
+            *slot = Some(output);
+        }
+        self.push(Node::Table, event)
+    }
+
+    pub fn dead_lettered(&mut self, job: JobId, epoch: Epoch, attempts: u32, batch: Option<BatchId>) -> usize {
+        let mut event = self.terminal(job, OutcomeKind::DeadLettered, epoch, batch);
+        if let Event::Terminal { attempts: slot, .. } = &mut event {
+            *slot = Some(attempts);
+        }
+        self.push(Node::Table, event)
+    }
+
+    pub fn quarantined(
+        &mut self,
+        job: JobId,
+        epoch: Epoch,
+        identities: [OutputId; 2],
+        batch: Option<BatchId>,
+    ) -> usize {
+        let mut event = self.terminal(job, OutcomeKind::Quarantined, epoch, batch);
+        if let Event::Terminal { identities: slot, .. } = &mut event {
+            *slot = Some(identities);
+        }
+        self.push(Node::Table, event)
+    }
+
+    pub fn requeued(&mut self, job: JobId, epoch: Epoch, attempts: u32, batch: Option<BatchId>) -> usize {
+        self.push(Node::Table, Event::Requeued { job, epoch, attempts, batch })
+    }
+
+    pub fn refused(&mut self, job: JobId, epoch: Epoch, request: &str, reason: &str) -> usize {
+        let event = Event::Refused { job, epoch, request: request.into(), reason: reason.into() };
+        self.push(Node::Table, event)
+    }
+
+    pub fn abandoned(&mut self, worker: Node, job: JobId, epoch: Epoch, why: &str) -> usize {
+        self.push(worker, Event::Abandoned { job, epoch, why: why.into() })
+    }
+
+    pub fn batch_stopped(&mut self, batch: BatchId, job: JobId, identities: [OutputId; 2]) -> usize {
+        let reclaimer = Node::Reclaimer(batch.reclaimer.0);
+        self.push(reclaimer, Event::BatchStopped { batch, job, identities, untouched: 0 })
+    }
+
+    pub fn crashed(&mut self, target: Node, point: &str, job: Option<JobId>) -> usize {
+        self.push(Node::World, Event::Crashed { target, point: point.into(), job })
+    }
+
+    pub fn paused(&mut self, target: Node) -> usize {
+        self.push(Node::World, Event::Paused { target })
+    }
+
+    pub fn resumed(&mut self, target: Node) -> usize {
+        self.push(Node::World, Event::Resumed { target })
+    }
+
+    pub fn faults_healed(&mut self) -> usize {
+        self.push(Node::World, Event::FaultsHealed {})
+    }
+}
+
+/// Line numbers of [`crash_after_effect_story`].
+pub(crate) const STORY_GRANTED: usize = 3;
+pub(crate) const STORY_EXECUTING: usize = 4;
+pub(crate) const STORY_APPLIED: usize = 5;
+pub(crate) const STORY_RECLAIMED: usize = 7;
+pub(crate) const STORY_LOOKED_UP: usize = 8;
+pub(crate) const STORY_TERMINAL: usize = 10;
+
+/// A correct history (batch_max 2, capacity 2, ttl 1 000 us): worker w1 applies j1's effect and
+/// crashes before completing; at its expiry r1 reclaims the lease and adopts the output.
+///
+/// ```text
+///  1 t=0      run
+///  2 t=0      arrived j1
+///  3 t=10     granted j1 e1 to w1, expires 1_010
+///  4 t=20     w1 executing j1 e1
+///  5 t=30     effect_applied j1 e1 o7
+///  6 t=40     crashed w1 after_effect j1
+///  7 t=1_010  reclaimed j1 e1 (expired 1_010) as e2 by r1 batch r1#0, expires 2_010
+///  8 t=1_020  looked_up j1 e2 found o7, batch r1#0
+///  9 t=1_020  r1 adopted j1 o7 e2
+/// 10 t=1_030  terminal completed j1 o7 e2, batch r1#0
+/// ```
+pub(crate) fn crash_after_effect_story() -> History {
+    let mut history = History::new(2, 2);
+    assert_eq!(history.at(0).arrived(J1), 2);
+    assert_eq!(history.at(10).granted(J1, E1, w(1), 1_010), STORY_GRANTED);
+    assert_eq!(history.at(20).executing(w(1), J1, E1), STORY_EXECUTING);
+    assert_eq!(history.at(30).applied(J1, E1, O7), STORY_APPLIED);
+    assert_eq!(history.at(40).crashed(w(1), "after_effect", Some(J1)), 6);
+    assert_eq!(history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0)), STORY_RECLAIMED);
+    assert_eq!(history.at(1_020).looked_up(J1, E2, Some(O7), None, Some(batch(1, 0))), STORY_LOOKED_UP);
+    assert_eq!(history.at(1_020).adopted(r(1), J1, O7, E2), 9);
+    assert_eq!(history.at(1_030).completed(J1, O7, E2, Some(batch(1, 0))), STORY_TERMINAL);
+    history
+}

@@ -1,0 +1,446 @@
+//! Histories recorded from the real lease-core table and ledger, driven by a seeded schedule.
+//!
+//! This guards the checkers against false alarms: a seeded driver plays workers and reclaimers
+//! that follow the protocol (workers self-fence by the lease expiry they were told, replies get
+//! lost and effects get retried, nodes crash, time jumps), records every table and ledger answer
+//! as the world does, and every such history must pass. With a planted table or ledger bug, the
+//! same driver must make the checkers name the broken rule.
+
+use super::{check_history, Coverage, Invariant, Violation};
+use crate::history::{Entry, Event, Node, OutcomeKind};
+use lease_core::{
+    Acquired, Apply, BatchId, Bug, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, JobId, Lease, LeaseTable,
+    Lookup, NodeId, OpId, Outcome, OutputId, Quarantine, Renewal, Requeue, Span, TableConfig, Terminal, Time,
+};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::collections::{BTreeMap, VecDeque};
+
+const WORKERS: u32 = 3;
+const RECLAIMERS: u32 = 2;
+const STEPS: usize = 600;
+const LEASE_TTL: Span = Span::from_us(1_000);
+/// How long before the expiry it was told a driven worker stops acting.
+const MARGIN_US: u64 = 100;
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Just granted: execute on a first attempt, else look up first.
+    Fresh,
+    /// Looked up, found nothing: may execute.
+    Looked,
+    /// The dependency is producing `output`; the ledger has not answered yet.
+    InFlight(OutputId),
+    /// The ledger holds `output`: complete with it.
+    Done(OutputId),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    job: JobId,
+    epoch: Epoch,
+    attempt: u32,
+    expires_at: Time,
+    phase: Phase,
+}
+
+#[derive(Debug, Default)]
+struct ReclaimerState {
+    batch: Option<BatchId>,
+    pending: VecDeque<Lease>,
+    batches: u64,
+}
+
+struct Driver {
+    rng: Xoshiro256PlusPlus,
+    now: Time,
+    table: LeaseTable,
+    ledger: EffectLedger,
+    workers: BTreeMap<u32, Option<Held>>,
+    reclaimers: BTreeMap<u32, ReclaimerState>,
+    next_job: u64,
+    history: Vec<Entry>,
+}
+
+impl Driver {
+    fn new(seed: u64, bug: Option<Bug>) -> Driver {
+        let config = TableConfig { capacity: 6, lease_ttl: LEASE_TTL, batch_max: 2, attempts_max: 3 };
+        let bugs = Bugs::plant(bug);
+        let mut driver = Driver {
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            now: Time::ZERO,
+            table: LeaseTable::with_bugs(config, bugs).expect("a workable config"),
+            ledger: EffectLedger::with_bugs(bugs),
+            workers: (1..=WORKERS).map(|worker| (worker, None)).collect(),
+            reclaimers: (1..=RECLAIMERS).map(|reclaimer| (reclaimer, ReclaimerState::default())).collect(),
+            next_job: 1,
+            history: Vec::new(),
+        };
+        let run = Event::Run {
+            seed,
+            scenario: "protocol_histories".into(),
+            batch_max: config.batch_max,
+            capacity: config.capacity,
+            lease_ttl_us: LEASE_TTL.as_us(),
+            attempts_max: config.attempts_max,
+            bug: bug.map(|bug| bug.name().to_string()),
+            params: String::new(),
+        };
+        driver.record(Node::World, run);
+        driver
+    }
+
+    fn record(&mut self, node: Node, event: Event) {
+        self.history.push(Entry { t_us: self.now.as_us(), node, event });
+    }
+
+    fn run(mut self) -> Vec<Entry> {
+        for step in 0..STEPS {
+            match self.rng.gen_range(0..10) {
+                0 if step < STEPS / 2 => self.arrive(),
+                0..=2 => self.now = self.now + Span::from_us(self.rng.gen_range(1..400)),
+                3..=7 => {
+                    let worker = self.rng.gen_range(1..=WORKERS);
+                    self.work(worker);
+                }
+                _ => {
+                    let reclaimer = self.rng.gen_range(1..=RECLAIMERS);
+                    self.reclaim(reclaimer);
+                }
+            }
+        }
+        self.history
+    }
+
+    fn arrive(&mut self) {
+        let job = JobId(self.next_job);
+        self.next_job += 1;
+        match self.table.enqueue(self.now, job).unwrap() {
+            Enqueued::Accepted { backlog } => self.record(Node::Table, Event::Arrived { job, backlog }),
+            Enqueued::Rejected(_) => self.record(Node::Table, Event::Rejected { job, reason: "queue_full".into() }),
+            Enqueued::Duplicate => unreachable!("fresh job ids"),
+        }
+    }
+
+    /// An output of the dependency: two candidates per job, so a retry may conflict.
+    fn produce(&mut self, job: JobId) -> OutputId {
+        OutputId(job.0 * 16 + self.rng.gen_range(0..2))
+    }
+
+    fn work(&mut self, worker: u32) {
+        let Some(held) = self.workers[&worker] else { return self.acquire(worker) };
+        let node = Node::Worker(worker);
+        let live = self.now.as_us() + MARGIN_US < held.expires_at.as_us();
+        let (job, epoch, op) = (held.job, held.epoch, OpId::for_job(held.job));
+        match (self.rng.gen_range(0..10), held.phase) {
+            (0, phase) => {
+                let point = if matches!(phase, Phase::Done(_)) { "after_effect" } else { "before_effect" };
+                self.record(Node::World, Event::Crashed { target: node, point: point.into(), job: Some(job) });
+                self.drop_lease(worker);
+            }
+            (1, _) => self.renew(worker, held),
+            (_, Phase::Fresh | Phase::Looked) if !live => self.abandon(worker, held, "self_fenced"),
+            (_, Phase::Fresh) if held.attempt > 1 => self.look_up(worker, held),
+            (_, Phase::Fresh | Phase::Looked) => {
+                self.record(node, Event::Executing { job, op, epoch });
+                let output = self.produce(job);
+                self.set_phase(worker, Phase::InFlight(output));
+            }
+            (2, Phase::InFlight(_)) => {
+                self.record(Node::Ledger, Event::DependencyFailed { job, op, epoch });
+                let requeue = self.table.requeue(self.now, job, epoch).unwrap();
+                self.record_requeue(job, epoch, requeue, None);
+                self.drop_lease(worker);
+            }
+            (3, Phase::InFlight(output)) if live => {
+                // The reply was lost: the effect lands, and the worker executes again.
+                let _lost_reply = self.apply(op, epoch, output);
+                self.record(node, Event::Executing { job, op, epoch });
+                let output = self.produce(job);
+                self.set_phase(worker, Phase::InFlight(output));
+            }
+            (_, Phase::InFlight(output)) => match self.apply(op, epoch, output) {
+                Apply::Applied | Apply::AlreadyApplied => self.set_phase(worker, Phase::Done(output)),
+                Apply::Fenced { .. } => self.abandon(worker, held, "effect_fenced"),
+                Apply::Conflict { .. } => self.abandon(worker, held, "conflict"),
+            },
+            (_, Phase::Done(output)) => {
+                let completion = self.table.complete(self.now, job, epoch, output).unwrap();
+                self.record_completion(job, epoch, completion, None);
+                self.drop_lease(worker);
+            }
+        }
+    }
+
+    fn acquire(&mut self, worker: u32) {
+        let Acquired::Granted(grant) = self.table.acquire(self.now, NodeId(worker)).unwrap() else { return };
+        let lease = grant.lease;
+        let event = Event::Granted {
+            job: lease.job,
+            epoch: lease.epoch,
+            owner: Node::Worker(worker),
+            expires_at_us: lease.expires_at.as_us(),
+            attempt: grant.attempt,
+        };
+        self.record(Node::Table, event);
+        let held = Held {
+            job: lease.job,
+            epoch: lease.epoch,
+            attempt: grant.attempt,
+            expires_at: lease.expires_at,
+            phase: Phase::Fresh,
+        };
+        self.workers.insert(worker, Some(held));
+    }
+
+    fn renew(&mut self, worker: u32, held: Held) {
+        match self.table.renew(self.now, held.job, held.epoch).unwrap() {
+            Renewal::Renewed { epoch, expires_at } => {
+                let event = Event::Renewed { job: held.job, epoch, expires_at_us: expires_at.as_us() };
+                self.record(Node::Table, event);
+                let renewed = Held { expires_at, ..held };
+                self.workers.insert(worker, Some(renewed));
+            }
+            Renewal::Refused(refusal) => {
+                self.refused(held.job, held.epoch, "renew", refusal_reason(&refusal));
+                self.abandon(worker, held, "lease_lost");
+            }
+        }
+    }
+
+    fn look_up(&mut self, worker: u32, held: Held) {
+        let (job, epoch, op) = (held.job, held.epoch, OpId::for_job(held.job));
+        let lookup = self.ledger.lookup(op, epoch);
+        self.record_lookup(job, op, epoch, lookup, None);
+        match lookup {
+            Lookup::Empty => self.set_phase(worker, Phase::Looked),
+            Lookup::Recorded(output) => {
+                self.record(Node::Worker(worker), Event::Adopted { job, op, output, epoch });
+                self.set_phase(worker, Phase::Done(output));
+            }
+            Lookup::Conflict { .. } => self.abandon(worker, held, "conflict"),
+        }
+    }
+
+    fn apply(&mut self, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
+        let apply = self.ledger.apply(op, epoch, output);
+        let job = op.job;
+        let reason = match apply {
+            Apply::Applied => {
+                return self.record_then(Node::Ledger, Event::EffectApplied { job, op, epoch, output }, apply)
+            }
+            Apply::AlreadyApplied => "already_applied",
+            Apply::Fenced { .. } => "fenced",
+            Apply::Conflict { .. } => "conflict",
+        };
+        self.record_then(Node::Ledger, Event::EffectRejected { job, op, epoch, output, reason: reason.into() }, apply)
+    }
+
+    fn record_then(&mut self, node: Node, event: Event, apply: Apply) -> Apply {
+        self.record(node, event);
+        apply
+    }
+
+    fn set_phase(&mut self, worker: u32, phase: Phase) {
+        let held = self.workers.get_mut(&worker).and_then(Option::as_mut).expect("a held lease");
+        held.phase = phase;
+    }
+
+    fn abandon(&mut self, worker: u32, held: Held, why: &str) {
+        let event = Event::Abandoned { job: held.job, epoch: held.epoch, why: why.into() };
+        self.record(Node::Worker(worker), event);
+        self.drop_lease(worker);
+    }
+
+    fn drop_lease(&mut self, worker: u32) {
+        self.workers.insert(worker, None);
+    }
+
+    fn reclaim(&mut self, reclaimer: u32) {
+        let state = self.reclaimers.get_mut(&reclaimer).expect("a known reclaimer");
+        if state.pending.is_empty() {
+            let leases = self.table.expired(self.now, self.now).unwrap();
+            if leases.is_empty() {
+                return;
+            }
+            state.batch = Some(BatchId { reclaimer: NodeId(reclaimer), seq: state.batches });
+            state.batches += 1;
+            state.pending = leases.into();
+        }
+        let batch = state.batch.expect("a batch in progress");
+        let lease = state.pending.pop_front().expect("a pending lease");
+        let node = Node::Reclaimer(reclaimer);
+        let (expired, ours) =
+            match self.table.fence(self.now, lease.job, lease.epoch, NodeId(reclaimer), self.now).unwrap() {
+                Fencing::Won { expired, lease } => (expired, lease),
+                Fencing::LostRace { .. } | Fencing::NotExpired { .. } => {
+                    let event = Event::LostRace { job: lease.job, expected: lease.epoch, batch };
+                    return self.record(node, event);
+                }
+            };
+        let reclaimed = Event::Reclaimed {
+            job: ours.job,
+            epoch: expired.epoch,
+            expires_at_us: expired.expires_at.as_us(),
+            new_epoch: ours.epoch,
+            new_expires_at_us: ours.expires_at.as_us(),
+            reclaimer: node,
+            batch,
+        };
+        self.record(Node::Table, reclaimed);
+        let (job, epoch, op) = (ours.job, ours.epoch, OpId::for_job(ours.job));
+        let lookup = self.ledger.lookup(op, epoch);
+        self.record_lookup(job, op, epoch, lookup, Some(batch));
+        if self.rng.gen_range(0..5) == 0 {
+            // The reply was lost: the reclaimer gives up on this lease. Having met a conflict, it
+            // touches nothing more in the batch.
+            if matches!(lookup, Lookup::Conflict { .. }) {
+                self.reclaimers.get_mut(&reclaimer).expect("a known reclaimer").pending.clear();
+            }
+            return;
+        }
+        match lookup {
+            Lookup::Empty => {
+                let requeue = self.table.requeue(self.now, job, epoch).unwrap();
+                self.record_requeue(job, epoch, requeue, Some(batch));
+            }
+            Lookup::Recorded(output) => {
+                self.record(node, Event::Adopted { job, op, output, epoch });
+                let completion = self.table.complete(self.now, job, epoch, output).unwrap();
+                self.record_completion(job, epoch, completion, Some(batch));
+            }
+            Lookup::Conflict { recorded, rival } => {
+                match self.table.quarantine(self.now, job, epoch, recorded, rival).unwrap() {
+                    Quarantine::Quarantined(terminal) => self.record_terminal(terminal, Some(batch)),
+                    Quarantine::Refused(refusal) => self.refused(job, epoch, "quarantine", refusal_reason(&refusal)),
+                }
+                let state = self.reclaimers.get_mut(&reclaimer).expect("a known reclaimer");
+                let untouched = state.pending.len();
+                state.pending.clear();
+                let identities = [recorded, rival];
+                self.record(node, Event::BatchStopped { batch, job, identities, untouched });
+            }
+        }
+    }
+
+    fn record_lookup(&mut self, job: JobId, op: OpId, epoch: Epoch, lookup: Lookup, batch: Option<BatchId>) {
+        let (found, rival) = match lookup {
+            Lookup::Empty => (None, None),
+            Lookup::Recorded(output) => (Some(output), None),
+            Lookup::Conflict { recorded, rival } => (Some(recorded), Some(rival)),
+        };
+        self.record(Node::Ledger, Event::LookedUp { job, op, epoch, found, rival, batch });
+    }
+
+    fn record_requeue(&mut self, job: JobId, epoch: Epoch, requeue: Requeue, batch: Option<BatchId>) {
+        match requeue {
+            Requeue::Requeued { attempts } => self.record(Node::Table, Event::Requeued { job, epoch, attempts, batch }),
+            Requeue::DeadLettered(terminal) => self.record_terminal(terminal, batch),
+            Requeue::Refused(refusal) => self.refused(job, epoch, "requeue", refusal_reason(&refusal)),
+        }
+    }
+
+    fn record_completion(&mut self, job: JobId, epoch: Epoch, completion: Completion, batch: Option<BatchId>) {
+        match completion {
+            Completion::Completed(terminal) => self.record_terminal(terminal, batch),
+            Completion::AlreadyCompleted => {}
+            Completion::Conflict { .. } => self.refused(job, epoch, "complete", "conflict"),
+            Completion::Refused(refusal) => self.refused(job, epoch, "complete", refusal_reason(&refusal)),
+        }
+    }
+
+    fn record_terminal(&mut self, terminal: Terminal, batch: Option<BatchId>) {
+        let (outcome, output, attempts, identities) = match terminal.outcome {
+            Outcome::Completed { output } => (OutcomeKind::Completed, Some(output), None, None),
+            Outcome::DeadLettered { attempts } => (OutcomeKind::DeadLettered, None, Some(attempts), None),
+            Outcome::Quarantined { recorded, rival } => (OutcomeKind::Quarantined, None, None, Some([recorded, rival])),
+        };
+        let event =
+            Event::Terminal { job: terminal.job, outcome, output, epoch: terminal.epoch, attempts, identities, batch };
+        self.record(Node::Table, event);
+    }
+
+    fn refused(&mut self, job: JobId, epoch: Epoch, request: &str, reason: &str) {
+        let event = Event::Refused { job, epoch, request: request.into(), reason: reason.into() };
+        self.record(Node::Table, event);
+    }
+}
+
+fn refusal_reason(refusal: &lease_core::Refusal) -> &'static str {
+    match refusal {
+        lease_core::Refusal::StaleEpoch { .. } => "stale_epoch",
+        lease_core::Refusal::Expired { .. } => "expired",
+        lease_core::Refusal::NotLeased => "not_leased",
+        lease_core::Refusal::AlreadyTerminal => "already_terminal",
+    }
+}
+
+const SEEDS: u64 = 300;
+
+/// Every seed's verdict with `bug` planted.
+fn sweep(bug: Option<Bug>) -> Vec<(u64, Result<Coverage, Violation>)> {
+    (0..SEEDS).map(|seed| (seed, check_history(&Driver::new(seed, bug).run()))).collect()
+}
+
+// Histories of the correct table and ledger, under lost replies, retries, crashes and expiries,
+// never raise an alarm, and they do reach the situations the checkers judge.
+#[test]
+fn correct_protocol_histories_pass() {
+    let mut total = Coverage::default();
+    for (seed, verdict) in sweep(None) {
+        match verdict {
+            Ok(coverage) => total.merge(&coverage),
+            Err(violation) => panic!("seed {seed}: false alarm: {violation}"),
+        }
+    }
+    for name in [
+        "reclaimed",
+        "adopted_by_reclaimer",
+        "adopted_by_worker",
+        "crash_after_effect_adopted",
+        "reclaimer_lost_race",
+        "stale_effect_fenced",
+        "stale_write_refused",
+        "batch_stopped_on_conflict",
+        "quarantined",
+        "dead_lettered",
+        "full_batch",
+        "self_fenced",
+        "lease_renewed",
+    ] {
+        assert!(total.get(name) > 0, "the driver never reached {name}: {total:?}");
+    }
+}
+
+/// The invariants each planted table or ledger bug may first break, in the driver's histories.
+fn expected(bug: Bug) -> &'static [Invariant] {
+    match bug {
+        Bug::ReclaimBoundaryOffByOne => &[Invariant::NoUnexpiredReclaim],
+        Bug::CompleteWithoutEpochCheck => &[Invariant::Fencing],
+        Bug::LedgerWithoutFence => &[Invariant::Fencing],
+        Bug::ReclaimWithoutCas => &[Invariant::NoUnexpiredReclaim, Invariant::Fencing],
+        Bug::UnboundedReclaimBatch => &[Invariant::BoundedBatch],
+        _ => unreachable!("not driven here"),
+    }
+}
+
+// Each planted table or ledger bug is caught in some seed, always as the rule it breaks.
+#[test]
+fn planted_bugs_are_named() {
+    for bug in [
+        Bug::ReclaimBoundaryOffByOne,
+        Bug::CompleteWithoutEpochCheck,
+        Bug::LedgerWithoutFence,
+        Bug::ReclaimWithoutCas,
+        Bug::UnboundedReclaimBatch,
+    ] {
+        let violations = sweep(Some(bug))
+            .into_iter()
+            .filter_map(|(seed, verdict)| verdict.err().map(|violation| (seed, violation)))
+            .collect::<Vec<_>>();
+        assert!(!violations.is_empty(), "{bug} was never caught");
+        for (seed, violation) in violations {
+            assert!(expected(bug).contains(&violation.invariant), "{bug}, seed {seed}: {violation}");
+        }
+    }
+}
