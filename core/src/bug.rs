@@ -13,7 +13,8 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Bug {
-    /// The table treats a lease as expired one microsecond before `expires_at`.
+    /// The table compares expiries in whole ticks ([`crate::RECLAIM_TICK`]), so a lease counts as
+    /// expired up to one tick before `expires_at`.
     ReclaimBoundaryOffByOne,
     /// The table decides expiry by the reclaimer's own (drifting) clock, not its own.
     ReclaimByReclaimerClock,

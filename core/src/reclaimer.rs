@@ -5,8 +5,8 @@
 //! touches nothing further in it. Like the worker it takes its *local* time, and it drives the
 //! same way: after any input drain [`Reclaimer::poll`], then sleep until
 //! [`Reclaimer::poll_timeout`]. A request that times out is sent again under the same id, up to
-//! `retries_max` times; after that the reclaimer moves on, and its own fenced lease will expire and be
-//! reclaimed in turn.
+//! `retries_max` times; after that it drops the rest of the batch until its next scan, and its own
+//! fenced lease will expire and be reclaimed in turn.
 
 use crate::bug::{Bug, Bugs};
 use crate::ids::{BatchId, Epoch, JobId, NodeId, OpId, OutputId};
@@ -157,7 +157,8 @@ pub enum ReclaimAction {
         /// Listed leases left untouched.
         untouched: usize,
     },
-    /// A request went unanswered `retries_max` times; the reclaimer moved on.
+    /// A request went unanswered `retries_max` times; the reclaimer dropped the rest of the batch
+    /// and scans again later.
     GaveUp {
         /// The batch.
         batch: BatchId,
@@ -318,8 +319,12 @@ impl Reclaimer {
             }
             self.inflight = None;
             if let Some(batch) = self.batch_of(inflight.request) {
+                // Whatever the silence hides (a partition, or a conflict it never heard about),
+                // the rest of the batch waits for the next scan rather than run blind.
                 let job = job_of(inflight.request).expect("batch requests name a job");
                 self.actions.push_back(ReclaimAction::GaveUp { batch, job });
+                self.batch = None;
+                self.scan_at = now + self.config.scan_every;
             }
         }
         if self.inflight.is_some() {

@@ -11,10 +11,11 @@ use crate::time::{Span, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// The granularity of the planted off-by-one reclaim boundary ([`Bug::ReclaimBoundaryOffByOne`]):
-/// one scheduling tick of a reclaimer, far coarser than the microsecond clock, as in queues that
-/// compare expiries at millisecond precision.
-pub const RECLAIM_TICK: Span = Span::from_ms(1);
+/// The tick of the planted off-by-one reclaim boundary ([`Bug::ReclaimBoundaryOffByOne`]): the bug
+/// compares expiries in whole ticks, rounding down, as queues that store or compare timestamps at a
+/// coarser unit than they grant leases in; a lease then counts as expired from the start of the
+/// tick in which it expires, up to one tick early.
+pub const RECLAIM_TICK: Span = Span::from_ms(50);
 
 /// The table's limits. Every one is named, checked, and shown in a history's `run` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -554,7 +555,7 @@ impl LeaseTable {
 
     fn has_expired(&self, expires_at: Time, clock: Time) -> bool {
         if self.bugs.on(Bug::ReclaimBoundaryOffByOne) {
-            return clock + RECLAIM_TICK >= expires_at;
+            return clock.0 / RECLAIM_TICK.0 >= expires_at.0 / RECLAIM_TICK.0;
         }
         clock >= expires_at
     }

@@ -1133,8 +1133,8 @@ fn a_reclaimer_that_loses_a_race_reports_it_and_goes_on_to_the_next_lease() {
 #[test]
 fn a_reclaimer_retries_a_request_up_to_retries_max_under_the_same_id_then_gives_up() {
     // Proves bounded retries (reclaimer.rs module doc, since f2545d6): an unanswered Fence goes out
-    // 1 + retries_max times under one id, then the reclaimer reports GaveUp and moves on (to a new
-    // scan, the batch being done); an answer to that id after it gave up is ignored.
+    // 1 + retries_max times under one id, then the reclaimer reports GaveUp, drops the rest of the
+    // batch and scans again only after scan_every; an answer to that id after it gave up is ignored.
     let mut table = table();
     let mut ledger = EffectLedger::new();
     let _ = leased(&mut table, t(0), 1, W1);
@@ -1152,16 +1152,18 @@ fn a_reclaimer_retries_a_request_up_to_retries_max_under_the_same_id_then_gives_
     reclaimer.handle_timeout(now + Span(60));
     let actions = drain_reclaimer(&mut reclaimer);
     let batch = BatchId { reclaimer: R1, seq: 0 };
-    assert_eq!(actions[0], ReclaimAction::GaveUp { batch, job: job(1) });
-    let (list, request) = only_reclaim_send(&actions[1..]);
-    assert!(matches!(request, ReclaimRequest::ListExpired { .. }));
-    assert_ne!(list, fence.0);
+    assert_eq!(actions, vec![ReclaimAction::GaveUp { batch, job: job(1) }]);
+    let rescan = now + Span(60) + reclaimer_config().scan_every;
+    assert_eq!(reclaimer.poll_timeout(), rescan, "the next scan waits scan_every");
 
     let late = answer(&mut table, &mut ledger, now + Span(61), fence.1);
     assert!(matches!(late, ReclaimReply::Fenced(Fencing::Won { .. })));
     reclaimer.handle_reply(now + Span(61), fence.0, late);
     assert_eq!(drain_reclaimer(&mut reclaimer), vec![]);
-    assert_eq!(reclaimer.poll_timeout(), now + Span(80), "the listing is still the request in flight");
+    reclaimer.handle_timeout(rescan);
+    let (list, request) = only_reclaim_send(&drain_reclaimer(&mut reclaimer));
+    assert!(matches!(request, ReclaimRequest::ListExpired { .. }));
+    assert_ne!(list, fence.0);
 }
 
 #[test]
