@@ -260,6 +260,16 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         batch: Option<BatchId>,
     },
+    /// The table answered a completion of an already completed job, with the same output, as an
+    /// idempotent success: no second terminal outcome.
+    AlreadyCompleted {
+        /// The job.
+        job: JobId,
+        /// The epoch the request carried.
+        epoch: Epoch,
+        /// The output it offered, the same as the recorded one.
+        output: OutputId,
+    },
     /// The table put a leased job back in the queue.
     Requeued {
         /// The job.
@@ -384,6 +394,7 @@ impl Entry {
             | Event::Adopted { job, .. }
             | Event::Terminal { job, .. }
             | Event::Requeued { job, .. }
+            | Event::AlreadyCompleted { job, .. }
             | Event::Refused { job, .. }
             | Event::Abandoned { job, .. }
             | Event::BatchStopped { job, .. } => Some(*job),

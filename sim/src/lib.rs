@@ -1,4 +1,14 @@
-//! lease-sim: the deterministic madsim harness for lease-core.
+//! # lease-sim: a deterministic simulation harness for lease-core
+//!
+//! One simulated world per seed, on madsim: a lease table, an effect ledger behind a slow and
+//! failing dependency, workers, reclaimers and an arrival generator, talking only over madsim's
+//! network. Faults are chosen per seed (swarm testing). Every run records a JSONL history
+//! ([`history`]), which one checker per invariant reads as it grows ([`check`]). A run has a
+//! fault phase (safety) and a heal (liveness). Every failure prints the command that replays it.
+//!
+//! Determinism is the product: all randomness comes from the seed, there is no wall clock, no
+//! thread and no OS randomness inside a world, and nothing iterates a std `HashMap` where the
+//! order could reach a decision or the history.
 
 #[cfg(not(madsim))]
 compile_error!(
@@ -7,4 +17,12 @@ compile_error!(
 );
 
 pub mod check;
+pub mod clock;
+pub mod figures;
 pub mod history;
+pub mod net;
+mod node;
+pub mod render;
+pub mod runner;
+pub mod scenario;
+pub mod world;

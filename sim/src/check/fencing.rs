@@ -6,7 +6,8 @@
 //! - a `granted` or `reclaimed` whose new epoch does not exceed the current one;
 //! - a `renewed` whose epoch is not current, of a lease that is not live, or at a table time at
 //!   or after the lease's expiry (renewed after it expired);
-//! - a `terminal` completed with an epoch that is not current;
+//! - a `terminal` completed, or an `already_completed` answer (an idempotent success), with an
+//!   epoch that is not current: a stale worker's completion must be refused, not acknowledged;
 //! - a `reclaimed` whose `epoch` (the lease it displaced) is not current: the compare-and-set
 //!   failed;
 //! - an `effect_applied` whose epoch is below the ledger's fence for the operation, the highest
@@ -26,7 +27,8 @@ pub(crate) fn check(facts: &Facts, line: usize, entry: &Entry) -> Result<(), Vio
             new_epoch(facts, line, *job, *next)
         }
         Event::Renewed { job, epoch, .. } => renewal(facts, line, entry.t_us, *job, *epoch),
-        Event::Terminal { job, outcome: OutcomeKind::Completed, epoch, .. } => completion(facts, line, *job, *epoch),
+        Event::Terminal { job, outcome: OutcomeKind::Completed, epoch, .. }
+        | Event::AlreadyCompleted { job, epoch, .. } => completion(facts, line, *job, *epoch),
         Event::EffectApplied { job, op, epoch, .. } => effect(facts, line, *job, *op, *epoch),
         _ => Ok(()),
     }
@@ -145,6 +147,39 @@ mod tests {
         story.entries.truncate(STORY_LOOKED_UP);
         let completed = story.at(1_025).completed(J1, O7, E1, None);
         assert_fencing(&story, vec![STORY_RECLAIMED, completed]);
+    }
+
+    // A completion acknowledged as idempotent under a stale epoch is a stale ack accepted.
+    #[test]
+    fn idempotent_completion_with_stale_epoch_fails() {
+        let mut story = crash_after_effect_story();
+        let again = story.entries.len() + 1;
+        story.entries.push(already_completed(2_000, J1, E1, O7));
+        let violation = check_history(&story.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::Fencing, "{violation}");
+        assert_eq!(violation.lines.last(), Some(&again));
+    }
+
+    // The same idempotent answer under the current epoch (a retried ack) passes.
+    #[test]
+    fn idempotent_completion_with_current_epoch_passes() {
+        let mut story = crash_after_effect_story();
+        let current = story.entries.iter().rev().find_map(|e| match e.event {
+            crate::history::Event::Terminal { epoch, .. } => Some(epoch),
+            _ => None,
+        });
+        story.entries.push(already_completed(2_000, J1, current.unwrap(), O7));
+        assert!(check_history(&story.entries).is_ok());
+    }
+
+    fn already_completed(
+        t_us: u64,
+        job: lease_core::JobId,
+        epoch: lease_core::Epoch,
+        output: lease_core::OutputId,
+    ) -> crate::history::Entry {
+        let event = crate::history::Event::AlreadyCompleted { job, epoch, output };
+        crate::history::Entry { t_us, node: crate::history::Node::Table, event }
     }
 
     // A reclaim that displaces an epoch other than the current one lost its compare-and-set.

@@ -1,0 +1,80 @@
+//! What crosses madsim's network: requests and replies in envelopes, sent as raw payloads (no
+//! serialisation: the simulated network carries Rust values).
+
+use lease_core::{JobId, ReclaimReply, ReclaimRequest, Rejection, WorkerReply, WorkerRequest};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// The single message tag every node listens on.
+pub const TAG: u64 = 1;
+/// The port every node binds.
+pub const PORT: u16 = 1;
+
+/// A request, and who sends it.
+#[derive(Debug, Clone)]
+pub enum Request {
+    /// From worker `n`.
+    Worker(u32, WorkerRequest),
+    /// From reclaimer `n`.
+    Reclaimer(u32, ReclaimRequest),
+    /// From the arrival generator.
+    Enqueue(JobId),
+}
+
+/// A reply to a [`Request`].
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// To a worker.
+    Worker(WorkerReply),
+    /// To a reclaimer.
+    Reclaimer(ReclaimReply),
+    /// To the arrival generator: accepted (or known) when `None`, else why not.
+    Enqueued(Option<Rejection>),
+}
+
+/// A message with the id that pairs a reply with its request. The id carries the sender's
+/// incarnation in its top bits, so a reply addressed to a node's previous life is recognisably late.
+#[derive(Debug, Clone)]
+pub struct Envelope<T> {
+    /// Request id on the wire.
+    pub id: u64,
+    /// The request or reply.
+    pub body: T,
+}
+
+/// Bits of a wire id that hold the node's own request counter.
+pub const INCARNATION_SHIFT: u32 = 40;
+
+/// The wire id for request `id` of incarnation `incarnation`.
+pub fn wire_id(incarnation: u64, id: u64) -> u64 {
+    assert!(id < 1 << INCARNATION_SHIFT);
+    incarnation << INCARNATION_SHIFT | id
+}
+
+/// The address of the table.
+pub fn table_addr() -> SocketAddr {
+    addr([10, 0, 0, 1])
+}
+
+/// The address of the ledger and its dependency.
+pub fn ledger_addr() -> SocketAddr {
+    addr([10, 0, 0, 2])
+}
+
+/// The address of worker `n`.
+pub fn worker_addr(n: u32) -> SocketAddr {
+    addr([10, 0, 1, n as u8 + 1])
+}
+
+/// The address of reclaimer `n`.
+pub fn reclaimer_addr(n: u32) -> SocketAddr {
+    addr([10, 0, 2, n as u8 + 1])
+}
+
+/// The address of the arrival generator.
+pub fn arrivals_addr() -> SocketAddr {
+    addr([10, 0, 3, 1])
+}
+
+fn addr(octets: [u8; 4]) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::from(octets)), PORT)
+}

@@ -1,0 +1,45 @@
+//! The arrival generator: offers `jobs` synthetic documents with Poisson arrivals, faster during
+//! a surge. Each offer is retried until the table answers, which is safe because enqueueing a
+//! known job id is idempotent. A rejected job is not offered again: that is customer impact.
+
+use super::{bind, receive, send};
+use crate::net::{table_addr, Reply, Request};
+use crate::world::Ctx;
+use lease_core::JobId;
+use rand::Rng;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the generator waits for the table before offering a job again.
+const OFFER_TIMEOUT_US: u64 = 100_000;
+
+pub(super) async fn main(ctx: Arc<Ctx>) {
+    let Some(endpoint) = bind(crate::net::arrivals_addr()).await else { return };
+    let mut offers = 0u64;
+    for job in 0..ctx.params.jobs {
+        madsim::time::sleep(Duration::from_micros(gap_us(&ctx))).await;
+        let job = JobId(job as u64);
+        loop {
+            offers += 1;
+            send(&endpoint, table_addr(), offers, Request::Enqueue(job)).await;
+            match receive(&endpoint, OFFER_TIMEOUT_US).await {
+                Err(()) => return,
+                Ok(Some(envelope)) if envelope.id == offers => {
+                    let Reply::Enqueued(_) = envelope.body else { panic!("arrivals got {:?}", envelope.body) };
+                    break;
+                }
+                Ok(_) => continue,
+            }
+        }
+    }
+    ctx.state().arrivals_done = true;
+}
+
+/// The wait before the next arrival: exponential, so arrivals are a Poisson process.
+fn gap_us(ctx: &Ctx) -> u64 {
+    let now = ctx.now().0;
+    let surging = ctx.params.surge.filter(|surge| now >= surge.at_us && now < surge.at_us + surge.len_us);
+    let mean = ctx.params.arrival_mean_us / surging.map_or(1, |surge| surge.factor);
+    let uniform: f64 = ctx.state().rng.gen_range(0.0..1.0);
+    (-(1.0 - uniform).ln() * mean as f64) as u64
+}

@@ -1,0 +1,122 @@
+//! The ledger node: the effect ledger, and the slow, failing dependency in front of it.
+//!
+//! Lookups are answered at once. An `Execute` is a call to the dependency: after its latency it
+//! either fails before producing anything, or produces the operation's output and applies it to
+//! the ledger under the caller's epoch. During the fault phase the dependency may also answer
+//! "failed" after the effect happened (a timeout after the fact), or write a second, different
+//! output for the same operation (a non-idempotent dependency), which the ledger keeps as a rival.
+
+use super::{bind, Envelope};
+use crate::history::{Event, Node};
+use crate::net::{ledger_addr, Reply, Request, TAG};
+use crate::world::Ctx;
+use lease_core::{
+    Apply, Epoch, Execution, Lookup, OpId, OutputId, ReclaimReply, ReclaimRequest, WorkerReply, WorkerRequest,
+};
+use madsim::net::Endpoint;
+use rand::Rng;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(super) async fn main(ctx: Arc<Ctx>) {
+    let Some(endpoint) = bind(ledger_addr()).await else { return };
+    while let Ok((payload, from)) = endpoint.recv_from_raw(TAG).await {
+        let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the ledger");
+        let id = envelope.id;
+        let reply = match envelope.body {
+            Request::Worker(_, WorkerRequest::Lookup { op, epoch }) => {
+                Reply::Worker(WorkerReply::Looked(lookup(&ctx, op, epoch, None)))
+            }
+            Request::Reclaimer(_, ReclaimRequest::Lookup { batch, op, epoch }) => {
+                Reply::Reclaimer(ReclaimReply::Looked(lookup(&ctx, op, epoch, Some(batch))))
+            }
+            Request::Worker(_, WorkerRequest::Execute { op, epoch }) => {
+                madsim::task::spawn(execute(ctx.clone(), endpoint.clone(), from, id, op, epoch));
+                continue;
+            }
+            other => panic!("harness bug: {other:?} routed to the ledger"),
+        };
+        let _ = endpoint.send_to_raw(from, TAG, Box::new(Envelope { id, body: reply })).await;
+    }
+}
+
+fn lookup(ctx: &Ctx, op: OpId, epoch: Epoch, batch: Option<lease_core::BatchId>) -> Lookup {
+    let now = ctx.now();
+    let mut state = ctx.state();
+    let lookup = state.ledger.lookup(op, epoch);
+    let (found, rival) = match lookup {
+        Lookup::Empty => (None, None),
+        Lookup::Recorded(output) => (Some(output), None),
+        Lookup::Conflict { recorded, rival } => (Some(recorded), Some(rival)),
+    };
+    state.record_at(now, Node::Ledger, Event::LookedUp { job: op.job, op, epoch, found, rival, batch });
+    lookup
+}
+
+/// One call to the dependency, on its own task so that slow calls overlap.
+async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, from: SocketAddr, id: u64, op: OpId, epoch: Epoch) {
+    let dependency = ctx.params.dependency;
+    let latency_us = {
+        let mut state = ctx.state();
+        let base = state.rng.gen_range(dependency.latency_min_us..=dependency.latency_max_us);
+        let slow = state.faults_on && dependency.slow_rate > 0.0 && state.rng.gen_bool(dependency.slow_rate);
+        if slow {
+            base * dependency.slow_factor
+        } else {
+            base
+        }
+    };
+    madsim::time::sleep(Duration::from_micros(latency_us)).await;
+    let execution = if ctx.chance(dependency.fail_rate) {
+        ctx.record(Node::Ledger, Event::DependencyFailed { job: op.job, op, epoch });
+        Execution::Failed
+    } else {
+        let output = output_of(ctx.params.seed, op, epoch, 0);
+        let apply = apply(&ctx, op, epoch, output);
+        // A rival comes from a dependency that timed out, retried on its own, and produced a
+        // second identity: the caller hears "failed", though two outputs now claim the operation.
+        let rival = ctx.rival(op.job);
+        if rival {
+            let _ = apply_rival(&ctx, op, epoch, output);
+        }
+        if rival || ctx.chance(dependency.lost_reply_rate) {
+            Execution::Failed
+        } else {
+            Execution::Done { output, apply }
+        }
+    };
+    let reply = Reply::Worker(WorkerReply::Executed(execution));
+    let _ = endpoint.send_to_raw(from, TAG, Box::new(Envelope { id, body: reply })).await;
+}
+
+fn apply_rival(ctx: &Ctx, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
+    apply(ctx, op, epoch, OutputId(output.0 ^ 0x9e37_79b9_7f4a_7c15))
+}
+
+fn apply(ctx: &Ctx, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
+    let now = ctx.now();
+    let mut state = ctx.state();
+    let apply = state.ledger.apply(op, epoch, output);
+    let job = op.job;
+    let rejected = |reason: &str| Event::EffectRejected { job, op, epoch, output, reason: reason.to_string() };
+    let event = match apply {
+        Apply::Applied => Event::EffectApplied { job, op, epoch, output },
+        Apply::AlreadyApplied => rejected("already_applied"),
+        Apply::Fenced { .. } => rejected("fenced"),
+        Apply::Conflict { .. } => rejected("conflict"),
+    };
+    state.record_at(now, Node::Ledger, event);
+    apply
+}
+
+/// The output a call produces: the same request (operation and epoch) gives the same document,
+/// so a retried call is idempotent; another epoch's call gives another identity.
+pub(crate) fn output_of(seed: u64, op: OpId, epoch: Epoch, salt: u64) -> OutputId {
+    let mut x = seed ^ op.job.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (op.step as u64) << 48;
+    x ^= epoch.0.wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ salt;
+    // splitmix64's finaliser
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    OutputId(x ^ (x >> 31))
+}

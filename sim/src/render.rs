@@ -1,0 +1,145 @@
+//! A stable, readable text rendering of a history: one line per event, in fixed columns.
+//!
+//! ```text
+//!     time_ms  node      event           details
+//!      12.345  table     granted         j3 e1 to w0, expires 212.345
+//! ```
+//! `time_ms` is the table's clock in milliseconds with microsecond precision; `node` is where the
+//! event happened; `details` names the job (`j3`), epoch (`e1`), output (`o…`) and batch
+//! (`r0#5`: reclaimer 0's sixth batch). Expiries are in milliseconds on the same clock.
+
+use crate::history::{Entry, Event, OutcomeKind};
+use lease_core::{BatchId, OutputId};
+use std::fmt::Write;
+
+/// Renders a whole history, with a header line.
+pub fn render(entries: &[Entry]) -> String {
+    let mut out = String::with_capacity(entries.len() * 64);
+    out.push_str("    time_ms  node      event           details\n");
+    for entry in entries {
+        let _ = writeln!(out, "{}", render_line(entry));
+    }
+    out
+}
+
+/// Renders one history entry.
+pub fn render_line(entry: &Entry) -> String {
+    let time = format!("{}.{:03}", entry.t_us / 1_000, entry.t_us % 1_000);
+    format!("{time:>11}  {:<8}  {:<14}  {}", entry.node.to_string(), kind(&entry.event), details(&entry.event))
+        .trim_end()
+        .to_string()
+}
+
+fn kind(event: &Event) -> &'static str {
+    match event {
+        Event::Run { .. } => "run",
+        Event::Arrived { .. } => "arrived",
+        Event::Rejected { .. } => "rejected",
+        Event::Granted { .. } => "granted",
+        Event::Renewed { .. } => "renewed",
+        Event::Reclaimed { .. } => "reclaimed",
+        Event::LostRace { .. } => "lost_race",
+        Event::LookedUp { .. } => "looked_up",
+        Event::Executing { .. } => "executing",
+        Event::DependencyFailed { .. } => "dep_failed",
+        Event::EffectApplied { .. } => "effect_applied",
+        Event::EffectRejected { .. } => "effect_rejected",
+        Event::Adopted { .. } => "adopted",
+        Event::Terminal { .. } => "terminal",
+        Event::Requeued { .. } => "requeued",
+        Event::AlreadyCompleted { .. } => "completed_again",
+        Event::Refused { .. } => "refused",
+        Event::Abandoned { .. } => "abandoned",
+        Event::BatchStopped { .. } => "BATCH_STOPPED",
+        Event::Crashed { .. } => "crashed",
+        Event::Restarted { .. } => "restarted",
+        Event::Paused { .. } => "paused",
+        Event::Resumed { .. } => "resumed",
+        Event::Partitioned { .. } => "partitioned",
+        Event::Healed { .. } => "healed",
+        Event::FaultsHealed {} => "faults_healed",
+    }
+}
+
+fn ms(us: u64) -> String {
+    format!("{}.{:03}", us / 1_000, us % 1_000)
+}
+
+fn batch(batch: &BatchId) -> String {
+    format!("r{}#{}", batch.reclaimer.0, batch.seq)
+}
+
+fn in_batch(b: &Option<BatchId>) -> String {
+    b.as_ref().map(|b| format!(" in {}", batch(b))).unwrap_or_default()
+}
+
+fn output(output: &Option<OutputId>) -> String {
+    output.map(|o| o.to_string()).unwrap_or_else(|| "nothing".to_string())
+}
+
+fn details(event: &Event) -> String {
+    match event {
+        Event::Run { seed, scenario, batch_max, capacity, lease_ttl_us, attempts_max, bug, .. } => {
+            let bug = bug.as_ref().map(|bug| format!(" bug={bug}")).unwrap_or_default();
+            format!(
+                "seed={seed} scenario={scenario} batch_max={batch_max} capacity={capacity} \
+                 lease_ttl={} attempts_max={attempts_max}{bug}",
+                ms(*lease_ttl_us)
+            )
+        }
+        Event::Arrived { job, backlog } => format!("{job} backlog={backlog}"),
+        Event::Rejected { job, reason } => format!("{job} {reason}"),
+        Event::Granted { job, epoch, owner, expires_at_us, attempt } => {
+            format!("{job} {epoch} to {owner}, expires {} (attempt {attempt})", ms(*expires_at_us))
+        }
+        Event::Renewed { job, epoch, expires_at_us } => format!("{job} {epoch} expires {}", ms(*expires_at_us)),
+        Event::Reclaimed { job, epoch, expires_at_us, new_epoch, new_expires_at_us, reclaimer, batch: b } => format!(
+            "{job} {epoch} (expired {}) -> {new_epoch} to {reclaimer} in {}, expires {}",
+            ms(*expires_at_us),
+            batch(b),
+            ms(*new_expires_at_us)
+        ),
+        Event::LostRace { job, expected, batch: b } => format!("{job} expected {expected} in {}", batch(b)),
+        Event::LookedUp { job, epoch, found, rival, batch: b, .. } => {
+            let rival = rival.map(|rival| format!(" CONFLICT with {rival}")).unwrap_or_default();
+            format!("{job} {epoch} found {}{rival}{}", output(found), in_batch(b))
+        }
+        Event::Executing { job, epoch, .. } => format!("{job} {epoch}"),
+        Event::DependencyFailed { job, epoch, .. } => format!("{job} {epoch}"),
+        Event::EffectApplied { job, epoch, output, .. } => format!("{job} {epoch} {output}"),
+        Event::EffectRejected { job, epoch, output, reason, .. } => format!("{job} {epoch} {output} {reason}"),
+        Event::Adopted { job, epoch, output, .. } => format!("{job} {epoch} {output}"),
+        Event::Terminal { job, outcome, output, epoch, attempts, identities, batch: b } => {
+            let what = match outcome {
+                OutcomeKind::Completed => format!("completed {}", self::output(output)),
+                OutcomeKind::DeadLettered => format!("dead_lettered after {} attempts", attempts.unwrap_or(0)),
+                OutcomeKind::Quarantined => {
+                    let [a, b] = identities.unwrap_or([OutputId(0), OutputId(0)]);
+                    format!("QUARANTINED {a} vs {b}")
+                }
+            };
+            format!("{job} {epoch} {what}{}", in_batch(b))
+        }
+        Event::Requeued { job, epoch, attempts, batch: b } => {
+            format!("{job} {epoch} after {attempts} attempts{}", in_batch(b))
+        }
+        Event::AlreadyCompleted { job, epoch, output } => {
+            format!("{job} {epoch} {output}: idempotent, nothing recorded")
+        }
+        Event::Refused { job, epoch, request, reason } => format!("{job} {epoch} {request}: {reason}"),
+        Event::Abandoned { job, epoch, why } => format!("{job} {epoch} {why}"),
+        Event::BatchStopped { batch: b, job, identities: [x, y], untouched } => {
+            format!("{} on {job}: {x} vs {y}, {untouched} leases untouched; ALERT", batch(b))
+        }
+        Event::Crashed { target, point, job } => {
+            let job = job.map(|job| format!(" holding {job}")).unwrap_or_default();
+            format!("{target} at {point}{job}")
+        }
+        Event::Restarted { target } | Event::Paused { target } | Event::Resumed { target } => target.to_string(),
+        Event::Partitioned { target, peer } | Event::Healed { target, peer } => match peer {
+            Some(peer) => format!("{target} <-> {peer}"),
+            None => format!("{target} <-> everyone"),
+        },
+        Event::FaultsHealed {} => "faults off; the system must now converge".to_string(),
+    }
+}

@@ -1,0 +1,274 @@
+//! Running seeds: one at a time, or a sweep across threads.
+//!
+//! A seed's result depends on the seed alone: each seed gets its own world on whichever thread
+//! takes it, results are gathered by seed, and the summary is built in seed order. So a sweep's
+//! output is the same for any `--threads`.
+
+use crate::check::{Coverage, Invariant};
+use crate::figures::{Figures, Spread};
+use crate::history::{to_jsonl, Entry};
+use crate::scenario::Scenario;
+use crate::world::{self, RunReport, Verdict};
+use lease_core::Bug;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// What to run for one seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The planted bug, if any.
+    pub bug: Option<Bug>,
+}
+
+impl Target {
+    /// The scenario, with no planted bug.
+    pub fn new(scenario: Scenario) -> Target {
+        Target { scenario, bug: None }
+    }
+
+    /// Runs one seed.
+    pub fn run(self, seed: u64) -> RunReport {
+        world::run(self.scenario.params(seed, self.bug))
+    }
+
+    /// The one-line command that reproduces `seed`.
+    pub fn reproduce(self, seed: u64) -> String {
+        let bug = self.bug.map(|bug| format!(" --bug {bug}")).unwrap_or_default();
+        format!("cargo run --release -p lease-sim -- run --scenario {} --seed {seed}{bug}", self.scenario.name())
+    }
+}
+
+/// One failing seed, as a sweep reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    /// The seed.
+    pub seed: u64,
+    /// The invariant that broke.
+    pub invariant: Invariant,
+    /// What broke, in a sentence.
+    pub message: String,
+    /// The command that replays it.
+    pub reproduce: String,
+}
+
+/// What one seed of a sweep leaves behind: small, so that a long sweep stays flat in memory.
+#[derive(Debug, Clone)]
+pub struct SeedResult {
+    /// The seed.
+    pub seed: u64,
+    /// The failure, if any.
+    pub failure: Option<Failure>,
+    /// Situations reached.
+    pub coverage: Coverage,
+    /// The run's figures.
+    pub figures: Figures,
+    /// Simulated time of the run.
+    pub sim_us: u64,
+    /// A hash of the run's history, for determinism checks.
+    pub history_hash: u64,
+}
+
+impl SeedResult {
+    /// Reduces a report to what a sweep keeps.
+    pub fn of(target: Target, report: &RunReport) -> SeedResult {
+        let seed = report.params.seed;
+        let failure = match &report.verdict {
+            Verdict::Held => None,
+            Verdict::Safety(violation) | Verdict::Liveness(violation) => Some(Failure {
+                seed,
+                invariant: violation.invariant,
+                message: violation.message.clone(),
+                reproduce: target.reproduce(seed),
+            }),
+        };
+        SeedResult {
+            seed,
+            failure,
+            coverage: report.coverage.clone(),
+            figures: Figures::of(&report.history),
+            sim_us: report.sim_us,
+            history_hash: history_hash(&report.history),
+        }
+    }
+}
+
+/// A stable hash of a history's JSONL bytes.
+pub fn history_hash(history: &[Entry]) -> u64 {
+    // FNV-1a: fixed, simple, and independent of the process.
+    to_jsonl(history)
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ byte as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// A sweep's summary. `--json` prints exactly this.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// The scenario.
+    pub scenario: &'static str,
+    /// The planted bug, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bug: Option<String>,
+    /// First seed.
+    pub seed_first: u64,
+    /// Seeds run.
+    pub runs: u64,
+    /// Every failing seed, in seed order.
+    pub failures: Vec<Failure>,
+    /// Seeds per wall-clock second.
+    pub seeds_per_sec: f64,
+    /// Simulated time over wall time.
+    pub sim_speedup: f64,
+    /// Wall time, in milliseconds.
+    pub wall_ms: u64,
+    /// Threads used.
+    pub threads: usize,
+    /// How often each interesting situation happened, all seeds together.
+    pub sometimes: Coverage,
+    /// Counts, all seeds together.
+    pub totals: Figures,
+    /// Queue wait across all seeds' p99s: the spread of per-seed p99 values.
+    pub queue_wait_p99: Spread,
+    /// End-to-end delay across all seeds' p99s.
+    pub end_to_end_p99: Spread,
+    /// Whether the sweep was interrupted before its last seed.
+    pub interrupted: bool,
+}
+
+impl Summary {
+    /// The exit status: 0 every run held, 1 a safety invariant failed, 2 only liveness failed.
+    pub fn exit_code(&self) -> u8 {
+        if self.failures.iter().any(|failure| failure.invariant.is_safety()) {
+            1
+        } else if self.failures.is_empty() {
+            0
+        } else {
+            2
+        }
+    }
+}
+
+/// Runs `seeds` on `threads` threads. `on_done` is called once per finished seed (for progress);
+/// `stop` ends the sweep early (Ctrl-C, a time budget): seeds already started still finish.
+pub fn sweep(
+    target: Target,
+    seeds: &[u64],
+    threads: usize,
+    stop: &AtomicBool,
+    on_done: &(dyn Fn(&SeedResult) + Sync),
+) -> (Vec<SeedResult>, std::time::Duration) {
+    assert!(threads > 0, "a sweep needs a thread");
+    let next = AtomicU64::new(0);
+    let results = Mutex::new(Vec::with_capacity(seeds.len()));
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(seeds.len().max(1)) {
+            scope.spawn(|| loop {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let index = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(&seed) = seeds.get(index) else { return };
+                let result = SeedResult::of(target, &target.run(seed));
+                on_done(&result);
+                results.lock().expect("no sweep thread panics while holding the results").push(result);
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("sweep threads finished");
+    results.sort_by_key(|result| result.seed);
+    (results, started.elapsed())
+}
+
+/// Summarises a sweep's results, in seed order.
+pub fn summarise(
+    target: Target,
+    results: &[SeedResult],
+    wall: std::time::Duration,
+    threads: usize,
+    interrupted: bool,
+) -> Summary {
+    let mut sometimes = Coverage::default();
+    let mut totals = Figures::default();
+    let mut sim_us = 0u64;
+    let (mut waits, mut delays) = (Vec::new(), Vec::new());
+    for result in results {
+        sometimes.merge(&result.coverage);
+        totals.add_counts(&result.figures);
+        sim_us += result.sim_us;
+        waits.push(result.figures.queue_wait.p99_us);
+        delays.push(result.figures.end_to_end.p99_us);
+    }
+    let wall_s = wall.as_secs_f64().max(1e-9);
+    Summary {
+        scenario: target.scenario.name(),
+        bug: target.bug.map(|bug| bug.name().to_string()),
+        seed_first: results.first().map_or(0, |result| result.seed),
+        runs: results.len() as u64,
+        failures: results.iter().filter_map(|result| result.failure.clone()).collect(),
+        seeds_per_sec: results.len() as f64 / wall_s,
+        sim_speedup: sim_us as f64 / 1e6 / wall_s,
+        wall_ms: wall.as_millis() as u64,
+        threads,
+        sometimes,
+        totals,
+        queue_wait_p99: Spread::of(waits),
+        end_to_end_p99: Spread::of(delays),
+        interrupted,
+    }
+}
+
+/// How fast the default sweep catches one planted bug.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Catch {
+    /// The planted bug.
+    pub bug: String,
+    /// The invariant that caught it; `None` if it escaped the budget.
+    pub invariant: Option<Invariant>,
+    /// The first failing seed at or after the start.
+    pub first_failing_seed: Option<u64>,
+    /// Seeds run up to and including the first failing one (the budget, if it escaped).
+    pub seeds_to_failure: u64,
+    /// Wall time to the first failure, in milliseconds.
+    pub wall_ms: u64,
+    /// The command that replays the first failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reproduce: Option<String>,
+}
+
+/// Sweeps `scenario` with `bug` planted from seed `from` on, in order, until the first failing
+/// seed or `budget` seeds. The first failure is the lowest failing seed, whatever `threads` is:
+/// seeds run in chunks, and a chunk reports its lowest failure.
+pub fn hunt(scenario: Scenario, bug: Bug, from: u64, budget: u64, threads: usize, stop: &AtomicBool) -> Catch {
+    let target = Target { scenario, bug: Some(bug) };
+    let started = Instant::now();
+    let chunk = (threads as u64 * 2).max(1);
+    let mut next = from;
+    while next < from + budget && !stop.load(Ordering::Relaxed) {
+        let end = (next + chunk).min(from + budget);
+        let seeds: Vec<u64> = (next..end).collect();
+        let (results, _) = sweep(target, &seeds, threads, stop, &|_| {});
+        if let Some(failure) = results.iter().find_map(|result| result.failure.as_ref()) {
+            return Catch {
+                bug: bug.name().to_string(),
+                invariant: Some(failure.invariant),
+                first_failing_seed: Some(failure.seed),
+                seeds_to_failure: failure.seed - from + 1,
+                wall_ms: started.elapsed().as_millis() as u64,
+                reproduce: Some(failure.reproduce.clone()),
+            };
+        }
+        next = end;
+    }
+    Catch {
+        bug: bug.name().to_string(),
+        invariant: None,
+        first_failing_seed: None,
+        seeds_to_failure: next - from,
+        wall_ms: started.elapsed().as_millis() as u64,
+        reproduce: None,
+    }
+}

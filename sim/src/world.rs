@@ -1,0 +1,487 @@
+//! One simulated world per seed: the madsim runtime, its nodes, the fault schedule and the two
+//! phases of a run.
+//!
+//! The step loop, in prose. [`run`] builds a madsim runtime from the seed and runs the supervisor
+//! in it. The supervisor creates the nodes (table, ledger, workers, reclaimers, arrivals, and a
+//! `chaos` node that performs delayed restarts and fault repairs), writes the `run` line, and then
+//! walks the fault schedule: at each fault's time it applies it and asks the chaos node to undo it
+//! later. Protocol-point crashes are not scheduled: nodes draw them from the seed's stream as they
+//! pass those points. At `fault_phase_us` everything heals: partitions close, paused nodes resume,
+//! packet loss stops, the dependency turns reliable. The supervisor then waits until every
+//! accepted job has its terminal outcome, or the liveness budget runs out. A safety violation
+//! stops the run at once. Finally every node is killed and the runtime gets one more tick, so
+//! madsim frees the world (see DESIGN.md, "madsim facts").
+
+use crate::check::{Checkers, Coverage, Violation};
+use crate::history::{Entry, Event, Node};
+use crate::node;
+use crate::scenario::{Fault, Params, Point, Scripted, Strike};
+use lease_core::{Bugs, EffectLedger, JobId, LeaseTable, Time};
+use madsim::runtime::{Handle, NodeHandle, Runtime};
+use madsim::task::NodeId as SimNodeId;
+use madsim::time::{sleep, Instant};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every invariant held, and every accepted job reached its terminal outcome.
+    Held,
+    /// A safety invariant broke; the run stopped there.
+    Safety(Violation),
+    /// After the heal, some accepted job never reached a terminal outcome in time.
+    Liveness(Violation),
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The parameters the seed chose.
+    pub params: Params,
+    /// The history, line 1 first.
+    pub history: Vec<Entry>,
+    /// The outcome.
+    pub verdict: Verdict,
+    /// The interesting situations reached.
+    pub coverage: Coverage,
+    /// Simulated time at the end, in microseconds.
+    pub sim_us: u64,
+}
+
+/// The world's shared state. A madsim runtime runs on one thread, so the lock is never contended;
+/// it is there because madsim tasks must be `Send`.
+pub(crate) struct Ctx {
+    pub params: Params,
+    pub bugs: Bugs,
+    start: Instant,
+    chaos: NodeHandle,
+    state: Mutex<State>,
+}
+
+/// What survives in the world: durable node state, the history, and the seed's stream.
+pub(crate) struct State {
+    /// The table's durable state: survives restarts of the table node.
+    pub table: LeaseTable,
+    /// The ledger's durable state: survives restarts of the ledger node.
+    pub ledger: EffectLedger,
+    /// The seed's stream for decisions made while the world runs.
+    pub rng: Xoshiro256PlusPlus,
+    /// Whether the fault phase is still on.
+    pub faults_on: bool,
+    /// Whether every job has been offered and answered.
+    pub arrivals_done: bool,
+    history: Vec<Entry>,
+    checkers: Checkers,
+    violation: Option<Violation>,
+    nodes: BTreeMap<Node, SimNodeId>,
+    incarnations: BTreeMap<Node, u64>,
+    down: BTreeMap<Node, u64>,
+    paused: BTreeSet<Node>,
+    script: Vec<Scripted>,
+    rival_jobs: BTreeSet<JobId>,
+}
+
+impl Ctx {
+    /// Simulated time since the world began: the table's clock.
+    pub fn now(&self) -> Time {
+        Time(self.start.elapsed().as_micros() as u64)
+    }
+
+    /// Locks the world's state.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().expect("world lock poisoned: a node panicked")
+    }
+
+    /// Appends an event to the history, and checks it.
+    pub fn record(&self, node: Node, event: Event) {
+        let now = self.now();
+        self.state().record_at(now, node, event);
+    }
+
+    /// Draws whether something with probability `p` happens now; never during the heal.
+    pub fn chance(&self, p: f64) -> bool {
+        let mut state = self.state();
+        state.faults_on && p > 0.0 && state.rng.gen_bool(p.min(1.0))
+    }
+
+    /// What strikes a node passing `point` for `job`: a scripted strike first (each fires once),
+    /// else a crash or a stall drawn at the scenario's rates. Nothing strikes during the heal.
+    pub fn strike(&self, point: Point, job: JobId) -> Option<Strike> {
+        let mut state = self.state();
+        if !state.faults_on {
+            return None;
+        }
+        if let Some(index) = state.script.iter().position(|s| s.job == job && s.point == point) {
+            return Some(state.script.remove(index).strike);
+        }
+        let crash = &self.params.crash;
+        let crash_rate = match point {
+            Point::BeforeEffect => crash.before_effect,
+            Point::AfterEffect => crash.after_effect,
+            Point::DuringAck => crash.during_ack,
+            Point::MidReclaim => crash.mid_reclaim,
+            Point::BeforeRenew => 0.0,
+        };
+        if crash_rate > 0.0 && state.rng.gen_bool(crash_rate.min(1.0)) {
+            return Some(Strike::Crash);
+        }
+        let stall = &self.params.stall;
+        let stall_rate = match point {
+            Point::BeforeEffect => stall.before_effect,
+            Point::DuringAck => stall.before_ack,
+            Point::BeforeRenew => stall.before_renew,
+            Point::AfterEffect | Point::MidReclaim => 0.0,
+        };
+        if stall_rate > 0.0 && state.rng.gen_bool(stall_rate.min(1.0)) {
+            let (min, max) = stall.len_us;
+            return Some(Strike::Stall(state.rng.gen_range(min..=max.max(min))));
+        }
+        None
+    }
+
+    /// Whether the dependency's call for `job` also writes a rival output.
+    pub fn rival(&self, job: JobId) -> bool {
+        if self.state().rival_jobs.remove(&job) {
+            return self.state().faults_on;
+        }
+        self.chance(self.params.dependency.rival_rate)
+    }
+
+    /// Stalls the calling node's process for `len_us`: it does nothing, not even heartbeat.
+    pub async fn stall(&self, node: Node, len_us: u64) {
+        self.record(Node::World, Event::Paused { target: node });
+        sleep(Duration::from_micros(len_us)).await;
+        self.record(Node::World, Event::Resumed { target: node });
+    }
+
+    /// A new incarnation number for `node`, which is (re)starting.
+    pub fn incarnate(&self, node: Node) -> u64 {
+        let mut state = self.state();
+        let incarnation = state.incarnations.entry(node).or_insert(0);
+        *incarnation += 1;
+        *incarnation
+    }
+
+    /// Crashes `node` at protocol point `point` and restarts it after the restart delay. The
+    /// caller must not touch the network again: its task is dropped at its next await.
+    pub fn crash(&self, node: Node, point: &str, job: Option<JobId>) {
+        self.record(Node::World, Event::Crashed { target: node, point: point.to_string(), job });
+        self.take_down(node, self.params.restart_delay_us);
+    }
+
+    fn take_down(&self, node: Node, down_us: u64) {
+        let (id, life) = {
+            let mut state = self.state();
+            let life = state.incarnations.get(&node).copied().unwrap_or(0);
+            state.down.insert(node, life);
+            (state.nodes[&node], life)
+        };
+        Handle::current().kill(id);
+        let ctx = self.self_arc();
+        self.chaos.spawn(async move {
+            sleep(Duration::from_micros(down_us)).await;
+            ctx.bring_up(node, life);
+        });
+    }
+
+    /// Restarts `node` if it is still down from the crash of life `life`.
+    fn bring_up(&self, node: Node, life: u64) {
+        let id = {
+            let mut state = self.state();
+            if state.down.get(&node) != Some(&life) {
+                return;
+            }
+            state.down.remove(&node);
+            state.nodes[&node]
+        };
+        self.record(Node::World, Event::Restarted { target: node });
+        Handle::current().restart(id);
+    }
+
+    fn self_arc(&self) -> Arc<Ctx> {
+        SELF.with(|cell| cell.borrow().clone().expect("world context set"))
+    }
+
+    fn violated(&self) -> bool {
+        self.state().violation.is_some()
+    }
+}
+
+thread_local! {
+    /// The running world's context, for tasks spawned from `&Ctx`. One runtime per thread at a time.
+    static SELF: std::cell::RefCell<Option<Arc<Ctx>>> = const { std::cell::RefCell::new(None) };
+}
+
+impl State {
+    /// Appends an event at `now`, and checks it, while the caller holds the lock.
+    pub fn record_at(&mut self, now: Time, node: Node, event: Event) {
+        let entry = Entry { t_us: now.0, node, event };
+        self.history.push(entry);
+        let line = self.history.len();
+        if self.violation.is_some() {
+            return;
+        }
+        if let Err(violation) = self.checkers.observe(line, &self.history[line - 1]) {
+            self.violation = Some(violation);
+        }
+    }
+}
+
+/// Runs one world to its end.
+pub fn run(params: Params) -> RunReport {
+    let mut config = madsim::Config::default();
+    config.net.packet_loss_rate = 0.0;
+    config.net.send_latency = latency(params.latency_us);
+    let runtime = Runtime::with_seed_and_config(params.seed, config);
+    let chaos = runtime.create_node().name("chaos").build();
+    let bugs = planted(&params);
+    let table = LeaseTable::with_bugs(params.table, bugs).expect("scenario parameters are valid");
+    let rng = Xoshiro256PlusPlus::seed_from_u64(params.seed ^ 0x0c4a_05e5);
+    let state = State {
+        table,
+        ledger: EffectLedger::with_bugs(bugs),
+        rng,
+        faults_on: true,
+        arrivals_done: false,
+        history: Vec::with_capacity(params.jobs as usize * 12),
+        checkers: Checkers::new(),
+        violation: None,
+        nodes: BTreeMap::new(),
+        incarnations: BTreeMap::new(),
+        down: BTreeMap::new(),
+        paused: BTreeSet::new(),
+        script: params.script.clone(),
+        rival_jobs: params.rival_jobs.iter().copied().collect(),
+    };
+    let verdict = runtime.block_on({
+        let params = params.clone();
+        async move {
+            let ctx = Arc::new(Ctx { params, bugs, start: Instant::now(), chaos, state: Mutex::new(state) });
+            SELF.with(|cell| *cell.borrow_mut() = Some(ctx.clone()));
+            let verdict = supervise(&ctx).await;
+            let sim_us = ctx.now().0;
+            let mut state = ctx.state();
+            let history = std::mem::take(&mut state.history);
+            let coverage = state.checkers.coverage().clone();
+            drop(state);
+            SELF.with(|cell| *cell.borrow_mut() = None);
+            (verdict, history, coverage, sim_us)
+        }
+    });
+    let (verdict, history, coverage, sim_us) = verdict;
+    RunReport { params, history, verdict, coverage, sim_us }
+}
+
+fn planted(params: &Params) -> Bugs {
+    Bugs::plant(params.bug)
+}
+
+fn latency((min_us, max_us): (u64, u64)) -> std::ops::Range<Duration> {
+    Duration::from_micros(min_us)..Duration::from_micros(max_us.max(min_us + 1))
+}
+
+async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
+    let params = &ctx.params;
+    ctx.record(
+        Node::World,
+        Event::Run {
+            seed: params.seed,
+            scenario: params.scenario.to_string(),
+            batch_max: params.table.batch_max,
+            capacity: params.table.capacity,
+            lease_ttl_us: params.table.lease_ttl.as_us(),
+            attempts_max: params.table.attempts_max,
+            bug: params.bug.map(|bug| bug.name().to_string()),
+            params: params.describe(),
+        },
+    );
+    build_nodes(ctx);
+    madsim::net::NetSim::current().update_config(|net| net.packet_loss_rate = params.loss_rate);
+    for &(at_us, fault) in &params.schedule {
+        if !wait_until(ctx, at_us).await {
+            return finish(ctx).await;
+        }
+        inject(ctx, fault);
+    }
+    if wait_until(ctx, params.fault_phase_us).await {
+        heal(ctx);
+        let deadline = params.fault_phase_us + params.liveness_budget_us;
+        while !ctx.violated() && !converged(ctx) && ctx.now().0 < deadline {
+            sleep(Duration::from_millis(20)).await;
+        }
+    }
+    finish(ctx).await
+}
+
+/// Sleeps until `at_us`, waking every 20 ms to stop early on a violation. False if one happened.
+async fn wait_until(ctx: &Ctx, at_us: u64) -> bool {
+    loop {
+        if ctx.violated() {
+            return false;
+        }
+        let now = ctx.now().0;
+        if now >= at_us {
+            return true;
+        }
+        sleep(Duration::from_micros((at_us - now).min(20_000))).await;
+    }
+}
+
+fn converged(ctx: &Ctx) -> bool {
+    let state = ctx.state();
+    state.arrivals_done && state.checkers.unfinished() == 0
+}
+
+async fn finish(ctx: &Arc<Ctx>) -> Verdict {
+    let verdict = {
+        let mut state = ctx.state();
+        match state.violation.take() {
+            Some(violation) => Verdict::Safety(violation),
+            None => {
+                let now = ctx.now().0;
+                let unfinished = if state.arrivals_done { Ok(()) } else { Err(()) };
+                match (unfinished, state.checkers.check_liveness(now)) {
+                    (Ok(()), Ok(())) => Verdict::Held,
+                    (_, Err(violation)) => Verdict::Liveness(violation),
+                    (Err(()), Ok(())) => Verdict::Liveness(Violation {
+                        invariant: crate::check::Invariant::Liveness,
+                        job: None,
+                        message: "the arrival generator never finished offering its jobs".to_string(),
+                        lines: Vec::new(),
+                    }),
+                }
+            }
+        }
+    };
+    // Kill every node and give the runtime one more tick, so that madsim frees the world.
+    let ids: Vec<SimNodeId> = ctx.state().nodes.values().copied().collect();
+    for id in ids {
+        Handle::current().kill(id);
+    }
+    sleep(Duration::from_millis(1)).await;
+    verdict
+}
+
+fn build_nodes(ctx: &Arc<Ctx>) {
+    let handle = Handle::current();
+    let add = |node: Node, addr: SocketAddr| {
+        let ctx2 = ctx.clone();
+        let built = handle
+            .create_node()
+            .name(node.to_string())
+            .ip(addr.ip())
+            .init(move || node::main(ctx2.clone(), node))
+            .build();
+        ctx.state().nodes.insert(node, built.id());
+    };
+    add(Node::Table, crate::net::table_addr());
+    add(Node::Ledger, crate::net::ledger_addr());
+    for n in 0..ctx.params.workers {
+        add(Node::Worker(n), crate::net::worker_addr(n));
+    }
+    for n in 0..ctx.params.reclaimers {
+        add(Node::Reclaimer(n), crate::net::reclaimer_addr(n));
+    }
+    add(Node::Arrivals, crate::net::arrivals_addr());
+}
+
+fn sim_id(ctx: &Ctx, node: Node) -> SimNodeId {
+    ctx.state().nodes[&node]
+}
+
+fn is_down(ctx: &Ctx, node: Node) -> bool {
+    ctx.state().down.contains_key(&node)
+}
+
+/// Applies a scheduled fault now, and has the chaos node undo it when it is due.
+fn inject(ctx: &Arc<Ctx>, fault: Fault) {
+    let net = madsim::net::NetSim::current();
+    match fault {
+        Fault::Partition { node, len_us } => {
+            ctx.record(Node::World, Event::Partitioned { target: node, peer: None });
+            net.clog_node(sim_id(ctx, node));
+            undo_later(ctx, len_us, move |ctx| {
+                madsim::net::NetSim::current().unclog_node(sim_id(ctx, node));
+                ctx.record(Node::World, Event::Healed { target: node, peer: None });
+            });
+        }
+        Fault::CutLink { a, b, len_us } => {
+            if a == b {
+                return;
+            }
+            ctx.record(Node::World, Event::Partitioned { target: a, peer: Some(b) });
+            net.clog_link(sim_id(ctx, a), sim_id(ctx, b));
+            net.clog_link(sim_id(ctx, b), sim_id(ctx, a));
+            undo_later(ctx, len_us, move |ctx| {
+                let net = madsim::net::NetSim::current();
+                net.unclog_link(sim_id(ctx, a), sim_id(ctx, b));
+                net.unclog_link(sim_id(ctx, b), sim_id(ctx, a));
+                ctx.record(Node::World, Event::Healed { target: a, peer: Some(b) });
+            });
+        }
+        Fault::Pause { node, len_us } => {
+            if is_down(ctx, node) {
+                return;
+            }
+            if !ctx.state().paused.insert(node) {
+                return;
+            }
+            ctx.record(Node::World, Event::Paused { target: node });
+            Handle::current().pause(sim_id(ctx, node));
+            undo_later(ctx, len_us, move |ctx| resume(ctx, node));
+        }
+        Fault::Crash { node, down_us } => {
+            if is_down(ctx, node) {
+                return;
+            }
+            ctx.record(Node::World, Event::Crashed { target: node, point: "at_random".to_string(), job: None });
+            ctx.take_down(node, down_us);
+        }
+    }
+}
+
+fn resume(ctx: &Ctx, node: Node) {
+    if !ctx.state().paused.remove(&node) {
+        return;
+    }
+    Handle::current().resume(sim_id(ctx, node));
+    ctx.record(Node::World, Event::Resumed { target: node });
+}
+
+fn undo_later(ctx: &Arc<Ctx>, after_us: u64, undo: impl FnOnce(&Ctx) + Send + 'static) {
+    let ctx2 = ctx.clone();
+    ctx.chaos.spawn(async move {
+        sleep(Duration::from_micros(after_us)).await;
+        if ctx2.state().faults_on {
+            undo(&ctx2);
+        }
+    });
+}
+
+/// Ends the fault phase: every partition closes, paused nodes resume, losses stop, and latency
+/// returns to normal.
+fn heal(ctx: &Arc<Ctx>) {
+    let net = madsim::net::NetSim::current();
+    let nodes: Vec<(Node, SimNodeId)> = ctx.state().nodes.iter().map(|(n, id)| (*n, *id)).collect();
+    for &(_, id) in &nodes {
+        net.unclog_node(id);
+        for &(_, other) in &nodes {
+            net.unclog_link(id, other);
+        }
+    }
+    for &(node, _) in &nodes {
+        resume(ctx, node);
+    }
+    let calm = latency(crate::scenario::CALM_LATENCY_US);
+    net.update_config(|net| {
+        net.packet_loss_rate = 0.0;
+        net.send_latency = calm;
+    });
+    ctx.state().faults_on = false;
+    ctx.record(Node::World, Event::FaultsHealed {});
+}

@@ -1,0 +1,141 @@
+//! The harness end to end: seed sweeps, determinism across threads, and one-line reproduction.
+//!
+//! `LEASE_SEEDS=N` sweeps N seeds instead of the default; `LEASE_SEED=S` runs exactly seed S.
+
+use lease_core::Bug;
+use lease_sim::runner::{self, SeedResult, Target};
+use lease_sim::scenario::Scenario;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+/// The seeds a test sweeps: `LEASE_SEED` alone, or `LEASE_SEEDS` of them (default `default`).
+fn seeds(default: u64) -> Vec<u64> {
+    if let Some(seed) = std::env::var("LEASE_SEED").ok().and_then(|s| s.parse().ok()) {
+        return vec![seed];
+    }
+    let count = std::env::var("LEASE_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    (0..count).collect()
+}
+
+fn sweep(target: Target, seeds: &[u64], threads: usize) -> Vec<SeedResult> {
+    runner::sweep(target, seeds, threads, &AtomicBool::new(false), &|_| {}).0
+}
+
+fn assert_all_held(target: Target, results: &[SeedResult]) {
+    let failures: Vec<String> = results
+        .iter()
+        .filter_map(|result| result.failure.as_ref())
+        .map(|failure| {
+            format!(
+                "seed {} broke {}: {}\n  reproduce: {}",
+                failure.seed, failure.invariant, failure.message, failure.reproduce
+            )
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} seeds of {:?} failed:\n{}",
+        failures.len(),
+        results.len(),
+        target.scenario,
+        failures.join("\n")
+    );
+}
+
+// Proves the protocol holds under the swarm: every safety invariant on every event, and
+// liveness after the heal, over the default seeds (LEASE_SEEDS for more).
+#[test]
+fn swarm_sweep_holds_every_invariant() {
+    let target = Target::new(Scenario::Swarm);
+    let results = sweep(target, &seeds(300), 2);
+    assert_all_held(target, &results);
+}
+
+// Proves determinism: every seed's history is byte-identical run on one thread or two, alone or
+// after other seeds on the same thread.
+#[test]
+fn same_seed_gives_a_byte_identical_history_whatever_the_thread_count() {
+    let target = Target::new(Scenario::Swarm);
+    let seeds: Vec<u64> = (1_000..1_040).collect();
+    let one = sweep(target, &seeds, 1);
+    let two = sweep(target, &seeds, 2);
+    for (a, b) in one.iter().zip(&two) {
+        assert_eq!((a.seed, a.history_hash), (b.seed, b.history_hash), "seed {} differs across thread counts", a.seed);
+    }
+    let last = *seeds.last().unwrap();
+    let alone = SeedResult::of(target, &target.run(last));
+    assert_eq!(alone.history_hash, one.last().unwrap().history_hash, "seed {last} differs when run alone");
+    let mut distinct: Vec<u64> = one.iter().map(|result| result.history_hash).collect();
+    distinct.dedup();
+    assert!(distinct.len() > seeds.len() / 2, "seeds should give different worlds");
+}
+
+// Proves that a failure replays from its printed command alone: a canary sweep fails, and the
+// printed `lease-sim run ...` command, run as printed, reports the same invariant and exit code.
+#[test]
+fn a_failure_replays_from_its_printed_command() {
+    let target = Target { scenario: Scenario::Swarm, bug: Some(Bug::Canary) };
+    let results = sweep(target, &(0..200).collect::<Vec<_>>(), 2);
+    let failure = results.iter().find_map(|result| result.failure.clone()).expect("the canary fails some seed in 200");
+    let args: Vec<&str> = failure.reproduce.split_whitespace().skip_while(|word| *word != "--").skip(1).collect();
+    let output = Command::new(env!("CARGO_BIN_EXE_lease-sim")).args(&args).output().expect("lease-sim runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "a safety violation exits 1:\n{stdout}");
+    assert!(
+        stdout.contains(&format!("SAFETY VIOLATION: {}", failure.invariant)),
+        "same invariant on replay:\n{stdout}"
+    );
+    assert!(stdout.contains(&failure.reproduce), "the replay prints its own reproduce line:\n{stdout}");
+}
+
+fn lease_sim(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_lease-sim")).args(args).output().expect("lease-sim runs");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+// Proves bad input gets a clear message and exit status 3, never a panic.
+#[test]
+fn bad_arguments_exit_3_with_a_clear_message() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["sweep", "--seeds", "5..5"], "empty"),
+        (&["sweep", "--seeds", "9..3"], "reversed"),
+        (&["sweep", "--seeds", "abc"], "bad seed range"),
+        (&["sweep", "--scenario", "nope"], "unknown scenario"),
+        (&["sweep", "--threads", "0"], "--threads must be at least 1"),
+        (&["run", "--seed", "1", "--history", "/nonexistent-dir/h.jsonl"], "cannot write"),
+        (&["run", "--seed", "1", "--bug", "nope"], "unknown planted bug"),
+        (&["run", "--seed", "-1"], "error"),
+        (&["check", "/nonexistent-file.jsonl"], "cannot read"),
+        (&["frobnicate"], "error"),
+    ];
+    for (args, needle) in cases {
+        let (code, _, stderr) = lease_sim(args);
+        assert_eq!(code, Some(3), "{args:?} should exit 3, stderr: {stderr}");
+        assert!(stderr.contains(needle), "{args:?} should say {needle:?}, said: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    }
+}
+
+// Proves `run --history` writes a history that the outside checker (`lease-sim check`) reads back
+// and accepts, and that a corrupted history file is a clear error, exit 3.
+#[test]
+fn a_written_history_checks_clean_and_a_corrupt_one_is_refused() {
+    let dir = std::env::temp_dir().join(format!("lease-sim-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("h.jsonl");
+    let (code, stdout, stderr) = lease_sim(&["run", "--seed", "7", "--history", file.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.lines().next().unwrap().contains("\"kind\":\"run\""));
+    let (code, stdout, _) = lease_sim(&["check", file.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stdout}");
+    std::fs::write(&file, text.replacen("\"kind\":\"granted\"", "\"kind\":\"grantedd\"", 1)).unwrap();
+    let (code, _, stderr) = lease_sim(&["check", file.to_str().unwrap()]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("line "), "names the bad line: {stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
