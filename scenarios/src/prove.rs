@@ -1,0 +1,90 @@
+//! The shared proof steps: sweep a scenario and demand that it held and reached its situations;
+//! run a scripted seed and read its history.
+
+use lease_sim::check::Coverage;
+use lease_sim::history::{Entry, Event};
+use lease_sim::runner::{self, SeedResult, Target};
+use lease_sim::scenario::Scenario;
+use lease_sim::world::{self, RunReport, Verdict};
+use std::sync::atomic::AtomicBool;
+
+/// The seeds a sweep runs: `LEASE_SEED` alone, or the first `LEASE_SEEDS` (default `default`).
+pub fn seeds(default: u64) -> Vec<u64> {
+    if let Some(seed) = std::env::var("LEASE_SEED").ok().and_then(|s| s.parse().ok()) {
+        return vec![seed];
+    }
+    let count = std::env::var("LEASE_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    (0..count).collect()
+}
+
+/// Sweeps `scenario` over its seeds; panics with every failing seed's reproduce command, or with
+/// the situations the sweep never reached. Returns the coverage.
+pub fn sweep_holds_and_covers(scenario: Scenario, default_seeds: u64) -> Coverage {
+    let target = Target::new(scenario);
+    let seeds = seeds(default_seeds);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(2);
+    let (results, _) = runner::sweep(target, &seeds, threads, &AtomicBool::new(false), &|_| {});
+    let failures: Vec<String> = results
+        .iter()
+        .filter_map(|result: &SeedResult| result.failure.as_ref())
+        .map(|f| format!("seed {} broke {}: {}\n  reproduce: {}", f.seed, f.invariant, f.message, f.reproduce))
+        .collect();
+    assert!(failures.is_empty(), "{} of {} seeds failed:\n{}", failures.len(), seeds.len(), failures.join("\n"));
+    let mut coverage = Coverage::default();
+    for result in &results {
+        coverage.merge(&result.coverage);
+    }
+    if seeds.len() as u64 >= default_seeds {
+        let missing: Vec<&str> =
+            scenario.situations().iter().copied().filter(|situation| coverage.get(situation) == 0).collect();
+        assert!(
+            missing.is_empty(),
+            "{} seeds of {} never reached {missing:?}; coverage: {coverage:?}",
+            seeds.len(),
+            scenario.name()
+        );
+    }
+    coverage
+}
+
+/// Runs the scripted seed of `scenario` and demands that it held.
+pub fn scripted(scenario: Scenario, seed: u64) -> RunReport {
+    let report = world::run(scenario.params(seed, None));
+    if let Verdict::Safety(violation) | Verdict::Liveness(violation) = &report.verdict {
+        panic!("{violation}\n  reproduce: {}", Target::new(scenario).reproduce(seed));
+    }
+    report
+}
+
+/// The entries of `history` that match `pick`.
+pub fn entries<'h>(history: &'h [Entry], pick: impl Fn(&Event) -> bool + 'h) -> impl Iterator<Item = &'h Entry> + 'h {
+    history.iter().filter(move |entry| pick(&entry.event))
+}
+
+/// How many entries of `history` match `pick`.
+pub fn count(history: &[Entry], pick: impl Fn(&Event) -> bool) -> usize {
+    history.iter().filter(|entry| pick(&entry.event)).count()
+}
+
+/// The rendered trace of a small world of `scenario` at `seed` (12 jobs), for the snapshots.
+pub fn snapshot_trace(scenario: Scenario, seed: u64) -> String {
+    let mut params = scenario.params(seed, None);
+    params.jobs = 12;
+    let report = world::run(params);
+    let verdict = match &report.verdict {
+        Verdict::Held => "held".to_string(),
+        Verdict::Safety(v) | Verdict::Liveness(v) => format!("FAILED {v}"),
+    };
+    format!("{}outcome: {verdict}\n", lease_sim::render::render(&report.history))
+}
+
+/// Pins the rendered trace of `scenario`'s snapshot seed under `snapshots/` at the repository root.
+#[macro_export]
+macro_rules! assert_trace_snapshot {
+    ($scenario:expr, $seed:expr) => {{
+        let trace = $crate::prove::snapshot_trace($scenario, $seed);
+        insta::with_settings!({ snapshot_path => "../../snapshots", prepend_module_to_snapshot => false }, {
+            insta::assert_snapshot!($scenario.name(), trace);
+        });
+    }};
+}
