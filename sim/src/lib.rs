@@ -16,7 +16,9 @@ compile_error!(
      variable replaces it silently. Unset RUSTFLAGS, or add `--cfg madsim` to it."
 );
 
+pub mod atomic;
 pub mod check;
+pub mod cli;
 pub mod clock;
 pub mod figures;
 pub mod history;

@@ -1,0 +1,236 @@
+//! The `lease-sim` command line. Each subcommand has its own module.
+//!
+//! Exit status: 0 every run held; 1 a safety invariant failed; 2 a liveness check failed; 3 bad
+//! input or a harness error.
+
+mod check;
+mod hunt;
+mod run;
+mod sweep;
+
+use crate::figures::Figures;
+use crate::runner::Target;
+use crate::scenario::Scenario;
+use clap::{Parser, Subcommand};
+use lease_core::Bug;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// A safety invariant failed.
+pub const EXIT_SAFETY: u8 = 1;
+/// A liveness check failed.
+pub const EXIT_LIVENESS: u8 = 2;
+/// Bad input, or a harness error.
+pub const EXIT_BAD_INPUT: u8 = 3;
+
+/// Deterministic simulation of lease recovery: seeded worlds, swarm faults, invariant checkers.
+#[derive(Parser, Debug)]
+#[command(name = "lease-sim", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one seed and print its parameters, outcome and figures.
+    Run {
+        /// The scenario (see `lease-sim scenarios`).
+        #[arg(long, default_value = "swarm")]
+        scenario: String,
+        /// The seed.
+        #[arg(long)]
+        seed: u64,
+        /// Write the history (JSONL) to this file.
+        #[arg(long)]
+        history: Option<PathBuf>,
+        /// Plant a bug (see `lease-sim bugs`).
+        #[arg(long)]
+        bug: Option<String>,
+        /// Print the whole history, rendered as a table (see README, "Reading a trace").
+        #[arg(long)]
+        trace: bool,
+    },
+    /// Run many seeds and summarise.
+    Sweep {
+        /// The scenario (see `lease-sim scenarios`).
+        #[arg(long, default_value = "swarm")]
+        scenario: String,
+        /// Seed range, `A..B` (B excluded) or `A..=B`.
+        #[arg(long, default_value = "0..500")]
+        seeds: String,
+        /// Threads; defaults to the machine's cores.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Print the summary as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Plant a bug (see `lease-sim bugs`).
+        #[arg(long)]
+        bug: Option<String>,
+    },
+    /// Sweep with every planted bug in turn and report how fast each is caught.
+    Hunt {
+        /// The first seed of every bug's sweep.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Seeds each bug may take before it counts as escaped.
+        #[arg(long, default_value_t = 200)]
+        budget: u64,
+        /// The scenario to sweep.
+        #[arg(long, default_value = "swarm")]
+        scenario: String,
+        /// Threads; defaults to the machine's cores.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Print a JSON list of {bug, invariant, first_failing_seed, seeds_to_failure, wall_ms}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a history file against every invariant, as an outside checker would.
+    Check {
+        /// The JSONL history.
+        file: PathBuf,
+    },
+    /// List the scenarios.
+    Scenarios,
+    /// List the planted bugs.
+    Bugs,
+}
+
+/// Bad input: a message for a person, and exit status 3.
+pub struct BadInput(pub String);
+
+/// Runs the command line; the binary's `main`.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let code = if error.use_stderr() { EXIT_BAD_INPUT } else { 0 };
+            let _ = error.print();
+            return ExitCode::from(code);
+        }
+    };
+    let command = cli.command.unwrap_or(Command::Sweep {
+        scenario: "swarm".to_string(),
+        seeds: "0..500".to_string(),
+        threads: None,
+        json: false,
+        bug: None,
+    });
+    match execute(command) {
+        Ok(code) => ExitCode::from(code),
+        Err(BadInput(message)) => {
+            eprintln!("lease-sim: {message}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn execute(command: Command) -> Result<u8, BadInput> {
+    match command {
+        Command::Run { scenario, seed, history, bug, trace } => {
+            let target = Target { scenario: parse_scenario(&scenario)?, bug: parse_bug(bug.as_deref())? };
+            run::run(target, seed, history.as_deref(), trace)
+        }
+        Command::Sweep { scenario, seeds, threads, json, bug } => {
+            let target = Target { scenario: parse_scenario(&scenario)?, bug: parse_bug(bug.as_deref())? };
+            let seeds = parse_seeds(&seeds)?;
+            Ok(sweep::sweep(target, seeds, parse_threads(threads)?, json))
+        }
+        Command::Hunt { from, budget, scenario, threads, json } => {
+            let scenario = parse_scenario(&scenario)?;
+            if budget == 0 {
+                return Err(BadInput("--budget must be at least 1".to_string()));
+            }
+            Ok(hunt::hunt(scenario, from, budget, parse_threads(threads)?, json))
+        }
+        Command::Check { file } => check::check(&file),
+        Command::Scenarios => {
+            for scenario in Scenario::ALL {
+                println!("{:<12} {}", scenario.name(), scenario.about());
+            }
+            Ok(0)
+        }
+        Command::Bugs => {
+            for bug in Bug::ALL {
+                println!("{bug}");
+            }
+            Ok(0)
+        }
+    }
+}
+
+pub(crate) fn parse_threads(threads: Option<usize>) -> Result<usize, BadInput> {
+    match threads {
+        Some(0) => Err(BadInput("--threads must be at least 1".to_string())),
+        Some(threads) => Ok(threads),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
+}
+
+pub(crate) fn parse_scenario(name: &str) -> Result<Scenario, BadInput> {
+    Scenario::from_name(name).ok_or_else(|| {
+        let known: Vec<_> = Scenario::ALL.iter().map(|scenario| scenario.name()).collect();
+        BadInput(format!("unknown scenario {name:?}; known scenarios: {}", known.join(", ")))
+    })
+}
+
+pub(crate) fn parse_bug(name: Option<&str>) -> Result<Option<Bug>, BadInput> {
+    name.map(|name| name.parse::<Bug>().map_err(|error| BadInput(error.to_string()))).transpose()
+}
+
+/// Parses `A..B` (B excluded) or `A..=B`; an empty or reversed range is an error.
+pub(crate) fn parse_seeds(range: &str) -> Result<std::ops::Range<u64>, BadInput> {
+    let bad = |why: &str| BadInput(format!("bad seed range {range:?}: {why}; write A..B (B excluded) or A..=B"));
+    let (start, end, inclusive) = if let Some((a, b)) = range.split_once("..=") {
+        (a, b, true)
+    } else if let Some((a, b)) = range.split_once("..") {
+        (a, b, false)
+    } else {
+        return Err(bad("no `..`"));
+    };
+    let number = |s: &str| s.trim().parse::<u64>().map_err(|_| bad(&format!("{s:?} is not a seed")));
+    let (start, end) = (number(start)?, number(end)?);
+    let end = if inclusive { end.checked_add(1).ok_or_else(|| bad("end too large"))? } else { end };
+    if end < start {
+        return Err(bad("it is reversed"));
+    }
+    if end == start {
+        return Err(bad("it is empty"));
+    }
+    Ok(start..end)
+}
+
+pub(crate) fn print_figures(figures: &Figures, sim_us: u64) {
+    println!(
+        "figures: accepted={} rejected={} completed={} dead_lettered={} quarantined={} attempts={} executions={} \
+         adoptions={} reclaims={} crashes={} events={} sim_s={:.3}",
+        figures.accepted,
+        figures.rejected,
+        figures.completed,
+        figures.dead_lettered,
+        figures.quarantined,
+        figures.attempts,
+        figures.executions,
+        figures.adoptions,
+        figures.reclaims,
+        figures.crashes,
+        figures.events,
+        sim_us as f64 / 1e6
+    );
+    let ms = |us: u64| us as f64 / 1e3;
+    println!(
+        "latency: queue_wait p50={:.1}ms p99={:.1}ms max={:.1}ms; end_to_end p50={:.1}ms p99={:.1}ms max={:.1}ms",
+        ms(figures.queue_wait.p50_us),
+        ms(figures.queue_wait.p99_us),
+        ms(figures.queue_wait.max_us),
+        ms(figures.end_to_end.p50_us),
+        ms(figures.end_to_end.p99_us),
+        ms(figures.end_to_end.max_us)
+    );
+}
+
+pub(crate) fn coverage_line(coverage: &crate::check::Coverage) -> String {
+    coverage.0.iter().map(|(name, count)| format!("{name}={count}")).collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,60 @@
+//! `lease-sim run`: one seed, its parameters, figures and outcome.
+
+use super::{coverage_line, print_figures, BadInput, EXIT_LIVENESS, EXIT_SAFETY};
+use crate::atomic::AtomicFile;
+use crate::figures::Figures;
+use crate::history::to_jsonl;
+use crate::runner::Target;
+use crate::world::Verdict;
+use std::path::Path;
+
+pub(super) fn run(target: Target, seed: u64, history: Option<&Path>, trace: bool) -> Result<u8, BadInput> {
+    // Find an unwritable history file before spending time on the run.
+    let writer = history
+        .map(|path| {
+            AtomicFile::create(path).map_err(|error| BadInput(format!("cannot write {}: {error}", path.display())))
+        })
+        .transpose()?;
+    let report = target.run(seed);
+    let params = &report.params;
+    println!(
+        "lease-sim run: scenario={} seed={seed}{}",
+        params.scenario,
+        target.bug.map(|b| format!(" bug={b}")).unwrap_or_default()
+    );
+    println!("params: {}", params.describe());
+    if trace {
+        print!("{}", crate::render::render(&report.history));
+    }
+    let figures = Figures::of(&report.history);
+    print_figures(&figures, report.sim_us);
+    println!("sometimes: {}", coverage_line(&report.coverage));
+    if let Some(writer) = writer {
+        let path = history.expect("a writer has a path");
+        writer
+            .commit(to_jsonl(&report.history).as_bytes())
+            .map_err(|error| BadInput(format!("cannot write {}: {error}", path.display())))?;
+        println!("history: {} lines written to {}", report.history.len(), history.unwrap().display());
+    }
+    let code = match &report.verdict {
+        Verdict::Held => {
+            println!("outcome: held (every invariant, and every accepted job reached a terminal outcome)");
+            0
+        }
+        Verdict::Safety(violation) | Verdict::Liveness(violation) => {
+            let (kind, code) = match report.verdict {
+                Verdict::Safety(_) => ("SAFETY VIOLATION", EXIT_SAFETY),
+                _ => ("LIVENESS FAILURE", EXIT_LIVENESS),
+            };
+            println!("outcome: {kind}: {violation}");
+            for &line in &violation.lines {
+                if let Some(entry) = report.history.get(line.wrapping_sub(1)) {
+                    println!("  line {line}: {}", entry.to_json());
+                }
+            }
+            println!("reproduce: {}", target.reproduce(seed));
+            code
+        }
+    };
+    Ok(code)
+}
