@@ -34,6 +34,10 @@ pub struct WorkerConfig {
     pub request_timeout: Span,
     /// How long to wait before asking again when the queue was empty.
     pub idle_backoff: Span,
+    /// How long the table may hold an `Acquire` open when the queue is empty (long polling),
+    /// answering as soon as a job arrives. The worker waits this much longer for an answer to an
+    /// `Acquire` than to any other request. Zero: the table answers at once.
+    pub acquire_wait: Span,
 }
 
 impl WorkerConfig {
@@ -352,7 +356,15 @@ impl Worker {
         let id = RequestId(self.next_request);
         self.next_request += 1;
         self.actions.push_back(WorkerAction::Send(id, request));
-        InFlight { id, request, sent_at: now, deadline: now + self.config.request_timeout }
+        InFlight { id, request, sent_at: now, deadline: now + self.timeout(request) }
+    }
+
+    /// How long to wait for an answer to `request`.
+    fn timeout(&self, request: WorkerRequest) -> Span {
+        match request {
+            WorkerRequest::Acquire => self.config.request_timeout + self.config.acquire_wait,
+            _ => self.config.request_timeout,
+        }
     }
 
     fn abandon(&mut self, why: Abandon) {
@@ -372,7 +384,7 @@ impl Worker {
             // Send it again under the same id, so that whichever answer comes first is taken.
             // `sent_at` stays that of the first send: the lease estimate stays conservative.
             self.actions.push_back(WorkerAction::Send(inflight.id, inflight.request));
-            self.main = Some(InFlight { deadline: now + self.config.request_timeout, ..inflight });
+            self.main = Some(InFlight { deadline: now + self.timeout(inflight.request), ..inflight });
         }
         self.heartbeat(now);
         if self.held.is_none() && self.main.is_none() && now >= self.acquire_at {

@@ -631,6 +631,7 @@ fn worker_config() -> WorkerConfig {
         drift_margin: Span(200),
         request_timeout: Span(10_000),
         idle_backoff: Span(50),
+        acquire_wait: Span::ZERO,
     }
 }
 
@@ -1393,6 +1394,7 @@ fn crash_after_effect_is_adopted_not_repeated() {
         drift_margin: Span::from_ms(20),
         request_timeout: Span::from_ms(10),
         idle_backoff: Span::from_ms(5),
+        acquire_wait: Span::ZERO,
     };
     let reclaim_config =
         ReclaimerConfig { scan_every: Span::from_ms(10), request_timeout: Span::from_ms(10), retries_max: 3 };
