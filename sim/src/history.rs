@@ -71,7 +71,7 @@ impl<'de> Deserialize<'de> for Node {
 }
 
 /// How a job ended, as the history spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeKind {
     /// `completed`, with `output`.
@@ -83,7 +83,7 @@ pub enum OutcomeKind {
 }
 
 /// One history line's payload. `kind` is the variant's snake_case name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
     /// The first line: the seed and every limit and parameter of the run.
@@ -360,7 +360,7 @@ pub enum Event {
 }
 
 /// One history line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Entry {
     /// Simulation time in microseconds: the table's clock.
     pub t_us: u64,

@@ -503,7 +503,8 @@ fn base(scenario: &'static str, seed: u64, bug: Option<Bug>, rng: &mut Xoshiro25
             heartbeat_every: lease_ttl.div(4),
             drift_margin: lease_ttl.div(8),
             request_timeout: lease_ttl.div(6),
-            idle_backoff: Span::from_ms(40),
+            idle_backoff: Span::from_ms(5),
+            acquire_wait: Span::from_secs(1),
         },
         reclaimer: ReclaimerConfig {
             scan_every: lease_ttl.div(rng.gen_range(2..=8)),
@@ -623,6 +624,18 @@ fn random_node(params: &Params, rng: &mut Xoshiro256PlusPlus) -> Node {
 }
 
 impl Params {
+    /// The same world offering `jobs` jobs, with the fault phase and the liveness budget
+    /// stretched to the time the arrivals take, so that a larger world is the same world for
+    /// longer, not a more overloaded one.
+    pub fn with_jobs(mut self, jobs: u32) -> Params {
+        assert!(jobs > 0, "a world needs a job");
+        let arrivals_us = self.arrival_mean_us * jobs as u64;
+        self.jobs = jobs;
+        self.fault_phase_us = self.fault_phase_us.max(arrivals_us + arrivals_us / 5);
+        self.liveness_budget_us += jobs as u64 * 10_000;
+        self
+    }
+
     /// Every parameter as `name=value` pairs, for the `run` line and the printed header.
     pub fn describe(&self) -> String {
         let mut out = String::new();

@@ -27,6 +27,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+/// How often the supervisor looks for a violation or convergence. A violation stops the world
+/// within one tick; the history after it is not checked, so the report is the same either way.
+const SUPERVISOR_TICK_US: u64 = 100_000;
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -51,6 +55,26 @@ pub struct RunReport {
     pub coverage: Coverage,
     /// Simulated time at the end, in microseconds.
     pub sim_us: u64,
+    /// What the simulator did.
+    pub events: Events,
+}
+
+/// What the simulator did in one run: the work a benchmark counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Events {
+    /// Messages sent over madsim's network.
+    pub messages: u64,
+    /// Timers armed: sleeps and receive timeouts.
+    pub timers: u64,
+    /// History lines recorded.
+    pub history: u64,
+}
+
+impl Events {
+    /// Simulated events: messages and timers, the units madsim schedules.
+    pub fn simulated(&self) -> u64 {
+        self.messages + self.timers
+    }
 }
 
 /// The world's shared state. A madsim runtime runs on one thread, so the lock is never contended;
@@ -58,6 +82,8 @@ pub struct RunReport {
 pub(crate) struct Ctx {
     pub params: Params,
     pub bugs: Bugs,
+    /// Timers armed in the world (sleeps and receive timeouts), for the event counts.
+    timers: std::sync::atomic::AtomicU64,
     start: Instant,
     chaos: NodeHandle,
     state: Mutex<State>,
@@ -90,6 +116,17 @@ impl Ctx {
     /// Simulated time since the world began: the table's clock.
     pub fn now(&self) -> Time {
         Time(self.start.elapsed().as_micros() as u64)
+    }
+
+    /// Sleeps `us` microseconds of simulated time, counting the timer.
+    pub async fn sleep_us(&self, us: u64) {
+        self.armed();
+        sleep(Duration::from_micros(us)).await;
+    }
+
+    /// Counts one armed timer.
+    pub fn armed(&self) {
+        self.timers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Locks the world's state.
@@ -155,7 +192,7 @@ impl Ctx {
     /// Stalls the calling node's process for `len_us`: it does nothing, not even heartbeat.
     pub async fn stall(&self, node: Node, len_us: u64) {
         self.record(Node::World, Event::Paused { target: node });
-        sleep(Duration::from_micros(len_us)).await;
+        self.sleep_us(len_us).await;
         self.record(Node::World, Event::Resumed { target: node });
     }
 
@@ -184,7 +221,7 @@ impl Ctx {
         Handle::current().kill(id);
         let ctx = self.self_arc();
         self.chaos.spawn(async move {
-            sleep(Duration::from_micros(down_us)).await;
+            ctx.sleep_us(down_us).await;
             ctx.bring_up(node, life);
         });
     }
@@ -261,20 +298,27 @@ pub fn run(params: Params) -> RunReport {
     let verdict = runtime.block_on({
         let params = params.clone();
         async move {
-            let ctx = Arc::new(Ctx { params, bugs, start: Instant::now(), chaos, state: Mutex::new(state) });
+            let timers = std::sync::atomic::AtomicU64::new(0);
+            let ctx = Arc::new(Ctx { params, bugs, timers, start: Instant::now(), chaos, state: Mutex::new(state) });
             SELF.with(|cell| *cell.borrow_mut() = Some(ctx.clone()));
             let verdict = supervise(&ctx).await;
             let sim_us = ctx.now().0;
+            let events = Events {
+                messages: madsim::net::NetSim::current().stat().msg_count,
+                timers: ctx.timers.load(std::sync::atomic::Ordering::Relaxed),
+                history: 0,
+            };
             let mut state = ctx.state();
             let history = std::mem::take(&mut state.history);
             let coverage = state.checkers.coverage().clone();
             drop(state);
             SELF.with(|cell| *cell.borrow_mut() = None);
-            (verdict, history, coverage, sim_us)
+            (verdict, history, coverage, sim_us, events)
         }
     });
-    let (verdict, history, coverage, sim_us) = verdict;
-    RunReport { params, history, verdict, coverage, sim_us }
+    let (verdict, history, coverage, sim_us, mut events) = verdict;
+    events.history = history.len() as u64;
+    RunReport { params, history, verdict, coverage, sim_us, events }
 }
 
 fn planted(params: &Params) -> Bugs {
@@ -312,13 +356,14 @@ async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
         heal(ctx);
         let deadline = params.fault_phase_us + params.liveness_budget_us;
         while !ctx.violated() && !converged(ctx) && ctx.now().0 < deadline {
-            sleep(Duration::from_millis(20)).await;
+            ctx.sleep_us(SUPERVISOR_TICK_US).await;
         }
     }
     finish(ctx).await
 }
 
-/// Sleeps until `at_us`, waking every 20 ms to stop early on a violation. False if one happened.
+/// Sleeps until `at_us`, waking every supervisor tick to stop early on a violation. False if one
+/// happened.
 async fn wait_until(ctx: &Ctx, at_us: u64) -> bool {
     loop {
         if ctx.violated() {
@@ -328,7 +373,7 @@ async fn wait_until(ctx: &Ctx, at_us: u64) -> bool {
         if now >= at_us {
             return true;
         }
-        sleep(Duration::from_micros((at_us - now).min(20_000))).await;
+        ctx.sleep_us((at_us - now).min(SUPERVISOR_TICK_US)).await;
     }
 }
 
@@ -359,7 +404,8 @@ async fn finish(ctx: &Arc<Ctx>) -> Verdict {
         }
     };
     // Kill every node and give the runtime one more tick, so that madsim frees the world.
-    let ids: Vec<SimNodeId> = ctx.state().nodes.values().copied().collect();
+    let mut ids: Vec<SimNodeId> = ctx.state().nodes.values().copied().collect();
+    ids.push(ctx.chaos.id());
     for id in ids {
         Handle::current().kill(id);
     }
@@ -456,7 +502,7 @@ fn resume(ctx: &Ctx, node: Node) {
 fn undo_later(ctx: &Arc<Ctx>, after_us: u64, undo: impl FnOnce(&Ctx) + Send + 'static) {
     let ctx2 = ctx.clone();
     ctx.chaos.spawn(async move {
-        sleep(Duration::from_micros(after_us)).await;
+        ctx2.sleep_us(after_us).await;
         if ctx2.state().faults_on {
             undo(&ctx2);
         }

@@ -8,7 +8,6 @@ use crate::world::Ctx;
 use lease_core::JobId;
 use rand::Rng;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// How long the generator waits for the table before offering a job again.
 const OFFER_TIMEOUT_US: u64 = 100_000;
@@ -17,12 +16,12 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
     let Some(endpoint) = bind(crate::net::arrivals_addr()).await else { return };
     let mut offers = 0u64;
     for job in 0..ctx.params.jobs {
-        madsim::time::sleep(Duration::from_micros(gap_us(&ctx))).await;
+        ctx.sleep_us(gap_us(&ctx)).await;
         let job = JobId(job as u64);
         loop {
             offers += 1;
             send(&endpoint, table_addr(), offers, Request::Enqueue(job)).await;
-            match receive(&endpoint, OFFER_TIMEOUT_US).await {
+            match receive(&ctx, &endpoint, OFFER_TIMEOUT_US).await {
                 Err(()) => return,
                 Ok(Some(envelope)) if envelope.id == offers => {
                     let Reply::Enqueued(_) = envelope.body else { panic!("arrivals got {:?}", envelope.body) };

@@ -17,7 +17,6 @@ use madsim::net::Endpoint;
 use rand::Rng;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub(super) async fn main(ctx: Arc<Ctx>) {
     let Some(endpoint) = bind(ledger_addr()).await else { return };
@@ -67,7 +66,7 @@ async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, from: SocketAddr, id: u64, o
             base
         }
     };
-    madsim::time::sleep(Duration::from_micros(latency_us)).await;
+    ctx.sleep_us(latency_us).await;
     let execution = if ctx.chance(dependency.fail_rate) {
         ctx.record(Node::Ledger, Event::DependencyFailed { job: op.job, op, epoch });
         Execution::Failed

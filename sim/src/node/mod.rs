@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// The task a node runs, from its start or restart until it is killed.
 pub(crate) fn main(ctx: Arc<Ctx>, node: Node) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     match node {
-        Node::Table => Box::pin(serve(ctx, crate::net::table_addr(), table::serve)),
+        Node::Table => Box::pin(table::main(ctx)),
         Node::Ledger => Box::pin(ledger::main(ctx)),
         Node::Worker(n) => Box::pin(worker::main(ctx, n)),
         Node::Reclaimer(n) => Box::pin(reclaimer::main(ctx, n)),
@@ -34,19 +34,6 @@ async fn bind(addr: SocketAddr) -> Option<Endpoint> {
     Endpoint::bind(addr).await.ok()
 }
 
-/// A request-reply server: answers each request synchronously, in arrival order.
-async fn serve(ctx: Arc<Ctx>, addr: SocketAddr, handle: fn(&Ctx, Request) -> Option<Reply>) {
-    let Some(endpoint) = bind(addr).await else { return };
-    while let Ok((payload, from)) = endpoint.recv_from_raw(TAG).await {
-        let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach a server");
-        if let Some(reply) = handle(&ctx, envelope.body) {
-            let envelope = Envelope { id: envelope.id, body: reply };
-            // A lost reply is normal: the caller times out and asks again.
-            let _ = endpoint.send_to_raw(from, TAG, Box::new(envelope)).await;
-        }
-    }
-}
-
 /// Sends a request; a send that fails (a dead network) is the same as a lost message.
 async fn send(endpoint: &Endpoint, to: SocketAddr, id: u64, body: Request) {
     let _ = endpoint.send_to_raw(to, TAG, Box::new(Envelope { id, body })).await;
@@ -54,7 +41,8 @@ async fn send(endpoint: &Endpoint, to: SocketAddr, id: u64, body: Request) {
 
 /// Receives one reply within `wait_us`: `Ok(Some)` a reply, `Ok(None)` the wait ran out,
 /// `Err` the node's network is gone (it is being killed).
-async fn receive(endpoint: &Endpoint, wait_us: u64) -> Result<Option<Envelope<Reply>>, ()> {
+async fn receive(ctx: &Ctx, endpoint: &Endpoint, wait_us: u64) -> Result<Option<Envelope<Reply>>, ()> {
+    ctx.armed();
     let wait = std::time::Duration::from_micros(wait_us.max(1));
     match madsim::time::timeout(wait, endpoint.recv_from_raw(TAG)).await {
         Err(_elapsed) => Ok(None),

@@ -40,7 +40,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
             }
         }
         let wake = clock.global(reclaimer.poll_timeout());
-        let Ok(received) = receive(&endpoint, wake.0.saturating_sub(ctx.now().0)).await else { return };
+        let Ok(received) = receive(&ctx, &endpoint, wake.0.saturating_sub(ctx.now().0)).await else { return };
         let now = clock.local(ctx.now());
         let Some(envelope) = received else {
             reclaimer.handle_timeout(now);

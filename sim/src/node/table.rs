@@ -1,16 +1,93 @@
 //! The table node: serves the lease table, and records what the table decided, with the exact
 //! times and expiries it used.
+//!
+//! An `Acquire` that finds the queue empty is held open (long polling) for up to the workers'
+//! `acquire_wait`, and answered as soon as a job can be granted: idle workers then cost one
+//! message pair per wait instead of one per poll. Held requests are volatile: a restart drops
+//! them, and the workers ask again when their wait runs out.
 
+use super::bind;
 use crate::history::{Event, Node, OutcomeKind};
+use crate::net::{table_addr, Envelope, TAG};
 use crate::net::{Reply, Request};
 use crate::world::Ctx;
 use lease_core::{
     Acquired, BatchId, Completion, Enqueued, Epoch, Fencing, JobId, NodeId, Outcome, OutputId, Quarantine,
     ReclaimReply, ReclaimRequest, Refusal, Rejection, Renewal, Requeue, Terminal, WorkerReply, WorkerRequest,
 };
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An `Acquire` held open until a job can be granted or its wait runs out.
+struct Parked {
+    from: SocketAddr,
+    id: u64,
+    worker: u32,
+    until_us: u64,
+}
+
+pub(super) async fn main(ctx: Arc<Ctx>) {
+    let Some(endpoint) = bind(table_addr()).await else { return };
+    let wait_us = ctx.params.worker.acquire_wait.as_us();
+    // In arrival order; every wait is the same length, so also in order of running out.
+    let mut parked: VecDeque<Parked> = VecDeque::new();
+    loop {
+        let received = match parked.front() {
+            None => endpoint.recv_from_raw(TAG).await.map(Some),
+            Some(first) => {
+                ctx.armed();
+                let wait = Duration::from_micros(first.until_us.saturating_sub(ctx.now().0).max(1));
+                match madsim::time::timeout(wait, endpoint.recv_from_raw(TAG)).await {
+                    Ok(received) => received.map(Some),
+                    Err(_elapsed) => Ok(None),
+                }
+            }
+        };
+        let Ok(received) = received else { return };
+        let Some((payload, from)) = received else {
+            let now = ctx.now().0;
+            while parked.front().is_some_and(|first| first.until_us <= now) {
+                let first = parked.pop_front().expect("checked");
+                reply(&endpoint, first.from, first.id, Reply::Worker(WorkerReply::Acquired(Acquired::Empty))).await;
+            }
+            continue;
+        };
+        let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the table");
+        if let Request::Worker(worker, WorkerRequest::Acquire) = envelope.body {
+            if parked.iter().any(|p| p.from == from && p.id == envelope.id) {
+                continue; // A retried copy of a request already held.
+            }
+            let answer = serve(&ctx, envelope.body.clone());
+            if wait_us > 0 && matches!(answer, Reply::Worker(WorkerReply::Acquired(Acquired::Empty))) {
+                parked.push_back(Parked { from, id: envelope.id, worker, until_us: ctx.now().0 + wait_us });
+                continue;
+            }
+            reply(&endpoint, from, envelope.id, answer).await;
+            continue;
+        }
+        let answer = serve(&ctx, envelope.body);
+        reply(&endpoint, from, envelope.id, answer).await;
+        // Anything may have made a job grantable (an arrival, a requeue): serve the held first.
+        while let Some(first) = parked.front() {
+            let answer = serve(&ctx, Request::Worker(first.worker, WorkerRequest::Acquire));
+            if matches!(answer, Reply::Worker(WorkerReply::Acquired(Acquired::Empty))) {
+                break;
+            }
+            let first = parked.pop_front().expect("checked");
+            reply(&endpoint, first.from, first.id, answer).await;
+        }
+    }
+}
+
+async fn reply(endpoint: &madsim::net::Endpoint, to: SocketAddr, id: u64, body: Reply) {
+    // A lost reply is normal: the caller times out and asks again.
+    let _ = endpoint.send_to_raw(to, TAG, Box::new(Envelope { id, body })).await;
+}
 
 /// Answers one request to the table.
-pub(super) fn serve(ctx: &Ctx, request: Request) -> Option<Reply> {
+fn serve(ctx: &Ctx, request: Request) -> Reply {
     let now = ctx.now();
     let mut state = ctx.state();
     let table = &mut state.table;
@@ -34,7 +111,7 @@ pub(super) fn serve(ctx: &Ctx, request: Request) -> Option<Reply> {
     for event in events {
         state.record_at(now, Node::Table, event);
     }
-    Some(reply)
+    reply
 }
 
 fn serve_worker(
