@@ -44,7 +44,7 @@ mod tests {
     // The sweep holds every invariant and reaches rejections.
     #[test]
     fn swept_seeds_hold_under_surges() {
-        sweep_holds_and_covers(SCENARIO, 60);
+        sweep_holds_and_covers(SCENARIO, 200);
     }
 
     #[test]

@@ -46,7 +46,7 @@ mod tests {
     // The sweep holds every invariant and reaches stopped batches and quarantines.
     #[test]
     fn swept_seeds_hold_and_reach_quarantine() {
-        sweep_holds_and_covers(SCENARIO, 60);
+        sweep_holds_and_covers(SCENARIO, 200);
     }
 
     #[test]

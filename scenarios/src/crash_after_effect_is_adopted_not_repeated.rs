@@ -57,7 +57,7 @@ mod tests {
     // The sweep holds every invariant and reaches a crash after an accepted effect, adopted by a reclaim.
     #[test]
     fn swept_seeds_hold_and_reach_adoption_after_a_crash() {
-        sweep_holds_and_covers(SCENARIO, 80);
+        sweep_holds_and_covers(SCENARIO, 200);
     }
 
     #[test]

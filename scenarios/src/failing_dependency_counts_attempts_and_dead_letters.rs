@@ -36,7 +36,7 @@ mod tests {
     // The sweep holds every invariant and reaches failures, dead letters and adoption by a worker.
     #[test]
     fn swept_seeds_hold_with_a_failing_dependency() {
-        sweep_holds_and_covers(SCENARIO, 60);
+        sweep_holds_and_covers(SCENARIO, 200);
     }
 
     #[test]

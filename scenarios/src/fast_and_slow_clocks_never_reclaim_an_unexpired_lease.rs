@@ -34,7 +34,7 @@ mod tests {
     // The sweep holds every invariant and reaches reclaims, renewals and self-fencing.
     #[test]
     fn swept_seeds_hold_with_drifting_clocks() {
-        sweep_holds_and_covers(SCENARIO, 60);
+        sweep_holds_and_covers(SCENARIO, 200);
     }
 
     #[test]

@@ -37,7 +37,7 @@ mod tests {
     // The sweep holds every invariant and reaches full batches.
     #[test]
     fn swept_seeds_hold_and_reach_full_batches() {
-        sweep_holds_and_covers(SCENARIO, 60);
+        sweep_holds_and_covers(SCENARIO, 200);
     }
 
     #[test]

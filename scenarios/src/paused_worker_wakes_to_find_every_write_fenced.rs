@@ -71,7 +71,7 @@ mod tests {
     // The sweep holds every invariant and reaches woken workers fenced at the ledger and the table.
     #[test]
     fn swept_seeds_hold_and_reach_fenced_woken_workers() {
-        sweep_holds_and_covers(SCENARIO, 60);
+        sweep_holds_and_covers(SCENARIO, 200);
     }
 
     #[test]

@@ -34,7 +34,7 @@ mod tests {
     // The sweep holds every invariant and reaches stale effects fenced at the ledger.
     #[test]
     fn swept_seeds_hold_with_a_slow_dependency() {
-        sweep_holds_and_covers(SCENARIO, 60);
+        sweep_holds_and_covers(SCENARIO, 200);
     }
 
     #[test]

@@ -18,7 +18,7 @@ mod tests {
     // The swarm sweep holds and reaches every situation of the swarm's list.
     #[test]
     fn swarm_sweep_holds_and_reaches_every_situation() {
-        let coverage = sweep_holds_and_covers(SCENARIO, 300);
+        let coverage = sweep_holds_and_covers(SCENARIO, 1000);
         println!("swarm coverage: {coverage:?}");
     }
 

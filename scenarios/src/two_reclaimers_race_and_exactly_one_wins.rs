@@ -43,7 +43,7 @@ mod tests {
     // The sweep holds every invariant and reaches lost races.
     #[test]
     fn swept_seeds_hold_and_reach_lost_races() {
-        sweep_holds_and_covers(SCENARIO, 60);
+        sweep_holds_and_covers(SCENARIO, 200);
     }
 
     #[test]

@@ -28,7 +28,7 @@ mod tests {
     // The sweep holds every invariant and reaches reclaims and refused stale writes.
     #[test]
     fn swept_seeds_hold_with_links_to_the_table_cut() {
-        sweep_holds_and_covers(SCENARIO, 60);
+        sweep_holds_and_covers(SCENARIO, 200);
     }
 
     #[test]

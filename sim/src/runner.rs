@@ -8,6 +8,7 @@ use crate::check::{Coverage, Invariant};
 use crate::figures::{Figures, Spread};
 use crate::history::{to_jsonl, Entry};
 use crate::scenario::Scenario;
+use crate::shard::SeedPlan;
 use crate::world::{self, RunReport, Verdict};
 use lease_core::Bug;
 use serde::Serialize;
@@ -160,20 +161,62 @@ pub fn sweep(
     stop: &AtomicBool,
     on_done: &(dyn Fn(&SeedResult) + Sync),
 ) -> (Vec<SeedResult>, std::time::Duration) {
+    let threads = threads.min(seeds.len().max(1));
+    sweep_by(target, threads, stop, &|k| seeds.get(k as usize).copied(), &|_, result| on_done(result))
+}
+
+/// Runs the seeds of `plan` on `threads` threads, in plan order, until the plan ends or `stop`
+/// is set (Ctrl-C, a time budget). Every seed started runs to its end, so the results are always
+/// the plan's first `results.len()` seeds, whatever stopped the sweep.
+///
+/// `on_report` sees each seed's whole report, history included, on the worker thread that ran
+/// it, just before the report is dropped: the one moment a sweep holds a history, so a failing
+/// seed's history can be written out there without running the seed again.
+pub fn sweep_plan(
+    target: Target,
+    plan: &SeedPlan,
+    threads: usize,
+    stop: &AtomicBool,
+    on_report: &(dyn Fn(&RunReport, &SeedResult) + Sync),
+) -> (Vec<SeedResult>, std::time::Duration) {
+    // No more threads than seeds; at least one, which finds an empty plan empty.
+    let seeds_max = plan.len().map_or(usize::MAX, |len| usize::try_from(len).unwrap_or(usize::MAX));
+    let threads = threads.min(seeds_max.max(1));
+    let (results, wall) = sweep_by(target, threads, stop, &|k| plan.seed(k), on_report);
+    let expected = plan.first(results.len() as u64);
+    assert!(
+        results.iter().map(|result| result.seed).eq(expected),
+        "a sweep of {plan:?} ran seeds that are not the plan's first {}",
+        results.len()
+    );
+    (results, wall)
+}
+
+/// The sweep loop: each thread takes the next index `k`, runs `seed_at(k)`, and stops at the first
+/// index with no seed or once `stop` is set. An index is taken only when it will be run, so the
+/// indices run are always `0..n`.
+fn sweep_by(
+    target: Target,
+    threads: usize,
+    stop: &AtomicBool,
+    seed_at: &(dyn Fn(u64) -> Option<u64> + Sync),
+    on_report: &(dyn Fn(&RunReport, &SeedResult) + Sync),
+) -> (Vec<SeedResult>, std::time::Duration) {
     assert!(threads > 0, "a sweep needs a thread");
     let next = AtomicU64::new(0);
-    let results = Mutex::new(Vec::with_capacity(seeds.len()));
+    let results = Mutex::new(Vec::new());
     let started = Instant::now();
     std::thread::scope(|scope| {
-        for _ in 0..threads.min(seeds.len().max(1)) {
+        for _ in 0..threads {
             scope.spawn(|| loop {
                 if stop.load(Ordering::Relaxed) {
                     return;
                 }
-                let index = next.fetch_add(1, Ordering::Relaxed) as usize;
-                let Some(&seed) = seeds.get(index) else { return };
-                let result = SeedResult::of(target, &target.run(seed));
-                on_done(&result);
+                let Some(seed) = seed_at(next.fetch_add(1, Ordering::Relaxed)) else { return };
+                let report = target.run(seed);
+                let result = SeedResult::of(target, &report);
+                on_report(&report, &result);
+                drop(report);
                 results.lock().expect("no sweep thread panics while holding the results").push(result);
             });
         }
