@@ -52,23 +52,7 @@ enum Command {
         trace: bool,
     },
     /// Run many seeds and summarise.
-    Sweep {
-        /// The scenario (see `lease-sim scenarios`).
-        #[arg(long, default_value = "swarm")]
-        scenario: String,
-        /// Seed range, `A..B` (B excluded) or `A..=B`.
-        #[arg(long, default_value = "0..500")]
-        seeds: String,
-        /// Threads; defaults to the machine's cores.
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Print the summary as one JSON object on stdout.
-        #[arg(long)]
-        json: bool,
-        /// Plant a bug (see `lease-sim bugs`).
-        #[arg(long)]
-        bug: Option<String>,
-    },
+    Sweep(sweep::SweepArgs),
     /// Sweep with every planted bug in turn and report how fast each is caught.
     Hunt {
         /// The first seed of every bug's sweep.
@@ -111,13 +95,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let command = cli.command.unwrap_or(Command::Sweep {
-        scenario: "swarm".to_string(),
-        seeds: "0..500".to_string(),
-        threads: None,
-        json: false,
-        bug: None,
-    });
+    let command = cli.command.unwrap_or_else(|| Command::Sweep(sweep::SweepArgs::default()));
     match execute(command) {
         Ok(code) => ExitCode::from(code),
         Err(BadInput(message)) => {
@@ -133,11 +111,7 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             let target = Target { scenario: parse_scenario(&scenario)?, bug: parse_bug(bug.as_deref())? };
             run::run(target, seed, history.as_deref(), trace)
         }
-        Command::Sweep { scenario, seeds, threads, json, bug } => {
-            let target = Target { scenario: parse_scenario(&scenario)?, bug: parse_bug(bug.as_deref())? };
-            let seeds = parse_seeds(&seeds)?;
-            Ok(sweep::sweep(target, seeds, parse_threads(threads)?, json))
-        }
+        Command::Sweep(args) => sweep::sweep(args),
         Command::Hunt { from, budget, scenario, threads, json } => {
             let scenario = parse_scenario(&scenario)?;
             if budget == 0 {

@@ -1,0 +1,77 @@
+//! `sweep --failures-dir DIR`: every failing seed's files, kept for a person to replay.
+//!
+//! For a failing seed `S` it writes, each atomically (a temporary file renamed into place):
+//! - `seed-S.jsonl`: the history, which `lease-sim check` reads back;
+//! - `seed-S.trace`: the rendered history, then the outcome;
+//! - `seed-S.reproduce`: the one-line command that replays the seed.
+//!
+//! The files are written on the worker thread that ran the seed, from the report it holds at
+//! that moment. A sweep keeps only small per-seed results, so this is the one moment a history
+//! exists; writing then costs no second run, and a sweep killed later (a CI timeout) has already
+//! kept every failure it found.
+
+use super::super::BadInput;
+use crate::atomic::{self, AtomicFile};
+use crate::history::to_jsonl;
+use crate::runner::{SeedResult, Target};
+use crate::world::{RunReport, Verdict};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// At most this many failing seeds get files: a planted bug can fail every seed of a night, and
+/// the first hundred replay it as well as all of them. The summary still lists every failure.
+pub const FAILURES_WRITTEN_MAX: u64 = 100;
+
+/// The directory failing seeds are written to.
+pub struct FailuresDir {
+    dir: PathBuf,
+    /// Seeds given a slot so far, written or not; a slot is taken before writing, so that
+    /// concurrent threads never pass [`FAILURES_WRITTEN_MAX`].
+    claimed: AtomicU64,
+    /// Seeds whose three files were all written.
+    written: AtomicU64,
+}
+
+impl FailuresDir {
+    /// Creates `dir` if missing and proves it writable, before any seed runs.
+    pub fn open(dir: &Path) -> Result<FailuresDir, BadInput> {
+        let unwritable = |error: std::io::Error| BadInput(format!("cannot write to {}: {error}", dir.display()));
+        std::fs::create_dir_all(dir).map_err(unwritable)?;
+        // Opening a temporary file is the write test; dropping it uncommitted removes it.
+        drop(AtomicFile::create(&dir.join("seed-probe")).map_err(unwritable)?);
+        Ok(FailuresDir { dir: dir.to_path_buf(), claimed: AtomicU64::new(0), written: AtomicU64::new(0) })
+    }
+
+    /// Writes the files of `report`'s seed if it failed, up to [`FAILURES_WRITTEN_MAX`] seeds.
+    /// A write error is reported on stderr and leaves that seed without files: the sweep and its
+    /// summary go on, and the seed's reproduce command is in the summary all the same.
+    pub fn keep(&self, target: Target, report: &RunReport, result: &SeedResult) {
+        let Some(failure) = &result.failure else { return };
+        assert_eq!(report.params.seed, result.seed, "a seed result comes from its own report");
+        if self.claimed.fetch_add(1, Ordering::Relaxed) >= FAILURES_WRITTEN_MAX {
+            return;
+        }
+        let outcome = match &report.verdict {
+            Verdict::Held => unreachable!("seed {} failed, so its verdict is a violation", result.seed),
+            Verdict::Safety(violation) => format!("SAFETY VIOLATION: {violation}"),
+            Verdict::Liveness(violation) => format!("LIVENESS FAILURE: {violation}"),
+        };
+        let trace = format!("{}outcome: {outcome}\n", crate::render::render(&report.history));
+        let reproduce = format!("{}\n", target.reproduce(result.seed));
+        debug_assert_eq!(reproduce.trim_end(), failure.reproduce);
+        let files = [("jsonl", to_jsonl(&report.history)), ("trace", trace), ("reproduce", reproduce)];
+        for (extension, text) in files {
+            let path = self.dir.join(format!("seed-{}.{extension}", result.seed));
+            if let Err(error) = atomic::write(&path, text.as_bytes()) {
+                eprintln!("lease-sim: cannot write {}: {error}", path.display());
+                return;
+            }
+        }
+        self.written.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Failing seeds whose files were all written.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+}
