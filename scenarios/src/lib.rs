@@ -28,3 +28,4 @@ pub mod workers_cut_off_from_the_ledger_keep_every_invariant;
 pub mod workers_cut_off_from_the_table_keep_every_invariant;
 
 pub mod prove;
+pub mod regressions;
