@@ -17,6 +17,7 @@ compile_error!(
 );
 
 pub mod atomic;
+pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod clock;

@@ -47,7 +47,7 @@ fn assert_all_held(target: Target, results: &[SeedResult]) {
 #[test]
 fn swarm_sweep_holds_every_invariant() {
     let target = Target::new(Scenario::Swarm);
-    let results = sweep(target, &seeds(300), 2);
+    let results = sweep(target, &seeds(500), 2);
     assert_all_held(target, &results);
 }
 
@@ -65,6 +65,16 @@ fn same_seed_gives_a_byte_identical_history_whatever_the_thread_count() {
     let last = *seeds.last().unwrap();
     let alone = SeedResult::of(target, &target.run(last));
     assert_eq!(alone.history_hash, one.last().unwrap().history_hash, "seed {last} differs when run alone");
+    // And byte for byte: the JSONL of a seed run on another thread, after other seeds there.
+    let (seed, before) = (seeds[7], seeds[3]);
+    let here = lease_sim::history::to_jsonl(&target.run(seed).history);
+    let there = std::thread::spawn(move || {
+        let _ = target.run(before);
+        lease_sim::history::to_jsonl(&target.run(seed).history)
+    })
+    .join()
+    .expect("the other thread runs");
+    assert_eq!(here, there, "seed {seed}'s JSONL differs between threads");
     let mut distinct: Vec<u64> = one.iter().map(|result| result.history_hash).collect();
     distinct.dedup();
     assert!(distinct.len() > seeds.len() / 2, "seeds should give different worlds");

@@ -3,6 +3,7 @@
 //! Exit status: 0 every run held; 1 a safety invariant failed; 2 a liveness check failed; 3 bad
 //! input or a harness error.
 
+mod bench;
 mod check;
 mod hunt;
 mod run;
@@ -71,6 +72,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Measure speed, scaling and memory (run it in release; it takes minutes).
+    Bench {
+        /// Seeds for the speed figures (scaling runs a tenth and a hundredth at the larger sizes).
+        #[arg(long, default_value_t = 2_000)]
+        seeds: u64,
+        /// Seeds for the memory figure; 0 skips it.
+        #[arg(long, default_value_t = 100_000)]
+        memory_seeds: u64,
+        /// Threads for the parallel figure, at least 2; defaults to the machine's cores.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Print the figures as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check a history file against every invariant, as an outside checker would.
     Check {
         /// The JSONL history.
@@ -118,6 +134,19 @@ fn execute(command: Command) -> Result<u8, BadInput> {
                 return Err(BadInput("--budget must be at least 1".to_string()));
             }
             Ok(hunt::hunt(scenario, from, budget, parse_threads(threads)?, json))
+        }
+        Command::Bench { seeds, memory_seeds, threads, json } => {
+            if seeds == 0 {
+                return Err(BadInput("--seeds must be at least 1".to_string()));
+            }
+            let threads = parse_threads(threads)?;
+            if threads < 2 {
+                return Err(BadInput(
+                    "bench --threads must be at least 2: it measures the speedup over one".to_string(),
+                ));
+            }
+            let options = crate::bench::BenchOptions { seeds, memory_seeds, threads };
+            Ok(bench::bench(options, json))
         }
         Command::Check { file } => check::check(&file),
         Command::Scenarios => {
