@@ -164,13 +164,21 @@ pub fn sweep(
     stop: &AtomicBool,
     on_done: &(dyn Fn(&SeedResult) + Sync),
 ) -> (Vec<SeedResult>, std::time::Duration) {
+    let results = Mutex::new(Vec::with_capacity(seeds.len()));
     let threads = threads.min(seeds.len().max(1));
-    sweep_by(target, threads, stop, &|k| seeds.get(k as usize).copied(), &|_, result| on_done(result))
+    let wall = sweep_by(target, threads, stop, &|k| seeds.get(k as usize).copied(), &|_, result| {
+        on_done(&result);
+        results.lock().expect("no sweep thread panics while holding the results").push(result);
+    });
+    let mut results = results.into_inner().expect("sweep threads finished");
+    results.sort_by_key(|result| result.seed);
+    (results, wall)
 }
 
 /// Runs the seeds of `plan` on `threads` threads, in plan order, until the plan ends or `stop`
-/// is set (Ctrl-C, a time budget). Every seed started runs to its end, so the results are always
-/// the plan's first `results.len()` seeds, whatever stopped the sweep.
+/// is set (Ctrl-C, a time budget), and folds their results into a [`Tally`] as they finish.
+/// Every seed started runs to its end, so the seeds run are always the plan's first
+/// `tally.runs`, whatever stopped the sweep.
 ///
 /// `on_report` sees each seed's whole report, history included, on the worker thread that ran
 /// it, just before the report is dropped: the one moment a sweep holds a history, so a failing
@@ -181,33 +189,35 @@ pub fn sweep_plan(
     threads: usize,
     stop: &AtomicBool,
     on_report: &(dyn Fn(&RunReport, &SeedResult) + Sync),
-) -> (Vec<SeedResult>, std::time::Duration) {
+) -> (Tally, std::time::Duration) {
+    let tally = Mutex::new(Tally::default());
     // No more threads than seeds; at least one, which finds an empty plan empty.
     let seeds_max = plan.len().map_or(usize::MAX, |len| usize::try_from(len).unwrap_or(usize::MAX));
     let threads = threads.min(seeds_max.max(1));
-    let (results, wall) = sweep_by(target, threads, stop, &|k| plan.seed(k), on_report);
-    let expected = plan.first(results.len() as u64);
-    assert!(
-        results.iter().map(|result| result.seed).eq(expected),
-        "a sweep of {plan:?} ran seeds that are not the plan's first {}",
-        results.len()
-    );
-    (results, wall)
+    let wall = sweep_by(target, threads, stop, &|k| plan.seed(k), &|report, result| {
+        on_report(report, &result);
+        tally.lock().expect("no sweep thread panics while holding the tally").add(&result);
+    });
+    let tally = tally.into_inner().expect("sweep threads finished");
+    // Each index runs once, so the seeds are distinct plan seeds; they are the plan's first
+    // `runs` exactly when the highest is seed number `runs - 1`.
+    let last = tally.runs.checked_sub(1).and_then(|k| plan.seed(k));
+    assert_eq!(tally.seed_max, last, "a sweep of {plan:?} ran seeds that are not the plan's first {}", tally.runs);
+    (tally, wall)
 }
 
-/// The sweep loop: each thread takes the next index `k`, runs `seed_at(k)`, and stops at the first
-/// index with no seed or once `stop` is set. An index is taken only when it will be run, so the
-/// indices run are always `0..n`.
+/// The sweep loop: each thread takes the next index `k`, runs `seed_at(k)`, hands the report and
+/// result to `on_result`, and stops at the first index with no seed or once `stop` is set. An
+/// index is taken only when it will be run, so the indices run are always `0..n`.
 fn sweep_by(
     target: Target,
     threads: usize,
     stop: &AtomicBool,
     seed_at: &(dyn Fn(u64) -> Option<u64> + Sync),
-    on_report: &(dyn Fn(&RunReport, &SeedResult) + Sync),
-) -> (Vec<SeedResult>, std::time::Duration) {
+    on_result: &(dyn Fn(&RunReport, SeedResult) + Sync),
+) -> std::time::Duration {
     assert!(threads > 0, "a sweep needs a thread");
     let next = AtomicU64::new(0);
-    let results = Mutex::new(Vec::new());
     let started = Instant::now();
     std::thread::scope(|scope| {
         for _ in 0..threads {
@@ -218,15 +228,67 @@ fn sweep_by(
                 let Some(seed) = seed_at(next.fetch_add(1, Ordering::Relaxed)) else { return };
                 let report = target.run(seed);
                 let result = SeedResult::of(target, &report);
-                on_report(&report, &result);
-                drop(report);
-                results.lock().expect("no sweep thread panics while holding the results").push(result);
+                on_result(&report, result);
             });
         }
     });
-    let mut results = results.into_inner().expect("sweep threads finished");
-    results.sort_by_key(|result| result.seed);
-    (results, started.elapsed())
+    started.elapsed()
+}
+
+/// A sweep's results, folded in as they finish, in any order: all that [`summarise`] needs, in
+/// memory that grows by two numbers a seed (its p99s) and its failure, if any. A kept
+/// [`SeedResult`] costs about 1.6 KB, and a time-boxed night runs hundreds of thousands of seeds.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    /// Seeds folded in.
+    pub runs: u64,
+    /// The lowest seed folded in.
+    pub seed_min: Option<u64>,
+    /// The highest seed folded in.
+    pub seed_max: Option<u64>,
+    sometimes: Coverage,
+    totals: Figures,
+    sim_us: u64,
+    queue_wait_p99s: Vec<u64>,
+    end_to_end_p99s: Vec<u64>,
+    failures: Vec<Failure>,
+}
+
+impl Tally {
+    /// Folds one seed's result in.
+    pub fn add(&mut self, result: &SeedResult) {
+        self.runs += 1;
+        self.seed_min = Some(self.seed_min.map_or(result.seed, |seed| seed.min(result.seed)));
+        self.seed_max = Some(self.seed_max.map_or(result.seed, |seed| seed.max(result.seed)));
+        self.sometimes.merge(&result.coverage);
+        self.totals.add_counts(&result.figures);
+        self.sim_us += result.sim_us;
+        self.queue_wait_p99s.push(result.figures.queue_wait.p99_us);
+        self.end_to_end_p99s.push(result.figures.end_to_end.p99_us);
+        self.failures.extend(result.failure.clone());
+    }
+
+    /// The summary of everything folded in; failures in seed order.
+    pub fn summary(mut self, target: Target, wall: std::time::Duration, threads: usize, interrupted: bool) -> Summary {
+        self.failures.sort_by_key(|failure| failure.seed);
+        let wall_s = wall.as_secs_f64().max(1e-9);
+        Summary {
+            scenario: target.scenario.name(),
+            bug: target.bug.map(|bug| bug.name().to_string()),
+            seed_first: self.seed_min.unwrap_or(0),
+            runs: self.runs,
+            failures: self.failures,
+            seeds_per_sec: self.runs as f64 / wall_s,
+            sim_speedup: self.sim_us as f64 / 1e6 / wall_s,
+            wall_ms: wall.as_millis() as u64,
+            threads,
+            sometimes: self.sometimes,
+            totals: self.totals,
+            queue_wait_p99: Spread::of(self.queue_wait_p99s),
+            end_to_end_p99: Spread::of(self.end_to_end_p99s),
+            interrupted,
+        }
+    }
 }
 
 /// Summarises a sweep's results, in seed order.
@@ -237,34 +299,11 @@ pub fn summarise(
     threads: usize,
     interrupted: bool,
 ) -> Summary {
-    let mut sometimes = Coverage::default();
-    let mut totals = Figures::default();
-    let mut sim_us = 0u64;
-    let (mut waits, mut delays) = (Vec::new(), Vec::new());
+    let mut tally = Tally::default();
     for result in results {
-        sometimes.merge(&result.coverage);
-        totals.add_counts(&result.figures);
-        sim_us += result.sim_us;
-        waits.push(result.figures.queue_wait.p99_us);
-        delays.push(result.figures.end_to_end.p99_us);
+        tally.add(result);
     }
-    let wall_s = wall.as_secs_f64().max(1e-9);
-    Summary {
-        scenario: target.scenario.name(),
-        bug: target.bug.map(|bug| bug.name().to_string()),
-        seed_first: results.first().map_or(0, |result| result.seed),
-        runs: results.len() as u64,
-        failures: results.iter().filter_map(|result| result.failure.clone()).collect(),
-        seeds_per_sec: results.len() as f64 / wall_s,
-        sim_speedup: sim_us as f64 / 1e6 / wall_s,
-        wall_ms: wall.as_millis() as u64,
-        threads,
-        sometimes,
-        totals,
-        queue_wait_p99: Spread::of(waits),
-        end_to_end_p99: Spread::of(delays),
-        interrupted,
-    }
+    tally.summary(target, wall, threads, interrupted)
 }
 
 /// How fast the default sweep catches one planted bug.

@@ -9,7 +9,8 @@ use lease_sim::world::RunReport;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 /// The words that start every reproduce command, before the binary's own arguments.
 const CARGO_PREFIX: &str = "cargo run --release -p lease-sim --";
@@ -130,27 +131,35 @@ fn two_shards_report_disjoint_seeds_that_cover_the_range() {
 #[test]
 fn the_runner_runs_each_shard_of_a_range_exactly_once() {
     let target = Target::new(Scenario::Calm);
+    let sweep = |plan: &SeedPlan, stop_after: u64| {
+        let (stop, seeds) = (AtomicBool::new(false), Mutex::new(Vec::new()));
+        let (tally, _) = runner::sweep_plan(target, plan, 2, &stop, &|_: &RunReport, result: &SeedResult| {
+            let mut seeds = seeds.lock().unwrap();
+            seeds.push(result.seed);
+            if seeds.len() as u64 >= stop_after {
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+        let mut seeds = seeds.into_inner().unwrap();
+        seeds.sort_unstable();
+        let tallied = (tally.runs, tally.seed_min, tally.seed_max);
+        assert_eq!(tallied, (seeds.len() as u64, seeds.first().copied(), seeds.last().copied()));
+        seeds
+    };
     let mut union = BTreeSet::new();
     for index in 0..3 {
         let plan = SeedPlan { base: 50, end: Some(80), shard: Shard { index, count: 3 } };
-        let (results, _) = runner::sweep_plan(target, &plan, 2, &AtomicBool::new(false), &|_, _| {});
-        assert_eq!(results.len() as u64, plan.len().unwrap());
-        for result in results {
-            assert!(union.insert(result.seed), "seed {} ran in two shards", result.seed);
+        let seeds = sweep(&plan, u64::MAX);
+        assert_eq!(seeds.len() as u64, plan.len().unwrap());
+        for seed in seeds {
+            assert!(union.insert(seed), "seed {seed} ran in two shards");
         }
     }
     assert_eq!(union, (50..80).collect());
     let open = SeedPlan { base: 7, end: None, shard: Shard { index: 2, count: 5 } };
-    let (stop, done) = (AtomicBool::new(false), AtomicU64::new(0));
-    let stop_after_ten = |_: &RunReport, _: &SeedResult| {
-        if done.fetch_add(1, Ordering::Relaxed) + 1 >= 10 {
-            stop.store(true, Ordering::Relaxed);
-        }
-    };
-    let (results, _) = runner::sweep_plan(target, &open, 2, &stop, &stop_after_ten);
-    let seeds: Vec<u64> = results.iter().map(|result| result.seed).collect();
+    let seeds = sweep(&open, 10);
     assert!(seeds.len() >= 10 && seeds.iter().all(|&seed| (seed - 7) % 5 == 2), "{seeds:?}");
-    assert_eq!(seeds, open.first(seeds.len() as u64).collect::<Vec<_>>());
+    assert_eq!(seeds, open.first(seeds.len() as u64).collect::<Vec<_>>(), "a stopped sweep ran a prefix of its plan");
 }
 
 // Proves that a time-boxed sweep with a date base stops on time, says so, and names the date.

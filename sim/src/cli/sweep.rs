@@ -153,20 +153,20 @@ pub(super) fn sweep(args: SweepArgs) -> Result<u8, BadInput> {
         }
         bar.inc(1);
     };
-    let (results, wall) =
+    let (tally, wall) =
         flags.with_deadline(args.duration, || runner::sweep_plan(target, &plan, threads, &flags.stop, &on_report));
     bar.finish_and_clear();
 
-    let ran = results.len() as u64;
+    let (ran, seed_last) = (tally.runs, tally.seed_max);
     let interrupted = flags.interrupted.load(Ordering::Relaxed) && plan.len() != Some(ran);
-    let summary = runner::summarise(target, &results, wall, threads, interrupted);
+    let summary = tally.summary(target, wall, threads, interrupted);
     let report = Report {
         summary: &summary,
         seed_base: plan.base,
         seed_base_date: date.map(|date| date.to_string()),
         shard: plan.shard.to_string(),
         seeds: plan.describe(ran),
-        seed_last: results.last().map(|result| result.seed),
+        seed_last,
         rerun: rerun(target, &plan, ran),
         duration_s: args.duration.map(|duration| duration.as_secs()),
         ended: if interrupted {
