@@ -6,9 +6,9 @@
 //! - `seed-S.reproduce`: the one-line command that replays the seed.
 //!
 //! The files are written on the worker thread that ran the seed, from the report it holds at
-//! that moment. A sweep keeps only small per-seed results, so this is the one moment a history
-//! exists; writing then costs no second run, and a sweep killed later (a CI timeout) has already
-//! kept every failure it found.
+//! that moment. A sweep keeps no history (it folds each seed into a tally), so this is the one
+//! moment a history exists; writing then costs no second run, and a sweep killed later (a CI
+//! timeout) has already kept every failure it found.
 
 use super::super::BadInput;
 use crate::atomic::{self, AtomicFile};
