@@ -205,10 +205,12 @@ pub(crate) fn parse_seeds(range: &str) -> Result<std::ops::Range<u64>, BadInput>
     Ok(start..end)
 }
 
-pub(crate) fn print_figures(figures: &Figures, sim_us: u64) {
+/// Prints a run's counts, and its simulated time when it is one run (`sim_us`).
+pub(crate) fn print_counts(figures: &Figures, sim_us: Option<u64>) {
+    let sim = sim_us.map(|us| format!(" sim_s={:.3}", us as f64 / 1e6)).unwrap_or_default();
     println!(
         "figures: accepted={} rejected={} completed={} dead_lettered={} quarantined={} attempts={} executions={} \
-         adoptions={} reclaims={} crashes={} events={} sim_s={:.3}",
+         adoptions={} reclaims={} crashes={} events={}{sim}",
         figures.accepted,
         figures.rejected,
         figures.completed,
@@ -220,8 +222,12 @@ pub(crate) fn print_figures(figures: &Figures, sim_us: u64) {
         figures.reclaims,
         figures.crashes,
         figures.events,
-        sim_us as f64 / 1e6
     );
+}
+
+/// Prints one run's counts and its customer-facing latencies.
+pub(crate) fn print_figures(figures: &Figures, sim_us: u64) {
+    print_counts(figures, Some(sim_us));
     let ms = |us: u64| us as f64 / 1e3;
     println!(
         "latency: queue_wait p50={:.1}ms p99={:.1}ms max={:.1}ms; end_to_end p50={:.1}ms p99={:.1}ms max={:.1}ms",

@@ -7,7 +7,7 @@
 
 mod failures_dir;
 
-use super::{coverage_line, parse_bug, parse_scenario, parse_seeds, parse_threads, print_figures, BadInput};
+use super::{coverage_line, parse_bug, parse_scenario, parse_seeds, parse_threads, print_counts, BadInput};
 use crate::atomic::AtomicFile;
 use crate::nightly::{parse_duration, Date};
 use crate::runner::{self, SeedResult, Summary, Target};
@@ -318,7 +318,7 @@ fn print_summary(report: &Report) {
         summary.sim_speedup,
         summary.wall_ms as f64 / 1e3
     );
-    print_figures(&summary.totals, 0);
+    print_counts(&summary.totals, None);
     let ms = |us: u64| us as f64 / 1e3;
     println!(
         "per-seed p99: queue_wait median={:.1}ms worst={:.1}ms; end_to_end median={:.1}ms worst={:.1}ms",
@@ -328,6 +328,20 @@ fn print_summary(report: &Report) {
         ms(summary.end_to_end_p99.max_us)
     );
     println!("sometimes: {}", coverage_line(&summary.sometimes));
+    if let Some(scenario) = crate::scenario::Scenario::from_name(summary.scenario) {
+        let wanted = scenario.situations();
+        let missing: Vec<&str> = wanted.iter().copied().filter(|name| summary.sometimes.get(name) == 0).collect();
+        match missing.is_empty() {
+            true => println!("coverage: all {} situations of {} reached", wanted.len(), scenario.name()),
+            false => println!(
+                "coverage: {} of {} situations of {} reached; NEVER reached: {}",
+                wanted.len() - missing.len(),
+                wanted.len(),
+                scenario.name(),
+                missing.join(", ")
+            ),
+        }
+    }
     if let (Some(dir), Some(written)) = (&report.failures_dir, report.failures_written) {
         let limit = if summary.failures.len() as u64 > FAILURES_WRITTEN_MAX {
             format!(" (at most {FAILURES_WRITTEN_MAX} are written; the list below has them all)")
