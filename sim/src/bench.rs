@@ -100,6 +100,10 @@ pub struct Report {
 
 /// Runs every measurement; `progress` hears what is being measured.
 pub fn run(options: BenchOptions, progress: &dyn Fn(&str)) -> Report {
+    progress("warm-up");
+    // The first worlds of a process pay for page faults and allocator growth: keep them out.
+    let _ = swarm(options.seeds.min(200), 1);
+    let _ = reference(&swarm(options.seeds.min(50), 1).1);
     progress("swarm at 100 jobs, one thread");
     let (swarm_one_thread, events) = swarm(options.seeds, 1);
     progress(&format!("swarm at 100 jobs, {} threads", options.threads));
