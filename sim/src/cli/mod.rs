@@ -151,7 +151,7 @@ fn execute(command: Command) -> Result<u8, BadInput> {
         Command::Check { file } => check::check(&file),
         Command::Scenarios => {
             for scenario in Scenario::ALL {
-                println!("{:<12} {}", scenario.name(), scenario.about());
+                println!("{:<20} {}", scenario.name(), scenario.about());
             }
             Ok(0)
         }
