@@ -432,6 +432,9 @@ pub enum HistoryError {
     /// The first line is not the `run` line.
     #[error("history line 1 must be the `run` line")]
     NoRunLine,
+    /// The file holds no entry at all.
+    #[error("the history is empty: it has no `run` line")]
+    Empty,
 }
 
 /// Parses a JSONL history, line by line, with the line number of the first bad line.
@@ -447,7 +450,8 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<Entry>, HistoryError> {
         .collect::<Result<Vec<_>, _>>()?;
     match entries.first() {
         Some(Entry { event: Event::Run { .. }, .. }) => Ok(entries),
-        _ => Err(HistoryError::NoRunLine),
+        Some(_) => Err(HistoryError::NoRunLine),
+        None => Err(HistoryError::Empty),
     }
 }
 
@@ -459,4 +463,24 @@ pub fn to_jsonl(entries: &[Entry]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a history file that is not a history is refused with a message naming what is wrong.
+    #[test]
+    fn bad_history_files_are_refused_with_a_reason() {
+        assert!(matches!(parse_jsonl(""), Err(HistoryError::Empty)));
+        assert!(matches!(parse_jsonl("\n\n"), Err(HistoryError::Empty)));
+        let arrived = r#"{"t_us":0,"node":"table","kind":"arrived","job":1,"backlog":1}"#;
+        assert!(matches!(parse_jsonl(arrived), Err(HistoryError::NoRunLine)));
+        let bad_node = r#"{"t_us":0,"node":"x9","kind":"faults_healed"}"#;
+        assert!(matches!(parse_jsonl(bad_node), Err(HistoryError::BadLine { line: 1, .. })));
+        let run = r#"{"t_us":0,"node":"world","kind":"run","seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
+        let text = format!("{run}\n{arrived}\nnot json\n");
+        assert!(matches!(parse_jsonl(&text), Err(HistoryError::BadLine { line: 3, .. })));
+        assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
+    }
 }
