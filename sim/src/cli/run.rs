@@ -3,9 +3,10 @@
 use super::{coverage_line, print_figures, BadInput, EXIT_LIVENESS, EXIT_SAFETY};
 use crate::atomic::AtomicFile;
 use crate::figures::Figures;
-use crate::history::to_jsonl;
+use crate::history::{to_jsonl, Entry, Event};
 use crate::runner::Target;
 use crate::world::Verdict;
+use lease_core::JobId;
 use std::path::Path;
 
 pub(super) fn run(target: Target, seed: u64, history: Option<&Path>, trace: bool) -> Result<u8, BadInput> {
@@ -52,9 +53,48 @@ pub(super) fn run(target: Target, seed: u64, history: Option<&Path>, trace: bool
                     println!("  line {line}: {}", entry.to_json());
                 }
             }
+            if let Some(job) = violation.job {
+                print_story(&report.history, job, violation.lines.last().copied());
+            }
             println!("reproduce: {}", target.reproduce(seed));
             code
         }
     };
     Ok(code)
+}
+
+/// The most lines of a job's story printed with a failure; `--trace` prints everything.
+const STORY_LINES_MAX: usize = 60;
+
+/// Prints, rendered, every history line about `job` up to the violation, with the faults that
+/// struck meanwhile: the story an incident review reads first.
+fn print_story(history: &[Entry], job: JobId, last: Option<usize>) {
+    let end = last.unwrap_or(history.len()).min(history.len());
+    let story: Vec<(usize, &Entry)> = history[..end]
+        .iter()
+        .enumerate()
+        .filter(|(_, entry)| entry.job() == Some(job) || is_fault(&entry.event))
+        .map(|(index, entry)| (index + 1, entry))
+        .collect();
+    let skipped = story.len().saturating_sub(STORY_LINES_MAX);
+    println!("story of {job} up to the violation (with the faults meanwhile; --trace shows everything):");
+    if skipped > 0 {
+        println!("  ... {skipped} earlier lines");
+    }
+    for (line, entry) in &story[skipped..] {
+        println!("  {line:>6} {}", crate::render::render_line(entry));
+    }
+}
+
+fn is_fault(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::Crashed { .. }
+            | Event::Restarted { .. }
+            | Event::Paused { .. }
+            | Event::Resumed { .. }
+            | Event::Partitioned { .. }
+            | Event::Healed { .. }
+            | Event::FaultsHealed {}
+    )
 }
