@@ -449,7 +449,7 @@ impl LeaseTable {
             JobState::Queued if !skip_epoch => Ok(Completion::Refused(Refusal::NotLeased)),
             JobState::Queued | JobState::Leased(_) => {
                 let terminal = Terminal { job, epoch, outcome: Outcome::Completed { output } };
-                if self.bugs.on(Bug::Canary) && output.0 % 2_000 == 0 {
+                if self.bugs.on(Bug::Canary) && output.0.is_multiple_of(2_000) {
                     // The completion is acknowledged but lost: the job runs, and ends, again.
                     self.unlease(job);
                     self.record_mut(job).state = JobState::Queued;

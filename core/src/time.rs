@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::ops::{Add, Sub};
+use std::ops::{Add, Div, Sub};
 
 /// A point on a clock, in integer microseconds since the run began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
@@ -60,12 +60,6 @@ impl Span {
     pub fn as_us(self) -> u64 {
         self.0
     }
-
-    /// `self / divisor`, rounded down; the divisor must not be zero.
-    pub fn div(self, divisor: u64) -> Span {
-        assert!(divisor > 0, "span divided by zero");
-        Span(self.0 / divisor)
-    }
 }
 
 impl Add<Span> for Time {
@@ -79,6 +73,15 @@ impl Sub<Span> for Time {
     type Output = Time;
     fn sub(self, rhs: Span) -> Time {
         Time(self.0.checked_sub(rhs.0).expect("time underflow"))
+    }
+}
+
+impl Div<u64> for Span {
+    type Output = Span;
+    /// `self / divisor`, rounded down; the divisor must not be zero.
+    fn div(self, divisor: u64) -> Span {
+        assert!(divisor > 0, "span divided by zero");
+        Span(self.0 / divisor)
     }
 }
 
@@ -97,7 +100,7 @@ impl fmt::Display for Time {
 
 impl fmt::Display for Span {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 % 1_000 == 0 {
+        if self.0.is_multiple_of(1_000) {
             write!(f, "{}ms", self.0 / 1_000)
         } else {
             write!(f, "{}us", self.0)
