@@ -12,7 +12,7 @@ mod tests {
     use super::SCENARIO;
     use crate::prove::{scripted, sweep_holds_and_covers};
     use lease_sim::figures::Figures;
-    use lease_sim::history::Event;
+    use lease_sim::history::{Event, RejectReason};
     use std::collections::BTreeSet;
 
     // Rejections are counted, rejected jobs never ran, and every accepted job ended.
@@ -32,7 +32,7 @@ mod tests {
             .iter()
             .filter_map(|e| match &e.event {
                 Event::Rejected { job, reason } => {
-                    assert_eq!(reason, "queue_full");
+                    assert_eq!(*reason, RejectReason::QueueFull);
                     Some(*job)
                 }
                 _ => None,

@@ -13,7 +13,7 @@ pub const SCENARIO: Scenario = Scenario::PausedWorker;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{scripted, sweep_holds_and_covers};
-    use lease_sim::history::{Event, Node};
+    use lease_sim::history::{EffectRejectReason, Event, Node, RefuseReason};
 
     // For each stalled worker: the epoch it held was reclaimed while it slept, and after it woke
     // nothing under that epoch was accepted, while at least one of its writes was refused.
@@ -53,10 +53,8 @@ mod tests {
                 }
             }
             let refused = history[woke..].iter().any(|e| match &e.event {
-                Event::EffectRejected { job: j, epoch: x, reason, .. } => {
-                    *j == job && *x == epoch && reason == "fenced"
-                }
-                Event::Refused { job: j, epoch: x, reason, .. } => *j == job && *x == epoch && reason == "stale_epoch",
+                Event::EffectRejected { job: j, epoch: x, reason: EffectRejectReason::Fenced, .. }
+                | Event::Refused { job: j, epoch: x, reason: RefuseReason::StaleEpoch, .. } => *j == job && *x == epoch,
                 _ => false,
             });
             let abandoned = history[woke..]

@@ -82,6 +82,215 @@ pub enum OutcomeKind {
     Quarantined,
 }
 
+/// Gives each history enum a `Display` that writes its `name()`: the string the history spells,
+/// with no allocation.
+macro_rules! display_by_name {
+    ($($kind:ty),+ $(,)?) => {$(
+        impl fmt::Display for $kind {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.pad(self.name())
+            }
+        }
+    )+};
+}
+
+/// Why the table turned an arrival away: `rejected`'s `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    /// `queue_full`: the queue already held `capacity` accepted, non-terminal jobs.
+    QueueFull,
+}
+
+impl RejectReason {
+    /// The reason as the history spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RejectReason::QueueFull => "queue_full",
+        }
+    }
+}
+
+impl From<lease_core::Rejection> for RejectReason {
+    fn from(rejection: lease_core::Rejection) -> RejectReason {
+        match rejection {
+            lease_core::Rejection::QueueFull { .. } => RejectReason::QueueFull,
+        }
+    }
+}
+
+/// Why the ledger did not record an output: `effect_rejected`'s `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectRejectReason {
+    /// `fenced`: the epoch is below the operation's fence, a stale writer.
+    Fenced,
+    /// `conflict`: a different output is recorded, and it is never overwritten.
+    Conflict,
+    /// `already_applied`: the same output was recorded before, a no-op.
+    AlreadyApplied,
+}
+
+impl EffectRejectReason {
+    /// The reason as the history spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            EffectRejectReason::Fenced => "fenced",
+            EffectRejectReason::Conflict => "conflict",
+            EffectRejectReason::AlreadyApplied => "already_applied",
+        }
+    }
+
+    /// Why the ledger's answer `apply` recorded nothing, or `None` when it recorded the output.
+    pub fn of(apply: lease_core::Apply) -> Option<EffectRejectReason> {
+        match apply {
+            lease_core::Apply::Applied => None,
+            lease_core::Apply::AlreadyApplied => Some(EffectRejectReason::AlreadyApplied),
+            lease_core::Apply::Fenced { .. } => Some(EffectRejectReason::Fenced),
+            lease_core::Apply::Conflict { .. } => Some(EffectRejectReason::Conflict),
+        }
+    }
+}
+
+/// What a refused request asked the table for: `refused`'s `request`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusedRequest {
+    /// `renew`: a worker's heartbeat.
+    Renew,
+    /// `complete`: a worker's or reclaimer's completion with an output.
+    Complete,
+    /// `requeue`: putting a leased job back in the queue.
+    Requeue,
+    /// `quarantine`: a reclaimer's quarantine on conflicting outputs.
+    Quarantine,
+}
+
+impl RefusedRequest {
+    /// The request as the history spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RefusedRequest::Renew => "renew",
+            RefusedRequest::Complete => "complete",
+            RefusedRequest::Requeue => "requeue",
+            RefusedRequest::Quarantine => "quarantine",
+        }
+    }
+}
+
+/// Why the table refused a request: `refused`'s `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefuseReason {
+    /// `stale_epoch`: the request carried an epoch that is not the job's current one.
+    StaleEpoch,
+    /// `expired`: the lease had expired by the table's clock.
+    Expired,
+    /// `not_leased`: the job is queued, not leased.
+    NotLeased,
+    /// `already_terminal`: the job has reached its terminal outcome already.
+    AlreadyTerminal,
+    /// `conflict`: a completion offered an output other than the recorded one.
+    Conflict,
+}
+
+impl RefuseReason {
+    /// The reason as the history spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RefuseReason::StaleEpoch => "stale_epoch",
+            RefuseReason::Expired => "expired",
+            RefuseReason::NotLeased => "not_leased",
+            RefuseReason::AlreadyTerminal => "already_terminal",
+            RefuseReason::Conflict => "conflict",
+        }
+    }
+}
+
+impl From<lease_core::Refusal> for RefuseReason {
+    fn from(refusal: lease_core::Refusal) -> RefuseReason {
+        match refusal {
+            lease_core::Refusal::StaleEpoch { .. } => RefuseReason::StaleEpoch,
+            lease_core::Refusal::Expired { .. } => RefuseReason::Expired,
+            lease_core::Refusal::NotLeased => RefuseReason::NotLeased,
+            lease_core::Refusal::AlreadyTerminal => RefuseReason::AlreadyTerminal,
+        }
+    }
+}
+
+/// Why a worker stopped acting on its lease: `abandoned`'s `why`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbandonReason {
+    /// `self_fenced`: its own estimate of the expiry, minus the margin, had passed.
+    SelfFenced,
+    /// `lease_lost`: the table refused a renewal.
+    LeaseLost,
+    /// `effect_fenced`: the ledger fenced its effect, so a newer epoch owns the operation.
+    EffectFenced,
+    /// `conflict`: two different outputs claim the operation, left for a reclaimer to quarantine.
+    Conflict,
+}
+
+impl AbandonReason {
+    /// The reason as the history spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AbandonReason::SelfFenced => "self_fenced",
+            AbandonReason::LeaseLost => "lease_lost",
+            AbandonReason::EffectFenced => "effect_fenced",
+            AbandonReason::Conflict => "conflict",
+        }
+    }
+}
+
+impl From<lease_core::Abandon> for AbandonReason {
+    fn from(abandon: lease_core::Abandon) -> AbandonReason {
+        match abandon {
+            lease_core::Abandon::SelfFenced => AbandonReason::SelfFenced,
+            lease_core::Abandon::LeaseLost => AbandonReason::LeaseLost,
+            lease_core::Abandon::EffectFenced => AbandonReason::EffectFenced,
+            lease_core::Abandon::Conflict => AbandonReason::Conflict,
+        }
+    }
+}
+
+/// Where in the protocol a node crashed: `crashed`'s `point`. The protocol points are those of
+/// [`Point`](crate::scenario::Point), which converts into this; `at_random` is a crash the fault
+/// schedule dealt, at no particular point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashPoint {
+    /// `before_effect`: a worker decided to call the dependency; the call had not left.
+    BeforeEffect,
+    /// `after_effect`: a worker's effect was accepted by the ledger; it had not acknowledged it.
+    AfterEffect,
+    /// `during_ack`: a worker sent its completion; the answer had not come.
+    DuringAck,
+    /// `mid_reclaim`: a reclaimer fenced a lease; it had not finished with it.
+    MidReclaim,
+    /// `before_renew`: a worker decided to heartbeat. Scenarios only stall here today.
+    BeforeRenew,
+    /// `at_random`: the fault schedule crashed the node wherever it was.
+    AtRandom,
+}
+
+impl CrashPoint {
+    /// The point as the history spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CrashPoint::BeforeEffect => "before_effect",
+            CrashPoint::AfterEffect => "after_effect",
+            CrashPoint::DuringAck => "during_ack",
+            CrashPoint::MidReclaim => "mid_reclaim",
+            CrashPoint::BeforeRenew => "before_renew",
+            CrashPoint::AtRandom => "at_random",
+        }
+    }
+}
+
+display_by_name!(RejectReason, EffectRejectReason, RefusedRequest, RefuseReason, AbandonReason, CrashPoint);
+
 /// One history line's payload. `kind` is the variant's snake_case name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -117,8 +326,8 @@ pub enum Event {
     Rejected {
         /// The job.
         job: JobId,
-        /// Why, e.g. `queue_full`.
-        reason: String,
+        /// Why: `queue_full`.
+        reason: RejectReason,
     },
     /// The table granted a worker a lease.
     Granted {
@@ -226,7 +435,7 @@ pub enum Event {
         /// The output offered.
         output: OutputId,
         /// Why.
-        reason: String,
+        reason: EffectRejectReason,
     },
     /// A worker or reclaimer found an output in the ledger and completes with it.
     Adopted {
@@ -289,9 +498,9 @@ pub enum Event {
         /// The epoch the request carried.
         epoch: Epoch,
         /// `renew`, `complete`, `requeue` or `quarantine`.
-        request: String,
+        request: RefusedRequest,
         /// `stale_epoch`, `expired`, `not_leased`, `already_terminal` or `conflict`.
-        reason: String,
+        reason: RefuseReason,
     },
     /// A worker stopped acting on its lease (node: the worker).
     Abandoned {
@@ -300,7 +509,7 @@ pub enum Event {
         /// Its epoch.
         epoch: Epoch,
         /// `self_fenced`, `lease_lost`, `effect_fenced` or `conflict`.
-        why: String,
+        why: AbandonReason,
     },
     /// A reclaimer stopped a batch on conflicting outputs: the operator alert (node: the reclaimer).
     BatchStopped {
@@ -317,9 +526,9 @@ pub enum Event {
     Crashed {
         /// The crashed node.
         target: Node,
-        /// Where in the protocol: `before_effect`, `after_effect`, `during_ack`, `mid_reclaim`
-        /// or `at_random`.
-        point: String,
+        /// Where in the protocol: `before_effect`, `after_effect`, `during_ack`, `mid_reclaim`,
+        /// `before_renew` or `at_random`.
+        point: CrashPoint,
         /// The job the node was working on, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         job: Option<JobId>,
@@ -482,5 +691,71 @@ mod tests {
         let text = format!("{run}\n{arrived}\nnot json\n");
         assert!(matches!(parse_jsonl(&text), Err(HistoryError::BadLine { line: 3, .. })));
         assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
+    }
+
+    // Proves the closed sets are closed: a reason, why or point outside its enum is a bad line,
+    // named by number, while every known value parses. How: one known and one unknown value for
+    // each such field, after a valid `run` line.
+    #[test]
+    fn an_unknown_reason_why_or_point_is_a_bad_line() {
+        let run = r#"{"t_us":0,"node":"world","kind":"run","seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
+        let lines = [
+            r#"{"t_us":1,"node":"table","kind":"rejected","job":1,"reason":"?"}"#,
+            r#"{"t_us":1,"node":"ledger","kind":"effect_rejected","job":1,"op":{"job":1,"step":0},"epoch":1,"output":7,"reason":"?"}"#,
+            r#"{"t_us":1,"node":"table","kind":"refused","job":1,"epoch":1,"request":"?","reason":"stale_epoch"}"#,
+            r#"{"t_us":1,"node":"table","kind":"refused","job":1,"epoch":1,"request":"renew","reason":"?"}"#,
+            r#"{"t_us":1,"node":"w1","kind":"abandoned","job":1,"epoch":1,"why":"?"}"#,
+            r#"{"t_us":1,"node":"world","kind":"crashed","target":"w1","point":"?"}"#,
+        ];
+        let known = ["queue_full", "fenced", "complete", "conflict", "lease_lost", "during_ack"];
+        for (line, known) in lines.iter().zip(known) {
+            let good = line.replace("\"?\"", &format!("{known:?}"));
+            let good = parse_jsonl(&format!("{run}\n{good}\n")).unwrap_or_else(|e| panic!("{good}: {e}"));
+            assert_eq!(to_jsonl(&good), format!("{run}\n{}\n", line.replace("\"?\"", &format!("{known:?}"))));
+            for bad in ["\"Fenced\"", "\"\"", "\"sideways\"", "3"] {
+                let text = format!("{run}\n\n{}\n", line.replace("\"?\"", bad));
+                let refused = parse_jsonl(&text);
+                assert!(matches!(refused, Err(HistoryError::BadLine { line: 3, .. })), "{text}: {refused:?}");
+            }
+        }
+    }
+
+    // Proves `name()` (and so `Display`) spells each value exactly as the history's JSON does.
+    #[test]
+    fn names_match_the_history_spelling() {
+        fn spelled<T: Serialize + fmt::Display>(values: &[T]) {
+            for value in values {
+                assert_eq!(serde_json::to_string(value).unwrap(), format!("\"{value}\""));
+            }
+        }
+        spelled(&[RejectReason::QueueFull]);
+        spelled(&[EffectRejectReason::Fenced, EffectRejectReason::Conflict, EffectRejectReason::AlreadyApplied]);
+        spelled(&[
+            RefusedRequest::Renew,
+            RefusedRequest::Complete,
+            RefusedRequest::Requeue,
+            RefusedRequest::Quarantine,
+        ]);
+        spelled(&[
+            RefuseReason::StaleEpoch,
+            RefuseReason::Expired,
+            RefuseReason::NotLeased,
+            RefuseReason::AlreadyTerminal,
+            RefuseReason::Conflict,
+        ]);
+        spelled(&[
+            AbandonReason::SelfFenced,
+            AbandonReason::LeaseLost,
+            AbandonReason::EffectFenced,
+            AbandonReason::Conflict,
+        ]);
+        spelled(&[
+            CrashPoint::BeforeEffect,
+            CrashPoint::AfterEffect,
+            CrashPoint::DuringAck,
+            CrashPoint::MidReclaim,
+            CrashPoint::BeforeRenew,
+            CrashPoint::AtRandom,
+        ]);
     }
 }

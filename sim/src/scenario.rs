@@ -6,7 +6,7 @@
 //! hammer one mechanism hard while others combine everything.
 
 use crate::clock::LocalClock;
-use crate::history::Node;
+use crate::history::{CrashPoint, Node};
 use lease_core::{Bug, ReclaimerConfig, Span, TableConfig, WorkerConfig};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -114,12 +114,18 @@ pub enum Point {
 impl Point {
     /// The name used in the history's `crashed` lines.
     pub fn name(self) -> &'static str {
-        match self {
-            Point::BeforeEffect => "before_effect",
-            Point::AfterEffect => "after_effect",
-            Point::DuringAck => "during_ack",
-            Point::MidReclaim => "mid_reclaim",
-            Point::BeforeRenew => "before_renew",
+        CrashPoint::from(self).name()
+    }
+}
+
+impl From<Point> for CrashPoint {
+    fn from(point: Point) -> CrashPoint {
+        match point {
+            Point::BeforeEffect => CrashPoint::BeforeEffect,
+            Point::AfterEffect => CrashPoint::AfterEffect,
+            Point::DuringAck => CrashPoint::DuringAck,
+            Point::MidReclaim => CrashPoint::MidReclaim,
+            Point::BeforeRenew => CrashPoint::BeforeRenew,
         }
     }
 }

@@ -13,7 +13,7 @@
 //! madsim frees the world (see DESIGN.md, "madsim facts").
 
 use crate::check::{Checkers, Coverage, Violation};
-use crate::history::{Entry, Event, Node};
+use crate::history::{CrashPoint, Entry, Event, Node};
 use crate::node;
 use crate::scenario::{Fault, Params, Point, Scripted, Strike};
 use lease_core::{Bugs, EffectLedger, JobId, LeaseTable, Time};
@@ -206,8 +206,8 @@ impl Ctx {
 
     /// Crashes `node` at protocol point `point` and restarts it after the restart delay. The
     /// caller must not touch the network again: its task is dropped at its next await.
-    pub fn crash(&self, node: Node, point: &str, job: Option<JobId>) {
-        self.record(Node::World, Event::Crashed { target: node, point: point.to_string(), job });
+    pub fn crash(&self, node: Node, point: Point, job: Option<JobId>) {
+        self.record(Node::World, Event::Crashed { target: node, point: point.into(), job });
         self.take_down(node, self.params.restart_delay_us);
     }
 
@@ -485,7 +485,7 @@ fn inject(ctx: &Arc<Ctx>, fault: Fault) {
             if is_down(ctx, node) {
                 return;
             }
-            ctx.record(Node::World, Event::Crashed { target: node, point: "at_random".to_string(), job: None });
+            ctx.record(Node::World, Event::Crashed { target: node, point: CrashPoint::AtRandom, job: None });
             ctx.take_down(node, down_us);
         }
     }

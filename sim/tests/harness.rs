@@ -131,7 +131,8 @@ fn bad_arguments_exit_3_with_a_clear_message() {
 }
 
 // Proves `run --history` writes a history that the outside checker (`lease-sim check`) reads back
-// and accepts, and that a corrupted history file is a clear error, exit 3.
+// and accepts, and that a corrupted history file (an unknown kind, or an unknown crash point) is a
+// clear error, exit 3.
 #[test]
 fn a_written_history_checks_clean_and_a_corrupt_one_is_refused() {
     let dir = std::env::temp_dir().join(format!("lease-sim-test-{}", std::process::id()));
@@ -147,5 +148,11 @@ fn a_written_history_checks_clean_and_a_corrupt_one_is_refused() {
     let (code, _, stderr) = lease_sim(&["check", file.to_str().unwrap()]);
     assert_eq!(code, Some(3), "{stderr}");
     assert!(stderr.contains("line "), "names the bad line: {stderr}");
+    let run = text.lines().next().unwrap();
+    let crashed = r#"{"t_us":1,"node":"world","kind":"crashed","target":"w1","point":"sideways"}"#;
+    std::fs::write(&file, format!("{run}\n{crashed}\n")).unwrap();
+    let (code, _, stderr) = lease_sim(&["check", file.to_str().unwrap()]);
+    assert_eq!(code, Some(3), "an unknown crash point is bad input: {stderr}");
+    assert!(stderr.contains("line 2"), "names the bad line: {stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

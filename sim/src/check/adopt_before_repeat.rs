@@ -77,6 +77,7 @@ impl Lookups {
 mod tests {
     use super::super::fixtures::*;
     use super::super::{check_history, Invariant};
+    use crate::history::EffectRejectReason;
 
     // An output found by the reclaimer's lookup is adopted, not executed again: passes.
     #[test]
@@ -93,7 +94,7 @@ mod tests {
         history.at(20).executing(w(1), J1, E1);
         history.at(30).applied(J1, E1, O7);
         history.at(300).executing(w(1), J1, E1);
-        history.at(310).effect_rejected(J1, E1, O7, "already_applied");
+        history.at(310).effect_rejected(J1, E1, O7, EffectRejectReason::AlreadyApplied);
         history.at(320).completed(J1, O7, E1, None);
         assert!(check_history(&history.entries).is_ok());
     }
@@ -114,7 +115,7 @@ mod tests {
         history.at(1_070).applied(J1, E3, O8);
         history.at(1_075).looked_up(J1, E3, Some(O8), None, None);
         history.at(1_080).executing(w(2), J1, E3);
-        history.at(1_090).effect_rejected(J1, E3, O8, "already_applied");
+        history.at(1_090).effect_rejected(J1, E3, O8, EffectRejectReason::AlreadyApplied);
         history.at(1_100).completed(J1, O8, E3, None);
         assert!(check_history(&history.entries).is_ok());
     }

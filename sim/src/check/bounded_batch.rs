@@ -134,6 +134,7 @@ impl Conflicts {
 mod tests {
     use super::super::fixtures::*;
     use super::super::{check_history, Invariant};
+    use crate::history::EffectRejectReason;
 
     /// The line of [`conflict_story`]'s lookup that shows the conflict.
     const CONFLICT_LOOKUP: usize = 10;
@@ -147,7 +148,7 @@ mod tests {
         history.at(10).granted(J1, E1, w(1), 1_010);
         history.at(10).granted(J2, E1, w(2), 1_010);
         history.at(20).applied(J1, E1, O7);
-        history.at(30).effect_rejected(J1, E1, O8, "conflict");
+        history.at(30).effect_rejected(J1, E1, O8, EffectRejectReason::Conflict);
         history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         let lookup = history.at(1_020).looked_up(J1, E2, Some(O7), Some(O8), Some(batch(1, 0)));
         assert_eq!(lookup, CONFLICT_LOOKUP);
@@ -213,7 +214,7 @@ mod tests {
         history.at(20).looked_up(J1, E1, None, None, None);
         history.at(30).executing(w(1), J1, E1);
         history.at(40).applied(J1, E1, O7);
-        history.at(40).effect_rejected(J1, E1, O8, "conflict");
+        history.at(40).effect_rejected(J1, E1, O8, EffectRejectReason::Conflict);
         history.at(50).looked_up(J1, E1, Some(O7), Some(O8), None);
         history.at(60).completed(J1, O7, E1, None);
         assert!(check_history(&history.entries).is_ok());
@@ -235,7 +236,7 @@ mod tests {
         history.at(1_050).looked_up(J1, E3, None, None, None);
         history.at(1_060).executing(w(3), J1, E3);
         history.at(1_070).applied(J1, E3, O7);
-        history.at(1_070).effect_rejected(J1, E3, O8, "conflict");
+        history.at(1_070).effect_rejected(J1, E3, O8, EffectRejectReason::Conflict);
         history.at(1_080).looked_up(J1, E2, Some(O7), Some(O8), Some(batch(1, 0)));
         history.at(1_090).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
         assert!(check_history(&history.entries).is_ok());
@@ -260,7 +261,7 @@ mod tests {
         history.at(0).arrived(J1);
         history.at(10).granted(J1, E1, w(1), 1_010);
         history.at(20).applied(J1, E1, O7);
-        history.at(30).effect_rejected(J1, E1, O8, "conflict");
+        history.at(30).effect_rejected(J1, E1, O8, EffectRejectReason::Conflict);
         history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         history.at(1_020).requeued(J1, E2, 1, Some(batch(1, 0)));
         history.at(1_030).granted(J1, E3, w(2), 2_030);

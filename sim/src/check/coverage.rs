@@ -29,7 +29,7 @@
 //! A worker holds a lease from its latest `granted` until the job is reclaimed, requeued or ends.
 
 use super::facts::Facts;
-use crate::history::{Entry, Event, Node, OutcomeKind};
+use crate::history::{AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Node, OutcomeKind, RefuseReason};
 use lease_core::{Epoch, JobId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -129,8 +129,8 @@ impl Situations {
         match &entry.event {
             Event::Adopted { job, .. } => self.adopted(entry.node, *job),
             Event::LostRace { .. } => self.coverage.bump(RECLAIMER_LOST_RACE),
-            Event::EffectRejected { reason, .. } if reason == "fenced" => self.coverage.bump(STALE_EFFECT_FENCED),
-            Event::Refused { reason, .. } if reason == "stale_epoch" => self.coverage.bump(STALE_WRITE_REFUSED),
+            Event::EffectRejected { reason: EffectRejectReason::Fenced, .. } => self.coverage.bump(STALE_EFFECT_FENCED),
+            Event::Refused { reason: RefuseReason::StaleEpoch, .. } => self.coverage.bump(STALE_WRITE_REFUSED),
             Event::BatchStopped { .. } => self.coverage.bump(BATCH_STOPPED_ON_CONFLICT),
             Event::Granted { job, epoch, owner: Node::Worker(worker), .. } => self.hold(*worker, *job, *epoch),
             Event::Paused { target: Node::Worker(worker) } => {
@@ -158,9 +158,9 @@ impl Situations {
             }
             Event::Rejected { .. } => self.coverage.bump(REJECTED_ARRIVAL),
             Event::Renewed { .. } => self.coverage.bump(LEASE_RENEWED),
-            Event::Abandoned { why, .. } if why == "self_fenced" => self.coverage.bump(SELF_FENCED),
+            Event::Abandoned { why: AbandonReason::SelfFenced, .. } => self.coverage.bump(SELF_FENCED),
             Event::DependencyFailed { .. } => self.coverage.bump(DEPENDENCY_FAILED),
-            Event::Crashed { target, point, job } => self.crashed(*target, point, *job),
+            Event::Crashed { target, point, job } => self.crashed(*target, *point, *job),
             _ => {}
         }
     }
@@ -176,13 +176,13 @@ impl Situations {
         }
     }
 
-    fn crashed(&mut self, target: Node, point: &str, job: Option<JobId>) {
+    fn crashed(&mut self, target: Node, point: CrashPoint, job: Option<JobId>) {
         match target {
             Node::Worker(_) => self.coverage.bump(WORKER_CRASHED),
             Node::Reclaimer(_) => self.coverage.bump(RECLAIMER_CRASHED),
             _ => {}
         }
-        if let Some(job) = job.filter(|_| point == "after_effect") {
+        if let Some(job) = job.filter(|_| point == CrashPoint::AfterEffect) {
             self.crashed_after_effect.insert(job);
         }
     }
@@ -215,6 +215,7 @@ mod tests {
     use super::super::check_history;
     use super::super::fixtures::*;
     use super::Coverage;
+    use crate::history::{AbandonReason, CrashPoint, EffectRejectReason, RefuseReason, RefusedRequest};
 
     // The default coverage names every situation, at zero, in SITUATIONS order.
     #[test]
@@ -253,7 +254,7 @@ mod tests {
         history.at(10).granted(J2, E1, w(2), 1_010);
         history.at(20).executing(w(1), J1, E1);
         history.at(30).applied(J1, E1, O7);
-        history.at(40).crashed(w(1), "after_effect", Some(J1));
+        history.at(40).crashed(w(1), CrashPoint::AfterEffect, Some(J1));
         // w2 renews, then pauses past its lease and wakes up to find it gone.
         history.at(500).renewed(J2, E1, 1_500);
         history.at(600).paused(w(2));
@@ -266,8 +267,8 @@ mod tests {
         history.at(1_530).looked_up(J2, E2, None, None, Some(batch(1, 0)));
         history.at(1_540).requeued(J2, E2, 1, Some(batch(1, 0)));
         history.at(1_600).resumed(w(2));
-        history.at(1_600).abandoned(w(2), J2, E1, "self_fenced");
-        history.at(1_610).refused(J2, E1, "renew", "stale_epoch");
+        history.at(1_600).abandoned(w(2), J2, E1, AbandonReason::SelfFenced);
+        history.at(1_610).refused(J2, E1, RefusedRequest::Renew, RefuseReason::StaleEpoch);
         // j2 again: w3 finds nothing, its dependency fails, and j2 is dead-lettered.
         history.at(1_700).granted(J2, E3, w(3), 2_700);
         history.at(1_710).looked_up(J2, E3, None, None, None);
@@ -278,14 +279,14 @@ mod tests {
         history.at(1_800).granted(J3, E1, w(4), 2_800);
         history.at(1_810).executing(w(4), J3, E1);
         history.at(1_820).applied(J3, E1, O8);
-        history.at(1_830).effect_rejected(J3, E1, O9, "conflict");
-        history.at(1_840).crashed(w(4), "before_effect", None);
-        history.at(1_850).crashed(r(1), "mid_reclaim", None);
+        history.at(1_830).effect_rejected(J3, E1, O9, EffectRejectReason::Conflict);
+        history.at(1_840).crashed(w(4), CrashPoint::BeforeEffect, None);
+        history.at(1_850).crashed(r(1), CrashPoint::MidReclaim, None);
         history.at(2_800).reclaimed(J3, E1, 2_800, E2, batch(2, 1));
         history.at(2_810).looked_up(J3, E2, Some(O8), Some(O9), Some(batch(2, 1)));
         history.at(2_820).quarantined(J3, E2, [O8, O9], Some(batch(2, 1)));
         history.at(2_820).batch_stopped(batch(2, 1), J3, [O8, O9]);
-        history.at(2_830).effect_rejected(J3, E1, O8, "fenced");
+        history.at(2_830).effect_rejected(J3, E1, O8, EffectRejectReason::Fenced);
         // j5: a worker adopts an output a crashed predecessor left behind.
         let j5 = lease_core::JobId(5);
         history.at(3_000).arrived(j5);

@@ -102,6 +102,7 @@ fn effect(facts: &Facts, line: usize, job: JobId, op: OpId, epoch: Epoch) -> Res
 mod tests {
     use super::super::fixtures::*;
     use super::super::{check_history, Invariant};
+    use crate::history::EffectRejectReason;
 
     fn assert_fencing(history: &History, lines: Vec<usize>) {
         let violation = check_history(&history.entries).unwrap_err();
@@ -216,7 +217,7 @@ mod tests {
         history.at(20).executing(w(1), J1, E1);
         history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
-        history.at(1_030).effect_rejected(J1, E1, O7, "fenced");
+        history.at(1_030).effect_rejected(J1, E1, O7, EffectRejectReason::Fenced);
         history.at(1_040).requeued(J1, E2, 1, Some(batch(1, 0)));
         assert!(check_history(&history.entries).is_ok());
     }

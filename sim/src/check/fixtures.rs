@@ -1,7 +1,10 @@
 //! Hand-made histories for the checkers' tests: a builder that writes one entry per call and
 //! returns its line number, and a correct story to break in small ways.
 
-use crate::history::{Entry, Event, Node, OutcomeKind};
+use crate::history::{
+    AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Node, OutcomeKind, RefuseReason, RefusedRequest,
+    RejectReason,
+};
 use lease_core::{BatchId, Epoch, JobId, NodeId, OpId, OutputId};
 use std::collections::BTreeSet;
 
@@ -83,7 +86,7 @@ impl History {
     }
 
     pub fn rejected(&mut self, job: JobId) -> usize {
-        self.push(Node::Table, Event::Rejected { job, reason: "queue_full".into() })
+        self.push(Node::Table, Event::Rejected { job, reason: RejectReason::QueueFull })
     }
 
     pub fn granted(&mut self, job: JobId, epoch: Epoch, owner: Node, expires_at_us: u64) -> usize {
@@ -143,9 +146,9 @@ impl History {
         self.push(Node::Ledger, Event::EffectApplied { job: op.job, op, epoch, output })
     }
 
-    pub fn effect_rejected(&mut self, job: JobId, epoch: Epoch, output: OutputId, reason: &str) -> usize {
+    pub fn effect_rejected(&mut self, job: JobId, epoch: Epoch, output: OutputId, reason: EffectRejectReason) -> usize {
         let op = OpId::for_job(job);
-        self.push(Node::Ledger, Event::EffectRejected { job, op, epoch, output, reason: reason.into() })
+        self.push(Node::Ledger, Event::EffectRejected { job, op, epoch, output, reason })
     }
 
     pub fn adopted(&mut self, node: Node, job: JobId, output: OutputId, epoch: Epoch) -> usize {
@@ -191,13 +194,12 @@ impl History {
         self.push(Node::Table, Event::Requeued { job, epoch, attempts, batch })
     }
 
-    pub fn refused(&mut self, job: JobId, epoch: Epoch, request: &str, reason: &str) -> usize {
-        let event = Event::Refused { job, epoch, request: request.into(), reason: reason.into() };
-        self.push(Node::Table, event)
+    pub fn refused(&mut self, job: JobId, epoch: Epoch, request: RefusedRequest, reason: RefuseReason) -> usize {
+        self.push(Node::Table, Event::Refused { job, epoch, request, reason })
     }
 
-    pub fn abandoned(&mut self, worker: Node, job: JobId, epoch: Epoch, why: &str) -> usize {
-        self.push(worker, Event::Abandoned { job, epoch, why: why.into() })
+    pub fn abandoned(&mut self, worker: Node, job: JobId, epoch: Epoch, why: AbandonReason) -> usize {
+        self.push(worker, Event::Abandoned { job, epoch, why })
     }
 
     pub fn batch_stopped(&mut self, batch: BatchId, job: JobId, identities: [OutputId; 2]) -> usize {
@@ -205,8 +207,8 @@ impl History {
         self.push(reclaimer, Event::BatchStopped { batch, job, identities, untouched: 0 })
     }
 
-    pub fn crashed(&mut self, target: Node, point: &str, job: Option<JobId>) -> usize {
-        self.push(Node::World, Event::Crashed { target, point: point.into(), job })
+    pub fn crashed(&mut self, target: Node, point: CrashPoint, job: Option<JobId>) -> usize {
+        self.push(Node::World, Event::Crashed { target, point, job })
     }
 
     pub fn paused(&mut self, target: Node) -> usize {
@@ -251,7 +253,7 @@ pub(crate) fn crash_after_effect_story() -> History {
     assert_eq!(history.at(10).granted(J1, E1, w(1), 1_010), STORY_GRANTED);
     assert_eq!(history.at(20).executing(w(1), J1, E1), STORY_EXECUTING);
     assert_eq!(history.at(30).applied(J1, E1, O7), STORY_APPLIED);
-    assert_eq!(history.at(40).crashed(w(1), "after_effect", Some(J1)), 6);
+    assert_eq!(history.at(40).crashed(w(1), CrashPoint::AfterEffect, Some(J1)), 6);
     assert_eq!(history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0)), STORY_RECLAIMED);
     assert_eq!(history.at(1_020).looked_up(J1, E2, Some(O7), None, Some(batch(1, 0))), STORY_LOOKED_UP);
     assert_eq!(history.at(1_020).adopted(r(1), J1, O7, E2), 9);

@@ -23,6 +23,7 @@ pub(crate) fn check(facts: &Facts, line: usize, entry: &Entry) -> Result<(), Vio
 mod tests {
     use super::super::fixtures::*;
     use super::super::{check_history, Invariant};
+    use crate::history::EffectRejectReason;
 
     // One applied output, adopted rather than repeated, passes.
     #[test]
@@ -34,8 +35,8 @@ mod tests {
     #[test]
     fn refused_repeat_passes() {
         let mut story = crash_after_effect_story();
-        story.at(1_100).effect_rejected(J1, E2, O7, "already_applied");
-        story.at(1_100).effect_rejected(J1, E2, O8, "conflict");
+        story.at(1_100).effect_rejected(J1, E2, O7, EffectRejectReason::AlreadyApplied);
+        story.at(1_100).effect_rejected(J1, E2, O8, EffectRejectReason::Conflict);
         assert!(check_history(&story.entries).is_ok());
     }
 

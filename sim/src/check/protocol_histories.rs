@@ -7,7 +7,9 @@
 //! same driver must make the checkers name the broken rule.
 
 use super::{check_history, Coverage, Invariant, Violation};
-use crate::history::{Entry, Event, Node, OutcomeKind};
+use crate::history::{
+    AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Node, OutcomeKind, RefuseReason, RefusedRequest,
+};
 use lease_core::{
     Acquired, Apply, BatchId, Bug, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, JobId, Lease, LeaseTable,
     Lookup, NodeId, OpId, Outcome, OutputId, Quarantine, Renewal, Requeue, Span, TableConfig, Terminal, Time,
@@ -117,7 +119,9 @@ impl Driver {
         self.next_job += 1;
         match self.table.enqueue(self.now, job).unwrap() {
             Enqueued::Accepted { backlog } => self.record(Node::Table, Event::Arrived { job, backlog }),
-            Enqueued::Rejected(_) => self.record(Node::Table, Event::Rejected { job, reason: "queue_full".into() }),
+            Enqueued::Rejected(rejection) => {
+                self.record(Node::Table, Event::Rejected { job, reason: rejection.into() })
+            }
             Enqueued::Duplicate => unreachable!("fresh job ids"),
         }
     }
@@ -134,12 +138,13 @@ impl Driver {
         let (job, epoch, op) = (held.job, held.epoch, OpId::for_job(held.job));
         match (self.rng.gen_range(0..10), held.phase) {
             (0, phase) => {
-                let point = if matches!(phase, Phase::Done(_)) { "after_effect" } else { "before_effect" };
-                self.record(Node::World, Event::Crashed { target: node, point: point.into(), job: Some(job) });
+                let point =
+                    if matches!(phase, Phase::Done(_)) { CrashPoint::AfterEffect } else { CrashPoint::BeforeEffect };
+                self.record(Node::World, Event::Crashed { target: node, point, job: Some(job) });
                 self.drop_lease(worker);
             }
             (1, _) => self.renew(worker, held),
-            (_, Phase::Fresh | Phase::Looked) if !live => self.abandon(worker, held, "self_fenced"),
+            (_, Phase::Fresh | Phase::Looked) if !live => self.abandon(worker, held, AbandonReason::SelfFenced),
             (_, Phase::Fresh) if held.attempt > 1 => self.look_up(worker, held),
             (_, Phase::Fresh | Phase::Looked) => {
                 self.record(node, Event::Executing { job, op, epoch });
@@ -161,8 +166,8 @@ impl Driver {
             }
             (_, Phase::InFlight(output)) => match self.apply(op, epoch, output) {
                 Apply::Applied | Apply::AlreadyApplied => self.set_phase(worker, Phase::Done(output)),
-                Apply::Fenced { .. } => self.abandon(worker, held, "effect_fenced"),
-                Apply::Conflict { .. } => self.abandon(worker, held, "conflict"),
+                Apply::Fenced { .. } => self.abandon(worker, held, AbandonReason::EffectFenced),
+                Apply::Conflict { .. } => self.abandon(worker, held, AbandonReason::Conflict),
             },
             (_, Phase::Done(output)) => {
                 let completion = self.table.complete(self.now, job, epoch, output).unwrap();
@@ -202,8 +207,8 @@ impl Driver {
                 self.workers.insert(worker, Some(renewed));
             }
             Renewal::Refused(refusal) => {
-                self.refused(held.job, held.epoch, "renew", refusal_reason(&refusal));
-                self.abandon(worker, held, "lease_lost");
+                self.refused(held.job, held.epoch, RefusedRequest::Renew, refusal.into());
+                self.abandon(worker, held, AbandonReason::LeaseLost);
             }
         }
     }
@@ -218,22 +223,18 @@ impl Driver {
                 self.record(Node::Worker(worker), Event::Adopted { job, op, output, epoch });
                 self.set_phase(worker, Phase::Done(output));
             }
-            Lookup::Conflict { .. } => self.abandon(worker, held, "conflict"),
+            Lookup::Conflict { .. } => self.abandon(worker, held, AbandonReason::Conflict),
         }
     }
 
     fn apply(&mut self, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
         let apply = self.ledger.apply(op, epoch, output);
         let job = op.job;
-        let reason = match apply {
-            Apply::Applied => {
-                return self.record_then(Node::Ledger, Event::EffectApplied { job, op, epoch, output }, apply)
-            }
-            Apply::AlreadyApplied => "already_applied",
-            Apply::Fenced { .. } => "fenced",
-            Apply::Conflict { .. } => "conflict",
+        let event = match EffectRejectReason::of(apply) {
+            None => Event::EffectApplied { job, op, epoch, output },
+            Some(reason) => Event::EffectRejected { job, op, epoch, output, reason },
         };
-        self.record_then(Node::Ledger, Event::EffectRejected { job, op, epoch, output, reason: reason.into() }, apply)
+        self.record_then(Node::Ledger, event, apply)
     }
 
     fn record_then(&mut self, node: Node, event: Event, apply: Apply) -> Apply {
@@ -246,8 +247,8 @@ impl Driver {
         held.phase = phase;
     }
 
-    fn abandon(&mut self, worker: u32, held: Held, why: &str) {
-        let event = Event::Abandoned { job: held.job, epoch: held.epoch, why: why.into() };
+    fn abandon(&mut self, worker: u32, held: Held, why: AbandonReason) {
+        let event = Event::Abandoned { job: held.job, epoch: held.epoch, why };
         self.record(Node::Worker(worker), event);
         self.drop_lease(worker);
     }
@@ -312,7 +313,9 @@ impl Driver {
             Lookup::Conflict { recorded, rival } => {
                 match self.table.quarantine(self.now, job, epoch, recorded, rival).unwrap() {
                     Quarantine::Quarantined(terminal) => self.record_terminal(terminal, Some(batch)),
-                    Quarantine::Refused(refusal) => self.refused(job, epoch, "quarantine", refusal_reason(&refusal)),
+                    Quarantine::Refused(refusal) => {
+                        self.refused(job, epoch, RefusedRequest::Quarantine, refusal.into())
+                    }
                 }
                 let state = self.reclaimers.get_mut(&reclaimer).expect("a known reclaimer");
                 let untouched = state.pending.len();
@@ -336,7 +339,7 @@ impl Driver {
         match requeue {
             Requeue::Requeued { attempts } => self.record(Node::Table, Event::Requeued { job, epoch, attempts, batch }),
             Requeue::DeadLettered(terminal) => self.record_terminal(terminal, batch),
-            Requeue::Refused(refusal) => self.refused(job, epoch, "requeue", refusal_reason(&refusal)),
+            Requeue::Refused(refusal) => self.refused(job, epoch, RefusedRequest::Requeue, refusal.into()),
         }
     }
 
@@ -344,8 +347,8 @@ impl Driver {
         match completion {
             Completion::Completed(terminal) => self.record_terminal(terminal, batch),
             Completion::AlreadyCompleted => {}
-            Completion::Conflict { .. } => self.refused(job, epoch, "complete", "conflict"),
-            Completion::Refused(refusal) => self.refused(job, epoch, "complete", refusal_reason(&refusal)),
+            Completion::Conflict { .. } => self.refused(job, epoch, RefusedRequest::Complete, RefuseReason::Conflict),
+            Completion::Refused(refusal) => self.refused(job, epoch, RefusedRequest::Complete, refusal.into()),
         }
     }
 
@@ -360,18 +363,9 @@ impl Driver {
         self.record(Node::Table, event);
     }
 
-    fn refused(&mut self, job: JobId, epoch: Epoch, request: &str, reason: &str) {
-        let event = Event::Refused { job, epoch, request: request.into(), reason: reason.into() };
+    fn refused(&mut self, job: JobId, epoch: Epoch, request: RefusedRequest, reason: RefuseReason) {
+        let event = Event::Refused { job, epoch, request, reason };
         self.record(Node::Table, event);
-    }
-}
-
-fn refusal_reason(refusal: &lease_core::Refusal) -> &'static str {
-    match refusal {
-        lease_core::Refusal::StaleEpoch { .. } => "stale_epoch",
-        lease_core::Refusal::Expired { .. } => "expired",
-        lease_core::Refusal::NotLeased => "not_leased",
-        lease_core::Refusal::AlreadyTerminal => "already_terminal",
     }
 }
 

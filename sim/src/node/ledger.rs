@@ -7,7 +7,7 @@
 //! output for the same operation (a non-idempotent dependency), which the ledger keeps as a rival.
 
 use super::{bind, Envelope};
-use crate::history::{Event, Node};
+use crate::history::{EffectRejectReason, Event, Node};
 use crate::net::{ledger_addr, Reply, Request, TAG};
 use crate::world::Ctx;
 use lease_core::{
@@ -98,12 +98,9 @@ fn apply(ctx: &Ctx, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
     let mut state = ctx.state();
     let apply = state.ledger.apply(op, epoch, output);
     let job = op.job;
-    let rejected = |reason: &str| Event::EffectRejected { job, op, epoch, output, reason: reason.to_string() };
-    let event = match apply {
-        Apply::Applied => Event::EffectApplied { job, op, epoch, output },
-        Apply::AlreadyApplied => rejected("already_applied"),
-        Apply::Fenced { .. } => rejected("fenced"),
-        Apply::Conflict { .. } => rejected("conflict"),
+    let event = match EffectRejectReason::of(apply) {
+        None => Event::EffectApplied { job, op, epoch, output },
+        Some(reason) => Event::EffectRejected { job, op, epoch, output, reason },
     };
     state.record_at(now, Node::Ledger, event);
     apply

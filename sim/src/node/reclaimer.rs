@@ -52,7 +52,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
         let Reply::Reclaimer(reply) = envelope.body else { panic!("a reclaimer got {:?}", envelope.body) };
         if let ReclaimReply::Fenced(Fencing::Won { lease, .. }) = &reply {
             match ctx.strike(Point::MidReclaim, lease.job) {
-                Some(Strike::Crash) => return ctx.crash(node, "mid_reclaim", Some(lease.job)),
+                Some(Strike::Crash) => return ctx.crash(node, Point::MidReclaim, Some(lease.job)),
                 Some(Strike::Stall(len_us)) => ctx.stall(node, len_us).await,
                 None => {}
             }

@@ -7,13 +7,13 @@
 //! them, and the workers ask again when their wait runs out.
 
 use super::bind;
-use crate::history::{Event, Node, OutcomeKind};
+use crate::history::{Event, Node, OutcomeKind, RefuseReason, RefusedRequest};
 use crate::net::{table_addr, Envelope, TAG};
 use crate::net::{Reply, Request};
 use crate::world::Ctx;
 use lease_core::{
     Acquired, BatchId, Completion, Enqueued, Epoch, Fencing, JobId, NodeId, Outcome, OutputId, Quarantine,
-    ReclaimReply, ReclaimRequest, Refusal, Rejection, Renewal, Requeue, Terminal, WorkerReply, WorkerRequest,
+    ReclaimReply, ReclaimRequest, Refusal, Renewal, Requeue, Terminal, WorkerReply, WorkerRequest,
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -100,8 +100,7 @@ fn serve(ctx: &Ctx, request: Request) -> Reply {
             }
             Enqueued::Duplicate => Reply::Enqueued(None),
             Enqueued::Rejected(rejection) => {
-                let Rejection::QueueFull { .. } = rejection;
-                events.push(Event::Rejected { job, reason: "queue_full".to_string() });
+                events.push(Event::Rejected { job, reason: rejection.into() });
                 Reply::Enqueued(Some(rejection))
             }
         },
@@ -144,7 +143,7 @@ fn serve_worker(
                 Renewal::Renewed { epoch, expires_at } => {
                     events.push(Event::Renewed { job, epoch, expires_at_us: expires_at.0 })
                 }
-                Renewal::Refused(refusal) => events.push(refused(job, epoch, "renew", refusal)),
+                Renewal::Refused(refusal) => events.push(refused(job, epoch, RefusedRequest::Renew, refusal)),
             }
             WorkerReply::Renewed(renewal)
         }
@@ -204,7 +203,7 @@ fn serve_reclaimer(
             let quarantine = table.quarantine(now, job, epoch, recorded, rival).expect(misuse);
             match quarantine {
                 Quarantine::Quarantined(terminal) => events.push(terminal_event(terminal, Some(batch))),
-                Quarantine::Refused(refusal) => events.push(refused(job, epoch, "quarantine", refusal)),
+                Quarantine::Refused(refusal) => events.push(refused(job, epoch, RefusedRequest::Quarantine, refusal)),
             }
             ReclaimReply::Quarantined(quarantine)
         }
@@ -223,10 +222,13 @@ fn completed(
     match completion {
         Completion::Completed(terminal) => events.push(terminal_event(terminal, batch)),
         Completion::AlreadyCompleted => events.push(Event::AlreadyCompleted { job, epoch, output }),
-        Completion::Conflict { .. } => {
-            events.push(Event::Refused { job, epoch, request: "complete".to_string(), reason: "conflict".to_string() })
-        }
-        Completion::Refused(refusal) => events.push(refused(job, epoch, "complete", refusal)),
+        Completion::Conflict { .. } => events.push(Event::Refused {
+            job,
+            epoch,
+            request: RefusedRequest::Complete,
+            reason: RefuseReason::Conflict,
+        }),
+        Completion::Refused(refusal) => events.push(refused(job, epoch, RefusedRequest::Complete, refusal)),
     }
 }
 
@@ -234,7 +236,7 @@ fn requeued(events: &mut Vec<Event>, job: JobId, epoch: Epoch, requeue: Requeue,
     match requeue {
         Requeue::Requeued { attempts } => events.push(Event::Requeued { job, epoch, attempts, batch }),
         Requeue::DeadLettered(terminal) => events.push(terminal_event(terminal, batch)),
-        Requeue::Refused(refusal) => events.push(refused(job, epoch, "requeue", refusal)),
+        Requeue::Refused(refusal) => events.push(refused(job, epoch, RefusedRequest::Requeue, refusal)),
     }
 }
 
@@ -248,12 +250,6 @@ pub(crate) fn terminal_event(terminal: Terminal, batch: Option<BatchId>) -> Even
     Event::Terminal { job: terminal.job, outcome, output, epoch: terminal.epoch, attempts, identities, batch }
 }
 
-fn refused(job: JobId, epoch: Epoch, request: &str, refusal: Refusal) -> Event {
-    let reason = match refusal {
-        Refusal::StaleEpoch { .. } => "stale_epoch",
-        Refusal::Expired { .. } => "expired",
-        Refusal::NotLeased => "not_leased",
-        Refusal::AlreadyTerminal => "already_terminal",
-    };
-    Event::Refused { job, epoch, request: request.to_string(), reason: reason.to_string() }
+fn refused(job: JobId, epoch: Epoch, request: RefusedRequest, refusal: Refusal) -> Event {
+    Event::Refused { job, epoch, request, reason: refusal.into() }
 }

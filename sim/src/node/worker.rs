@@ -25,7 +25,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                         WorkerRequest::Execute { op, epoch } => {
                             let strike = ctx.strike(Point::BeforeEffect, op.job);
                             if strike == Some(Strike::Crash) {
-                                return ctx.crash(node, "before_effect", Some(op.job));
+                                return ctx.crash(node, Point::BeforeEffect, Some(op.job));
                             }
                             // The decision to execute is made now; a stall delays only the call.
                             ctx.record(node, Event::Executing { job: op.job, op, epoch });
@@ -41,7 +41,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                             }
                             send(&endpoint, table_addr(), wire, Request::Worker(n, request)).await;
                             if strike == Some(Strike::Crash) {
-                                return ctx.crash(node, "during_ack", Some(job));
+                                return ctx.crash(node, Point::DuringAck, Some(job));
                             }
                         }
                         WorkerRequest::Lookup { .. } => {
@@ -62,13 +62,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                     ctx.record(node, Event::Adopted { job, op, output, epoch })
                 }
                 WorkerAction::Abandoned { job, epoch, why } => {
-                    let why = match why {
-                        lease_core::Abandon::SelfFenced => "self_fenced",
-                        lease_core::Abandon::LeaseLost => "lease_lost",
-                        lease_core::Abandon::EffectFenced => "effect_fenced",
-                        lease_core::Abandon::Conflict => "conflict",
-                    };
-                    ctx.record(node, Event::Abandoned { job, epoch, why: why.to_string() })
+                    ctx.record(node, Event::Abandoned { job, epoch, why: why.into() })
                 }
             }
         }
@@ -86,7 +80,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
         if let WorkerReply::Executed(Execution::Done { apply: Apply::Applied, .. }) = reply {
             if let Some((job, _)) = worker.holding() {
                 match ctx.strike(Point::AfterEffect, job) {
-                    Some(Strike::Crash) => return ctx.crash(node, "after_effect", Some(job)),
+                    Some(Strike::Crash) => return ctx.crash(node, Point::AfterEffect, Some(job)),
                     Some(Strike::Stall(len_us)) => ctx.stall(node, len_us).await,
                     None => {}
                 }
