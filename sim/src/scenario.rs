@@ -403,6 +403,8 @@ impl Scenario {
                 params.workers = rng.gen_range(6..=10);
                 params.worker_clocks = vec![LocalClock::EXACT; params.workers as usize];
                 params.table.batch_max = rng.gen_range(1..=3);
+                // A scan per lease length: the wave's expiries pile up between scans.
+                params.reclaimer.scan_every = params.table.lease_ttl;
                 params.table.capacity = 200;
                 params.dependency.latency_min_us = 50_000;
                 params.dependency.latency_max_us = rng.gen_range(100_000..=200_000);

@@ -16,8 +16,11 @@ use lease_core::{
     ReclaimReply, ReclaimRequest, Refusal, Renewal, Requeue, Terminal, WorkerReply, WorkerRequest,
 };
 use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 /// An `Acquire` held open until a job can be granted or its wait runs out.
@@ -33,20 +36,33 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
     let wait_us = ctx.params.worker.acquire_wait.as_us();
     // In arrival order; every wait is the same length, so also in order of running out.
     let mut parked: VecDeque<Parked> = VecDeque::new();
+    // One timer for the first held request, kept across messages: arming a fresh timeout for
+    // every request the table receives would double the simulator's work while workers idle.
+    let mut timer: Option<(u64, Pin<Box<madsim::time::Sleep>>)> = None;
     loop {
-        let received = match parked.front() {
-            None => endpoint.recv_from_raw(TAG).await.map(Some),
-            Some(first) => {
+        let first_until = parked.front().map(|first| first.until_us);
+        if timer.as_ref().map(|(until, _)| *until) != first_until {
+            timer = first_until.map(|until| {
                 ctx.armed();
-                let wait = Duration::from_micros(first.until_us.saturating_sub(ctx.now().0).max(1));
-                match madsim::time::timeout(wait, endpoint.recv_from_raw(TAG)).await {
-                    Ok(received) => received.map(Some),
-                    Err(_elapsed) => Ok(None),
-                }
+                let wait = Duration::from_micros(until.saturating_sub(ctx.now().0).max(1));
+                (until, Box::pin(madsim::time::sleep(wait)))
+            });
+        }
+        let mut receiving = pin!(endpoint.recv_from_raw(TAG));
+        let received = poll_fn(|cx| {
+            if let Poll::Ready(received) = receiving.as_mut().poll(cx) {
+                return Poll::Ready(received.map(Some));
             }
-        };
+            let fired = timer.as_mut().is_some_and(|(_, sleep)| sleep.as_mut().poll(cx).is_ready());
+            if fired {
+                return Poll::Ready(Ok(None));
+            }
+            Poll::Pending
+        })
+        .await;
         let Ok(received) = received else { return };
         let Some((payload, from)) = received else {
+            timer = None;
             let now = ctx.now().0;
             while parked.front().is_some_and(|first| first.until_us <= now) {
                 let first = parked.pop_front().expect("checked");
