@@ -48,8 +48,10 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                             send(&endpoint, ledger_addr(), wire, Request::Worker(n, request)).await
                         }
                         WorkerRequest::Renew { job, .. } => {
-                            if let Some(Strike::Stall(len_us)) = ctx.strike(Point::BeforeRenew, job) {
-                                ctx.stall(node, len_us).await;
+                            match ctx.strike(Point::BeforeRenew, job) {
+                                Some(Strike::Crash) => return ctx.crash(node, Point::BeforeRenew, Some(job)),
+                                Some(Strike::Stall(len_us)) => ctx.stall(node, len_us).await,
+                                None => {}
                             }
                             send(&endpoint, table_addr(), wire, Request::Worker(n, request)).await
                         }
