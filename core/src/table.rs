@@ -86,6 +86,14 @@ pub enum TableError {
     /// The job was never enqueued.
     #[error("unknown job {0}")]
     UnknownJob(JobId),
+    /// A quarantine named the same output twice: there is no conflict to quarantine.
+    #[error("quarantine of {job} names {output} twice: two different outputs make a conflict")]
+    NotAConflict {
+        /// The job.
+        job: JobId,
+        /// The output named twice.
+        output: OutputId,
+    },
 }
 
 /// A lease: who holds a job, under which epoch, until when (by the table's clock).
@@ -407,6 +415,7 @@ impl LeaseTable {
 
     /// Extends a lease, only for its current epoch and only before it expires.
     pub fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, TableError> {
+        self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
         let skip_epoch = self.bugs.on(Bug::RenewWithoutEpochCheck);
         let lease = match self.leased(job, epoch, skip_epoch)? {
@@ -432,6 +441,7 @@ impl LeaseTable {
         epoch: Epoch,
         output: OutputId,
     ) -> Result<Completion, TableError> {
+        self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
         let record = self.record(job)?;
         let skip_epoch = self.bugs.on(Bug::CompleteWithoutEpochCheck);
@@ -465,6 +475,7 @@ impl LeaseTable {
     /// Hands a leased job back to the queue (after an empty reclaim, or a failed dependency),
     /// counting its attempts; a job out of attempts is dead-lettered instead.
     pub fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, TableError> {
+        self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
         if let Err(refusal) = self.leased(job, epoch, false)? {
             return Ok(Requeue::Refused(refusal));
@@ -514,6 +525,7 @@ impl LeaseTable {
         reclaimer: NodeId,
         as_of: Time,
     ) -> Result<Fencing, TableError> {
+        self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
         let no_cas = self.bugs.on(Bug::ReclaimWithoutCas);
         let record = self.record(job)?;
@@ -543,8 +555,11 @@ impl LeaseTable {
         recorded: OutputId,
         rival: OutputId,
     ) -> Result<Quarantine, TableError> {
+        self.record(job)?; // An unknown job is misuse: it must not move the clock either.
+        if recorded == rival {
+            return Err(TableError::NotAConflict { job, output: recorded });
+        }
         self.advance(now)?;
-        assert_ne!(recorded, rival, "a quarantine needs two different outputs");
         if let Err(refusal) = self.leased(job, epoch, false)? {
             return Ok(Quarantine::Refused(refusal));
         }

@@ -267,6 +267,7 @@ impl Model {
 
     /// Only for the current epoch, only before expiry by the table's clock.
     fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Answer<Renewal> {
+        self.job(job)?; // An unknown job is misuse, and moves no clock.
         self.clock(now)?;
         let lease = match self.holder(job, epoch)? {
             Ok(lease) => lease,
@@ -283,6 +284,7 @@ impl Model {
     /// Only for the current epoch; the same output again is an idempotent success, a different
     /// one a conflict; a job not leased cannot be completed.
     fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Answer<Completion> {
+        self.job(job)?; // An unknown job is misuse, and moves no clock.
         self.clock(now)?;
         let record = self.job(job)?;
         if record.epoch != epoch {
@@ -307,6 +309,7 @@ impl Model {
 
     /// Back to the end of the queue, or dead-lettered once the job used attempts_max grants.
     fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Answer<Requeue> {
+        self.job(job)?; // An unknown job is misuse, and moves no clock.
         self.clock(now)?;
         if let Err(refusal) = self.holder(job, epoch)? {
             return Ok(Requeue::Refused(refusal));
@@ -330,6 +333,10 @@ impl Model {
         recorded: OutputId,
         rival: OutputId,
     ) -> Answer<Quarantine> {
+        self.job(job)?;
+        if recorded == rival {
+            return Err(TableError::NotAConflict { job, output: recorded });
+        }
         self.clock(now)?;
         if let Err(refusal) = self.holder(job, epoch)? {
             return Ok(Quarantine::Refused(refusal));
@@ -350,6 +357,7 @@ impl Model {
 
     /// Compare-and-set on the epoch, of an expired lease only.
     fn fence(&mut self, now: Time, job: JobId, expected: Epoch, by: NodeId) -> Answer<Fencing> {
+        self.job(job)?; // An unknown job is misuse, and moves no clock.
         self.clock(now)?;
         let ttl = self.config.lease_ttl;
         let record = self.job(job)?;

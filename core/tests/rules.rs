@@ -1452,3 +1452,23 @@ fn crash_after_effect_is_adopted_not_repeated() {
     assert_eq!(world.applied.len(), 2);
     assert_eq!(world.table.backlog(), 0);
 }
+
+#[test]
+fn an_unknown_job_does_not_move_the_table_clock() {
+    // Proves misuse changes nothing: a call on an unknown job is an error and leaves the clock
+    // where it was, so a later call at an earlier (but valid) time still succeeds.
+    let mut table = table();
+    let _ = leased(&mut table, t(0), 1, W1);
+    assert_eq!(table.renew(t(500), job(9), Epoch(1)), Err(TableError::UnknownJob(job(9))));
+    assert!(table.renew(t(10), job(1), Epoch(1)).is_ok(), "the clock did not move to 500");
+}
+
+#[test]
+fn a_quarantine_without_two_different_outputs_is_misuse() {
+    // Proves quarantine refuses, as a typed error, a "conflict" of one output with itself.
+    let mut table = table();
+    let _ = leased(&mut table, t(0), 1, W1);
+    let error = table.quarantine(t(1), job(1), Epoch(1), OutputId(7), OutputId(7));
+    assert_eq!(error, Err(TableError::NotAConflict { job: job(1), output: OutputId(7) }));
+    assert!(table.terminal(job(1)).is_none());
+}
