@@ -25,7 +25,7 @@ mod tests {
         assert_eq!(count(history, |e| matches!(e, Event::Terminal { .. })), arrived, "every accepted job ends once");
     }
 
-    // The sweep holds every invariant and reaches reclaims and refused stale writes.
+    // The sweep holds every invariant and reaches reclaims, self-fencing, and outputs adopted from workers that could not acknowledge.
     #[test]
     fn swept_seeds_hold_with_links_to_the_table_cut() {
         sweep_holds_and_covers(SCENARIO, 200);

@@ -333,7 +333,7 @@ impl Scenario {
             Scenario::ClockDrift => &["reclaimed", "lease_renewed", "self_fenced"],
             Scenario::ConflictingOutputs => &["batch_stopped_on_conflict", "quarantined"],
             Scenario::MassExpiry => &["full_batch", "reclaimed", "worker_crashed"],
-            Scenario::CutFromTable => &["reclaimed", "stale_write_refused"],
+            Scenario::CutFromTable => &["reclaimed", "adopted_by_reclaimer", "self_fenced"],
             Scenario::CutFromLedger => &["reclaimed", "self_fenced"],
             Scenario::SlowDependency => &["reclaimed", "stale_effect_fenced", "adopted_by_reclaimer"],
             Scenario::FailingDependency => &["dependency_failed", "dead_lettered", "adopted_by_worker"],
