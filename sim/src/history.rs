@@ -580,6 +580,19 @@ pub struct Entry {
     pub event: Event,
 }
 
+impl Event {
+    /// The `terminal` event for a table's terminal outcome, with the batch that ended it, if any.
+    pub fn terminal(terminal: lease_core::Terminal, batch: Option<BatchId>) -> Event {
+        use lease_core::Outcome;
+        let (outcome, output, attempts, identities) = match terminal.outcome {
+            Outcome::Completed { output } => (OutcomeKind::Completed, Some(output), None, None),
+            Outcome::DeadLettered { attempts } => (OutcomeKind::DeadLettered, None, Some(attempts), None),
+            Outcome::Quarantined { recorded, rival } => (OutcomeKind::Quarantined, None, None, Some([recorded, rival])),
+        };
+        Event::Terminal { job: terminal.job, outcome, output, epoch: terminal.epoch, attempts, identities, batch }
+    }
+}
+
 impl Entry {
     /// The entry as one JSON line, without the newline.
     pub fn to_json(&self) -> String {

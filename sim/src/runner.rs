@@ -69,8 +69,6 @@ pub struct SeedResult {
     pub figures: Figures,
     /// Simulated time of the run.
     pub sim_us: u64,
-    /// A hash of the run's history, for determinism checks.
-    pub history_hash: u64,
 }
 
 impl SeedResult {
@@ -92,7 +90,6 @@ impl SeedResult {
             coverage: report.coverage.clone(),
             figures: Figures::of(&report.history),
             sim_us: report.sim_us,
-            history_hash: history_hash(&report.history),
         }
     }
 }

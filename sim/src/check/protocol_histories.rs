@@ -7,12 +7,10 @@
 //! same driver must make the checkers name the broken rule.
 
 use super::{check_history, Coverage, Invariant, Violation};
-use crate::history::{
-    AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Node, OutcomeKind, RefuseReason, RefusedRequest,
-};
+use crate::history::{AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Node, RefuseReason, RefusedRequest};
 use lease_core::{
     Acquired, Apply, BatchId, Bug, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, JobId, Lease, LeaseTable,
-    Lookup, NodeId, OpId, Outcome, OutputId, Quarantine, Renewal, Requeue, Span, TableConfig, Terminal, Time,
+    Lookup, NodeId, OpId, OutputId, Quarantine, Renewal, Requeue, Span, TableConfig, Terminal, Time,
 };
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -353,13 +351,7 @@ impl Driver {
     }
 
     fn record_terminal(&mut self, terminal: Terminal, batch: Option<BatchId>) {
-        let (outcome, output, attempts, identities) = match terminal.outcome {
-            Outcome::Completed { output } => (OutcomeKind::Completed, Some(output), None, None),
-            Outcome::DeadLettered { attempts } => (OutcomeKind::DeadLettered, None, Some(attempts), None),
-            Outcome::Quarantined { recorded, rival } => (OutcomeKind::Quarantined, None, None, Some([recorded, rival])),
-        };
-        let event =
-            Event::Terminal { job: terminal.job, outcome, output, epoch: terminal.epoch, attempts, identities, batch };
+        let event = Event::terminal(terminal, batch);
         self.record(Node::Table, event);
     }
 

@@ -225,10 +225,14 @@ pub(crate) fn print_counts(figures: &Figures, sim_us: Option<u64>) {
     );
 }
 
+/// Microseconds as milliseconds, for printing.
+pub(crate) fn ms(us: u64) -> f64 {
+    us as f64 / 1e3
+}
+
 /// Prints one run's counts and its customer-facing latencies.
 pub(crate) fn print_figures(figures: &Figures, sim_us: u64) {
     print_counts(figures, Some(sim_us));
-    let ms = |us: u64| us as f64 / 1e3;
     println!(
         "latency: queue_wait p50={:.1}ms p99={:.1}ms max={:.1}ms; end_to_end p50={:.1}ms p99={:.1}ms max={:.1}ms",
         ms(figures.queue_wait.p50_us),

@@ -7,7 +7,7 @@
 
 mod failures_dir;
 
-use super::{coverage_line, parse_bug, parse_scenario, parse_seeds, parse_threads, print_counts, BadInput};
+use super::{coverage_line, ms, parse_bug, parse_scenario, parse_seeds, parse_threads, print_counts, BadInput};
 use crate::atomic::AtomicFile;
 use crate::nightly::{parse_duration, Date};
 use crate::runner::{self, SeedResult, Summary, Target};
@@ -319,7 +319,6 @@ fn print_summary(report: &Report) {
         summary.wall_ms as f64 / 1e3
     );
     print_counts(&summary.totals, None);
-    let ms = |us: u64| us as f64 / 1e3;
     println!(
         "per-seed p99: queue_wait median={:.1}ms worst={:.1}ms; end_to_end median={:.1}ms worst={:.1}ms",
         ms(summary.queue_wait_p99.p50_us),

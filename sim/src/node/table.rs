@@ -7,13 +7,13 @@
 //! them, and the workers ask again when their wait runs out.
 
 use super::bind;
-use crate::history::{Event, Node, OutcomeKind, RefuseReason, RefusedRequest};
+use crate::history::{Event, Node, RefuseReason, RefusedRequest};
 use crate::net::{table_addr, Envelope, TAG};
 use crate::net::{Reply, Request};
 use crate::world::Ctx;
 use lease_core::{
-    Acquired, BatchId, Completion, Enqueued, Epoch, Fencing, JobId, NodeId, Outcome, OutputId, Quarantine,
-    ReclaimReply, ReclaimRequest, Refusal, Renewal, Requeue, Terminal, WorkerReply, WorkerRequest,
+    Acquired, BatchId, Completion, Enqueued, Epoch, Fencing, JobId, NodeId, OutputId, Quarantine, ReclaimReply,
+    ReclaimRequest, Refusal, Renewal, Requeue, WorkerReply, WorkerRequest,
 };
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
@@ -218,7 +218,7 @@ fn serve_reclaimer(
         ReclaimRequest::Quarantine { batch, job, epoch, recorded, rival } => {
             let quarantine = table.quarantine(now, job, epoch, recorded, rival).expect(misuse);
             match quarantine {
-                Quarantine::Quarantined(terminal) => events.push(terminal_event(terminal, Some(batch))),
+                Quarantine::Quarantined(terminal) => events.push(Event::terminal(terminal, Some(batch))),
                 Quarantine::Refused(refusal) => events.push(refused(job, epoch, RefusedRequest::Quarantine, refusal)),
             }
             ReclaimReply::Quarantined(quarantine)
@@ -236,7 +236,7 @@ fn completed(
     batch: Option<BatchId>,
 ) {
     match completion {
-        Completion::Completed(terminal) => events.push(terminal_event(terminal, batch)),
+        Completion::Completed(terminal) => events.push(Event::terminal(terminal, batch)),
         Completion::AlreadyCompleted => events.push(Event::AlreadyCompleted { job, epoch, output }),
         Completion::Conflict { .. } => events.push(Event::Refused {
             job,
@@ -251,19 +251,9 @@ fn completed(
 fn requeued(events: &mut Vec<Event>, job: JobId, epoch: Epoch, requeue: Requeue, batch: Option<BatchId>) {
     match requeue {
         Requeue::Requeued { attempts } => events.push(Event::Requeued { job, epoch, attempts, batch }),
-        Requeue::DeadLettered(terminal) => events.push(terminal_event(terminal, batch)),
+        Requeue::DeadLettered(terminal) => events.push(Event::terminal(terminal, batch)),
         Requeue::Refused(refusal) => events.push(refused(job, epoch, RefusedRequest::Requeue, refusal)),
     }
-}
-
-/// The `terminal` history event for a table outcome.
-pub(crate) fn terminal_event(terminal: Terminal, batch: Option<BatchId>) -> Event {
-    let (outcome, output, attempts, identities) = match terminal.outcome {
-        Outcome::Completed { output } => (OutcomeKind::Completed, Some(output), None, None),
-        Outcome::DeadLettered { attempts } => (OutcomeKind::DeadLettered, None, Some(attempts), None),
-        Outcome::Quarantined { recorded, rival } => (OutcomeKind::Quarantined, None, None, Some([recorded, rival])),
-    };
-    Event::Terminal { job: terminal.job, outcome, output, epoch: terminal.epoch, attempts, identities, batch }
 }
 
 fn refused(job: JobId, epoch: Epoch, request: RefusedRequest, refusal: Refusal) -> Event {
