@@ -41,8 +41,11 @@ impl ReclaimerConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReclaimRequest {
     /// Ask the table for expired leases, at most a batch. `as_of` is the reclaimer's own clock,
-    /// which the table must not use.
+    /// which the table must not use. Every listing opens a batch, numbered as it is sent, so the
+    /// history can tie the listing to every fence of its batch.
     ListExpired {
+        /// The batch this listing opens.
+        batch: BatchId,
         /// The reclaimer's local time.
         as_of: Time,
     },
@@ -199,6 +202,19 @@ pub struct Reclaimer {
 impl Reclaimer {
     /// A fresh reclaimer, which scans at once. Fails on unworkable timing.
     pub fn new(id: NodeId, config: ReclaimerConfig, bugs: Bugs, now: Time) -> Result<Reclaimer, ConfigError> {
+        Reclaimer::numbering_batches_from(id, config, bugs, now, 0)
+    }
+
+    /// A fresh reclaimer whose batches are numbered from `seq` on. A reclaimer that restarts must
+    /// not reuse the batch numbers of its previous life, or two batches would share one
+    /// [`BatchId`].
+    pub fn numbering_batches_from(
+        id: NodeId,
+        config: ReclaimerConfig,
+        bugs: Bugs,
+        now: Time,
+        seq: u64,
+    ) -> Result<Reclaimer, ConfigError> {
         config.validate()?;
         let mut reclaimer = Reclaimer {
             id,
@@ -207,21 +223,13 @@ impl Reclaimer {
             batch: None,
             inflight: None,
             scan_at: now,
-            batches: 0,
+            batches: seq,
             next_request: 0,
             actions: VecDeque::new(),
             last_now: now,
         };
         reclaimer.tick(now);
         Ok(reclaimer)
-    }
-
-    /// Numbers this reclaimer's batches from `seq` on. A reclaimer that restarts must not reuse
-    /// the batch numbers of its previous life, or two batches would share one [`BatchId`].
-    pub fn number_batches_from(mut self, seq: u64) -> Reclaimer {
-        assert_eq!(self.batches, 0, "batches are numbered before the first one starts");
-        self.batches = seq;
-        self
     }
 
     /// The next action, if any.
@@ -251,7 +259,9 @@ impl Reclaimer {
 
     fn on_reply(&mut self, now: Time, request: ReclaimRequest, reply: ReclaimReply) {
         match (request, reply) {
-            (ReclaimRequest::ListExpired { .. }, ReclaimReply::Listed(leases)) => self.start_batch(now, leases),
+            (ReclaimRequest::ListExpired { batch, .. }, ReclaimReply::Listed(leases)) => {
+                self.start_batch(now, batch, leases)
+            }
             (ReclaimRequest::Fence { batch, lease, .. }, ReclaimReply::Fenced(fencing)) => match fencing {
                 Fencing::Won { lease: ours, .. } => {
                     let op = OpId::for_job(ours.job);
@@ -295,13 +305,11 @@ impl Reclaimer {
         }
     }
 
-    fn start_batch(&mut self, now: Time, leases: Vec<Lease>) {
+    fn start_batch(&mut self, now: Time, id: BatchId, leases: Vec<Lease>) {
         if leases.is_empty() {
             self.scan_at = now + self.config.scan_every;
             return;
         }
-        let id = BatchId { reclaimer: self.id, seq: self.batches };
-        self.batches += 1;
         self.batch = Some(Batch { id, pending: leases.into() });
     }
 
@@ -341,7 +349,9 @@ impl Reclaimer {
             self.scan_at = now;
         }
         if now >= self.scan_at {
-            self.send(now, ReclaimRequest::ListExpired { as_of: now });
+            let batch = BatchId { reclaimer: self.id, seq: self.batches };
+            self.batches += 1;
+            self.send(now, ReclaimRequest::ListExpired { batch, as_of: now });
         }
     }
 

@@ -966,7 +966,7 @@ fn only_reclaim_send(actions: &[ReclaimAction]) -> (RequestId, ReclaimRequest) {
 /// The fence goes to the reclaimer named in the request's batch.
 fn answer(table: &mut LeaseTable, ledger: &mut EffectLedger, now: Time, request: ReclaimRequest) -> ReclaimReply {
     match request {
-        ReclaimRequest::ListExpired { as_of } => ReclaimReply::Listed(table.expired(now, as_of).unwrap()),
+        ReclaimRequest::ListExpired { as_of, .. } => ReclaimReply::Listed(table.expired(now, as_of).unwrap()),
         ReclaimRequest::Fence { batch, lease, as_of } => {
             ReclaimReply::Fenced(table.fence(now, lease.job, lease.epoch, batch.reclaimer, as_of).unwrap())
         }
@@ -1005,9 +1005,9 @@ fn a_reclaimer_lists_fences_looks_up_under_the_new_epoch_and_adopts_a_recorded_o
     let now = t(100);
     let mut reclaimer = Reclaimer::new(R1, reclaimer_config(), Bugs::NONE, now).unwrap();
     let list = only_reclaim_send(&drain_reclaimer(&mut reclaimer));
-    assert_eq!(list.1, ReclaimRequest::ListExpired { as_of: now });
-
     let batch = BatchId { reclaimer: R1, seq: 0 };
+    assert_eq!(list.1, ReclaimRequest::ListExpired { batch, as_of: now });
+
     let fence = only_reclaim_send(&step(&mut reclaimer, &mut table, &mut ledger, now, list));
     assert_eq!(fence.1, ReclaimRequest::Fence { batch, lease, as_of: now });
     let lookup = only_reclaim_send(&step(&mut reclaimer, &mut table, &mut ledger, now, fence));
@@ -1018,7 +1018,8 @@ fn a_reclaimer_lists_fences_looks_up_under_the_new_epoch_and_adopts_a_recorded_o
     let complete = only_reclaim_send(&actions[1..]);
     assert_eq!(complete.1, ReclaimRequest::Complete { batch, job: job(1), epoch: Epoch(2), output: out(7) });
     let actions = step(&mut reclaimer, &mut table, &mut ledger, now, complete);
-    assert_eq!(only_reclaim_send(&actions).1, ReclaimRequest::ListExpired { as_of: now });
+    let next = BatchId { reclaimer: R1, seq: 1 };
+    assert_eq!(only_reclaim_send(&actions).1, ReclaimRequest::ListExpired { batch: next, as_of: now });
 
     let terminal = Terminal { job: job(1), epoch: Epoch(2), outcome: Completed { output: out(7) } };
     assert_eq!(table.terminal(job(1)), Some(&terminal));
@@ -1100,7 +1101,8 @@ fn a_conflict_quarantines_the_job_and_stops_the_batch_touching_nothing_further()
         reclaimer.handle_timeout(at);
         later = drain_reclaimer(&mut reclaimer);
     }
-    assert_eq!(only_reclaim_send(&later).1, ReclaimRequest::ListExpired { as_of: at });
+    let next = BatchId { reclaimer: R1, seq: 1 };
+    assert_eq!(only_reclaim_send(&later).1, ReclaimRequest::ListExpired { batch: next, as_of: at });
 }
 
 #[test]
@@ -1204,7 +1206,8 @@ fn a_reclaimer_that_finds_nothing_expired_scans_again_after_scan_every() {
     reclaimer.handle_timeout(t(54));
     assert_eq!(drain_reclaimer(&mut reclaimer), vec![]);
     reclaimer.handle_timeout(t(55));
-    assert_eq!(only_reclaim_send(&drain_reclaimer(&mut reclaimer)).1, ReclaimRequest::ListExpired { as_of: t(55) });
+    let next = BatchId { reclaimer: R1, seq: 1 };
+    assert_eq!(only_reclaim_send(&drain_reclaimer(&mut reclaimer)).1, ReclaimRequest::ListExpired { batch: next, as_of: t(55) });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,26 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+/// The version of the history contract this crate writes and reads, carried in the `run` line's
+/// `history_version`. It only grows; a history of another version is refused, never guessed at.
+///
+/// - 1 (no `history_version` field): the first contract.
+/// - 2: every request that reaches the table or the ledger is on a line with its answer,
+///   including the empty ones (`duplicate`, `acquire_empty`, `listed`, `lost_race`,
+///   `not_expired`), and each such line names the requester in `from`.
+pub const HISTORY_VERSION: u32 = 2;
+
+/// One lease as a reclaim listing showed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Listing {
+    /// The job.
+    pub job: JobId,
+    /// The lease's epoch.
+    pub epoch: Epoch,
+    /// The lease's expiry by the table's clock.
+    pub expires_at_us: u64,
+}
+
 /// Where an event happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Node {
@@ -297,6 +317,9 @@ display_by_name!(RejectReason, EffectRejectReason, RefusedRequest, RefuseReason,
 pub enum Event {
     /// The first line: the seed and every limit and parameter of the run.
     Run {
+        /// The history contract's version ([`HISTORY_VERSION`]); 1 when the field is absent.
+        #[serde(default = "version_one")]
+        history_version: u32,
         /// The seed.
         seed: u64,
         /// The scenario's name.
@@ -329,6 +352,11 @@ pub enum Event {
         /// Why: `queue_full`.
         reason: RejectReason,
     },
+    /// The table answered an enqueue of a job it already knew: accepted, and nothing changed.
+    Duplicate {
+        /// The job.
+        job: JobId,
+    },
     /// The table granted a worker a lease.
     Granted {
         /// The job.
@@ -342,8 +370,16 @@ pub enum Event {
         /// Which worker grant of the job this is, from 1.
         attempt: u32,
     },
+    /// The table answered a worker's acquire with nothing: no job was queued (after holding the
+    /// request open for as long as it may, when it long-polls).
+    AcquireEmpty {
+        /// The worker that asked.
+        owner: Node,
+    },
     /// The table extended a lease.
     Renewed {
+        /// The worker that asked.
+        from: Node,
         /// The job.
         job: JobId,
         /// The epoch the request carried.
@@ -368,17 +404,44 @@ pub enum Event {
         /// The reclaim batch.
         batch: BatchId,
     },
-    /// A reclaimer lost the race for a lease it had listed (node: the reclaimer).
+    /// The table answered a reclaimer's listing of expired leases: at most `batch_max`, earliest
+    /// expiry first, possibly none. `batch` is the batch the reclaimer opens with this listing.
+    Listed {
+        /// The reclaimer that asked.
+        reclaimer: Node,
+        /// The batch.
+        batch: BatchId,
+        /// The expired leases, in the order the table listed them.
+        leases: Vec<Listing>,
+    },
+    /// The table refused a reclaimer's fence because the job moved on from the listed epoch: it
+    /// was completed, requeued, or fenced by someone else. A normal outcome.
     LostRace {
         /// The job.
         job: JobId,
-        /// The epoch it expected.
+        /// The epoch the reclaimer expected.
         expected: Epoch,
+        /// The job's epoch now.
+        current: Epoch,
+        /// The batch.
+        batch: BatchId,
+    },
+    /// The table refused a reclaimer's fence because the listed lease was renewed since and has
+    /// not expired.
+    NotExpired {
+        /// The job.
+        job: JobId,
+        /// The epoch the reclaimer expected (still current).
+        expected: Epoch,
+        /// The lease's expiry now.
+        expires_at_us: u64,
         /// The batch.
         batch: BatchId,
     },
     /// The ledger answered a lookup and raised its fence to `epoch`.
     LookedUp {
+        /// The worker or reclaimer that asked.
+        from: Node,
         /// The job.
         job: JobId,
         /// The operation.
@@ -404,17 +467,26 @@ pub enum Event {
         /// The worker's epoch.
         epoch: Epoch,
     },
-    /// The dependency failed before producing anything (node: the ledger).
+    /// The dependency answered a call as failed (node: the ledger). `after_effect`: it failed
+    /// only in its answer, after the output was applied (a timeout after the fact, or a second,
+    /// rival output written on its own retry); otherwise it produced nothing.
     DependencyFailed {
+        /// The worker that called.
+        from: Node,
         /// The job.
         job: JobId,
         /// The operation.
         op: OpId,
         /// The caller's epoch.
         epoch: Epoch,
+        /// Whether the effect happened before the failed answer.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        after_effect: bool,
     },
     /// The ledger recorded an output: the effect happened.
     EffectApplied {
+        /// The worker whose call produced it (`ledger`: the dependency's own rival write).
+        from: Node,
         /// The job.
         job: JobId,
         /// The operation.
@@ -426,6 +498,8 @@ pub enum Event {
     },
     /// The ledger did not record an output: `fenced`, `conflict` or `already_applied`.
     EffectRejected {
+        /// The worker whose call offered it (`ledger`: the dependency's own rival write).
+        from: Node,
         /// The job.
         job: JobId,
         /// The operation.
@@ -450,6 +524,8 @@ pub enum Event {
     },
     /// A job reached its terminal outcome (node: the table).
     Terminal {
+        /// The worker or reclaimer whose request ended it.
+        from: Node,
         /// The job.
         job: JobId,
         /// `completed`, `dead_lettered` or `quarantined`.
@@ -472,6 +548,8 @@ pub enum Event {
     /// The table answered a completion of an already completed job, with the same output, as an
     /// idempotent success: no second terminal outcome.
     AlreadyCompleted {
+        /// The worker or reclaimer that asked.
+        from: Node,
         /// The job.
         job: JobId,
         /// The epoch the request carried.
@@ -481,6 +559,8 @@ pub enum Event {
     },
     /// The table put a leased job back in the queue.
     Requeued {
+        /// The worker or reclaimer that asked.
+        from: Node,
         /// The job.
         job: JobId,
         /// The epoch of the request.
@@ -493,6 +573,8 @@ pub enum Event {
     },
     /// The table refused a request: `request` is what was asked, `reason` why.
     Refused {
+        /// The worker or reclaimer that asked.
+        from: Node,
         /// The job.
         job: JobId,
         /// The epoch the request carried.
@@ -501,6 +583,9 @@ pub enum Event {
         request: RefusedRequest,
         /// `stale_epoch`, `expired`, `not_leased`, `already_terminal` or `conflict`.
         reason: RefuseReason,
+        /// The reclaim batch, when a reclaimer asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        batch: Option<BatchId>,
     },
     /// A worker stopped acting on its lease (node: the worker).
     Abandoned {
@@ -580,16 +665,21 @@ pub struct Entry {
     pub event: Event,
 }
 
+fn version_one() -> u32 {
+    1
+}
+
 impl Event {
-    /// The `terminal` event for a table's terminal outcome, with the batch that ended it, if any.
-    pub fn terminal(terminal: lease_core::Terminal, batch: Option<BatchId>) -> Event {
+    /// The `terminal` event for a table's terminal outcome, reached on `from`'s request, with the
+    /// batch that ended it, if any.
+    pub fn terminal(from: Node, terminal: lease_core::Terminal, batch: Option<BatchId>) -> Event {
         use lease_core::Outcome;
         let (outcome, output, attempts, identities) = match terminal.outcome {
             Outcome::Completed { output } => (OutcomeKind::Completed, Some(output), None, None),
             Outcome::DeadLettered { attempts } => (OutcomeKind::DeadLettered, None, Some(attempts), None),
             Outcome::Quarantined { recorded, rival } => (OutcomeKind::Quarantined, None, None, Some([recorded, rival])),
         };
-        Event::Terminal { job: terminal.job, outcome, output, epoch: terminal.epoch, attempts, identities, batch }
+        Event::Terminal { from, job: terminal.job, outcome, output, epoch: terminal.epoch, attempts, identities, batch }
     }
 }
 
@@ -604,10 +694,12 @@ impl Entry {
         match &self.event {
             Event::Arrived { job, .. }
             | Event::Rejected { job, .. }
+            | Event::Duplicate { job }
             | Event::Granted { job, .. }
             | Event::Renewed { job, .. }
             | Event::Reclaimed { job, .. }
             | Event::LostRace { job, .. }
+            | Event::NotExpired { job, .. }
             | Event::LookedUp { job, .. }
             | Event::Executing { job, .. }
             | Event::DependencyFailed { job, .. }
@@ -621,6 +713,8 @@ impl Entry {
             | Event::Abandoned { job, .. }
             | Event::BatchStopped { job, .. } => Some(*job),
             Event::Run { .. }
+            | Event::AcquireEmpty { .. }
+            | Event::Listed { .. }
             | Event::Crashed { .. }
             | Event::Restarted { .. }
             | Event::Paused { .. }
@@ -657,6 +751,15 @@ pub enum HistoryError {
     /// The file holds no entry at all.
     #[error("the history is empty: it has no `run` line")]
     Empty,
+    /// The `run` line names a contract version this build does not read.
+    #[error(
+        "history_version {found} is not one this lease-sim reads (it reads {HISTORY_VERSION}); \
+         check it with the lease-sim that wrote it"
+    )]
+    UnknownVersion {
+        /// The version the `run` line carries (1 when it has no `history_version`).
+        found: u32,
+    },
 }
 
 /// Parses a JSONL history, line by line, with the line number of the first bad line.
@@ -671,7 +774,10 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<Entry>, HistoryError> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     match entries.first() {
-        Some(Entry { event: Event::Run { .. }, .. }) => Ok(entries),
+        Some(Entry { event: Event::Run { history_version: HISTORY_VERSION, .. }, .. }) => Ok(entries),
+        Some(Entry { event: Event::Run { history_version, .. }, .. }) => {
+            Err(HistoryError::UnknownVersion { found: *history_version })
+        }
         Some(_) => Err(HistoryError::NoRunLine),
         None => Err(HistoryError::Empty),
     }
@@ -700,10 +806,15 @@ mod tests {
         assert!(matches!(parse_jsonl(arrived), Err(HistoryError::NoRunLine)));
         let bad_node = r#"{"t_us":0,"node":"x9","kind":"faults_healed"}"#;
         assert!(matches!(parse_jsonl(bad_node), Err(HistoryError::BadLine { line: 1, .. })));
-        let run = r#"{"t_us":0,"node":"world","kind":"run","seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
+        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":2,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
         let text = format!("{run}\n{arrived}\nnot json\n");
         assert!(matches!(parse_jsonl(&text), Err(HistoryError::BadLine { line: 3, .. })));
         assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
+        for (version, found) in [("", 1), (r#""history_version":1,"#, 1), (r#""history_version":3,"#, 3)] {
+            let other = run.replace(r#""history_version":2,"#, version);
+            let refused = parse_jsonl(&format!("{other}\n{arrived}\n"));
+            assert!(matches!(refused, Err(HistoryError::UnknownVersion { found: f }) if f == found), "{refused:?}");
+        }
     }
 
     // Proves the closed sets are closed: a reason, why or point outside its enum is a bad line,
@@ -711,12 +822,12 @@ mod tests {
     // each such field, after a valid `run` line.
     #[test]
     fn an_unknown_reason_why_or_point_is_a_bad_line() {
-        let run = r#"{"t_us":0,"node":"world","kind":"run","seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
+        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":2,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
         let lines = [
             r#"{"t_us":1,"node":"table","kind":"rejected","job":1,"reason":"?"}"#,
-            r#"{"t_us":1,"node":"ledger","kind":"effect_rejected","job":1,"op":{"job":1,"step":0},"epoch":1,"output":7,"reason":"?"}"#,
-            r#"{"t_us":1,"node":"table","kind":"refused","job":1,"epoch":1,"request":"?","reason":"stale_epoch"}"#,
-            r#"{"t_us":1,"node":"table","kind":"refused","job":1,"epoch":1,"request":"renew","reason":"?"}"#,
+            r#"{"t_us":1,"node":"ledger","kind":"effect_rejected","from":"w1","job":1,"op":{"job":1,"step":0},"epoch":1,"output":7,"reason":"?"}"#,
+            r#"{"t_us":1,"node":"table","kind":"refused","from":"w1","job":1,"epoch":1,"request":"?","reason":"stale_epoch"}"#,
+            r#"{"t_us":1,"node":"table","kind":"refused","from":"w1","job":1,"epoch":1,"request":"renew","reason":"?"}"#,
             r#"{"t_us":1,"node":"w1","kind":"abandoned","job":1,"epoch":1,"why":"?"}"#,
             r#"{"t_us":1,"node":"world","kind":"crashed","target":"w1","point":"?"}"#,
         ];

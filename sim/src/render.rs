@@ -8,18 +8,38 @@
 //! event happened; `details` names the job (`j3`), epoch (`e1`), output (`o…`) and batch
 //! (`r0#5`: reclaimer 0's sixth batch). Expiries are in milliseconds on the same clock.
 
-use crate::history::{Entry, Event, OutcomeKind};
+use crate::history::{Entry, Event, Node, OutcomeKind};
 use lease_core::{BatchId, OutputId};
 use std::fmt::Write;
 
-/// Renders a whole history, with a header line.
+/// Renders a whole history, with a header line. Answers that changed nothing and say nothing
+/// about a job (an empty listing, an empty acquire, a duplicate enqueue) are left out, and
+/// counted on a last line: idle workers and scanning reclaimers would bury the story. The JSONL
+/// history keeps every one.
 pub fn render(entries: &[Entry]) -> String {
     let mut out = String::with_capacity(entries.len() * 64);
     out.push_str("    time_ms  node      event           details\n");
+    let mut quiet = 0usize;
     for entry in entries {
+        if is_quiet(&entry.event) {
+            quiet += 1;
+            continue;
+        }
         let _ = writeln!(out, "{}", render_line(entry));
     }
+    if quiet > 0 {
+        let _ = writeln!(out, "({quiet} empty answers not shown: empty listings and acquires, duplicate enqueues)");
+    }
     out
+}
+
+/// An answer that changed nothing: left out of [`render`].
+pub fn is_quiet(event: &Event) -> bool {
+    match event {
+        Event::Listed { leases, .. } => leases.is_empty(),
+        Event::AcquireEmpty { .. } | Event::Duplicate { .. } => true,
+        _ => false,
+    }
 }
 
 /// Renders one history entry.
@@ -35,6 +55,10 @@ fn kind(event: &Event) -> &'static str {
         Event::Run { .. } => "run",
         Event::Arrived { .. } => "arrived",
         Event::Rejected { .. } => "rejected",
+        Event::Duplicate { .. } => "duplicate",
+        Event::AcquireEmpty { .. } => "acquire_empty",
+        Event::Listed { .. } => "listed",
+        Event::NotExpired { .. } => "not_expired",
         Event::Granted { .. } => "granted",
         Event::Renewed { .. } => "renewed",
         Event::Reclaimed { .. } => "reclaimed",
@@ -69,8 +93,12 @@ fn batch(batch: &BatchId) -> String {
     format!("r{}#{}", batch.reclaimer.0, batch.seq)
 }
 
-fn in_batch(b: &Option<BatchId>) -> String {
-    b.as_ref().map(|b| format!(" in {}", batch(b))).unwrap_or_default()
+/// ` by w1`: who asked, when no batch already says so.
+fn by(from: &Node, b: &Option<BatchId>) -> String {
+    match b {
+        Some(b) => format!(" in {}", batch(b)),
+        None => format!(" by {from}"),
+    }
 }
 
 fn output(output: &Option<OutputId>) -> String {
@@ -89,27 +117,51 @@ fn details(event: &Event) -> String {
         }
         Event::Arrived { job, backlog } => format!("{job} backlog={backlog}"),
         Event::Rejected { job, reason } => format!("{job} {reason}"),
+        Event::Duplicate { job } => format!("{job} known already"),
+        Event::AcquireEmpty { owner } => format!("nothing for {owner}"),
+        Event::Listed { batch: b, leases, .. } => {
+            let mut out = format!("{}:", batch(b));
+            if leases.is_empty() {
+                out.push_str(" nothing expired");
+            }
+            for lease in leases {
+                let _ = write!(out, " {} {} (expired {})", lease.job, lease.epoch, ms(lease.expires_at_us));
+            }
+            out
+        }
+        Event::NotExpired { job, expected, expires_at_us, batch: b } => {
+            format!("{job} {expected} renewed, expires {} in {}", ms(*expires_at_us), batch(b))
+        }
         Event::Granted { job, epoch, owner, expires_at_us, attempt } => {
             format!("{job} {epoch} to {owner}, expires {} (attempt {attempt})", ms(*expires_at_us))
         }
-        Event::Renewed { job, epoch, expires_at_us } => format!("{job} {epoch} expires {}", ms(*expires_at_us)),
+        Event::Renewed { from, job, epoch, expires_at_us } => {
+            format!("{job} {epoch} expires {} by {from}", ms(*expires_at_us))
+        }
         Event::Reclaimed { job, epoch, expires_at_us, new_epoch, new_expires_at_us, reclaimer, batch: b } => format!(
             "{job} {epoch} (expired {}) -> {new_epoch} to {reclaimer} in {}, expires {}",
             ms(*expires_at_us),
             batch(b),
             ms(*new_expires_at_us)
         ),
-        Event::LostRace { job, expected, batch: b } => format!("{job} expected {expected} in {}", batch(b)),
-        Event::LookedUp { job, epoch, found, rival, batch: b, .. } => {
+        Event::LostRace { job, expected, current, batch: b } => {
+            format!("{job} expected {expected}, now {current} in {}", batch(b))
+        }
+        Event::LookedUp { from, job, epoch, found, rival, batch: b, .. } => {
             let rival = rival.map(|rival| format!(" CONFLICT with {rival}")).unwrap_or_default();
-            format!("{job} {epoch} found {}{rival}{}", output(found), in_batch(b))
+            format!("{job} {epoch} found {}{rival}{}", output(found), by(from, b))
         }
         Event::Executing { job, epoch, .. } => format!("{job} {epoch}"),
-        Event::DependencyFailed { job, epoch, .. } => format!("{job} {epoch}"),
-        Event::EffectApplied { job, epoch, output, .. } => format!("{job} {epoch} {output}"),
-        Event::EffectRejected { job, epoch, output, reason, .. } => format!("{job} {epoch} {output} {reason}"),
+        Event::DependencyFailed { from, job, epoch, after_effect, .. } => {
+            let when = if *after_effect { " after its effect" } else { "" };
+            format!("{job} {epoch}{when} by {from}")
+        }
+        Event::EffectApplied { from, job, epoch, output, .. } => format!("{job} {epoch} {output} by {from}"),
+        Event::EffectRejected { from, job, epoch, output, reason, .. } => {
+            format!("{job} {epoch} {output} {reason} by {from}")
+        }
         Event::Adopted { job, epoch, output, .. } => format!("{job} {epoch} {output}"),
-        Event::Terminal { job, outcome, output, epoch, attempts, identities, batch: b } => {
+        Event::Terminal { from, job, outcome, output, epoch, attempts, identities, batch: b } => {
             let what = match outcome {
                 OutcomeKind::Completed => format!("completed {}", self::output(output)),
                 OutcomeKind::DeadLettered => format!("dead_lettered after {} attempts", attempts.unwrap_or(0)),
@@ -118,15 +170,17 @@ fn details(event: &Event) -> String {
                     format!("QUARANTINED {a} vs {b}")
                 }
             };
-            format!("{job} {epoch} {what}{}", in_batch(b))
+            format!("{job} {epoch} {what}{}", by(from, b))
         }
-        Event::Requeued { job, epoch, attempts, batch: b } => {
-            format!("{job} {epoch} after {attempts} attempts{}", in_batch(b))
+        Event::Requeued { from, job, epoch, attempts, batch: b } => {
+            format!("{job} {epoch} after {attempts} attempts{}", by(from, b))
         }
-        Event::AlreadyCompleted { job, epoch, output } => {
-            format!("{job} {epoch} {output}: idempotent, nothing recorded")
+        Event::AlreadyCompleted { from, job, epoch, output } => {
+            format!("{job} {epoch} {output}: idempotent, nothing recorded, by {from}")
         }
-        Event::Refused { job, epoch, request, reason } => format!("{job} {epoch} {request}: {reason}"),
+        Event::Refused { from, job, epoch, request, reason, batch: b } => {
+            format!("{job} {epoch} {request}: {reason}{}", by(from, b))
+        }
         Event::Abandoned { job, epoch, why } => format!("{job} {epoch} {why}"),
         Event::BatchStopped { batch: b, job, identities: [x, y], untouched } => {
             format!("{} on {job}: {x} vs {y}, {untouched} leases untouched; ALERT", batch(b))

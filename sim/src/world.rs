@@ -334,6 +334,7 @@ async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
     ctx.record(
         Node::World,
         Event::Run {
+            history_version: crate::history::HISTORY_VERSION,
             seed: params.seed,
             scenario: params.scenario.to_string(),
             batch_max: params.table.batch_max,

@@ -260,7 +260,7 @@ mod tests {
         history.at(600).paused(w(2));
         history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         history.at(1_500).reclaimed(J2, E1, 1_500, E2, batch(1, 0));
-        history.at(1_500).lost_race(J2, E1, batch(2, 0));
+        history.at(1_500).lost_race(J2, E1, E2, batch(2, 0));
         history.at(1_510).looked_up(J1, E2, Some(O7), None, Some(batch(1, 0)));
         history.at(1_510).adopted(r(1), J1, O7, E2);
         history.at(1_520).completed(J1, O7, E2, Some(batch(1, 0)));

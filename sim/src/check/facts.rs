@@ -205,7 +205,7 @@ impl Facts {
             Event::Granted { job, epoch, expires_at_us, .. } => {
                 self.jobs.entry(*job).or_default().start_term(*epoch, *expires_at_us, line);
             }
-            Event::Renewed { job, epoch, expires_at_us } => {
+            Event::Renewed { job, epoch, expires_at_us, .. } => {
                 let term = self.jobs.get_mut(job).and_then(|facts| facts.terms.get_mut(epoch));
                 if let Some(term) = term {
                     *term = Term { expires_at_us: *expires_at_us, line };

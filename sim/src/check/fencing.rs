@@ -179,7 +179,8 @@ mod tests {
         epoch: lease_core::Epoch,
         output: lease_core::OutputId,
     ) -> crate::history::Entry {
-        let event = crate::history::Event::AlreadyCompleted { job, epoch, output };
+        let from = crate::history::Node::Worker(1);
+        let event = crate::history::Event::AlreadyCompleted { from, job, epoch, output };
         crate::history::Entry { t_us, node: crate::history::Node::Table, event }
     }
 

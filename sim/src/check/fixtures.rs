@@ -6,7 +6,7 @@ use crate::history::{
     RejectReason,
 };
 use lease_core::{BatchId, Epoch, JobId, NodeId, OpId, OutputId};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub(crate) const J1: JobId = JobId(1);
 pub(crate) const J2: JobId = JobId(2);
@@ -43,13 +43,18 @@ pub(crate) struct History {
     pub entries: Vec<Entry>,
     now_us: u64,
     unfinished: BTreeSet<JobId>,
+    /// Who holds each job's latest lease (its latest grant or reclaim): the `from` of the table's
+    /// and the ledger's answers that name no batch.
+    holder: BTreeMap<JobId, Node>,
 }
 
 impl History {
     /// A history whose line 1 is a `run` line with these limits.
     pub fn new(batch_max: usize, capacity: usize) -> History {
-        let mut history = History { entries: Vec::new(), now_us: 0, unfinished: BTreeSet::new() };
+        let mut history =
+            History { entries: Vec::new(), now_us: 0, unfinished: BTreeSet::new(), holder: BTreeMap::new() };
         let run = Event::Run {
+            history_version: crate::history::HISTORY_VERSION,
             seed: 1,
             scenario: "fixture".into(),
             batch_max,
@@ -67,6 +72,14 @@ impl History {
     pub fn at(&mut self, t_us: u64) -> &mut History {
         self.now_us = t_us;
         self
+    }
+
+    /// Who asked about `job`: the batch's reclaimer, else the job's latest holder (`w0` if none).
+    pub fn from(&self, job: JobId, batch: Option<BatchId>) -> Node {
+        match batch {
+            Some(batch) => Node::Reclaimer(batch.reclaimer.0),
+            None => self.holder.get(&job).copied().unwrap_or(Node::Worker(0)),
+        }
     }
 
     /// Appends any entry.
@@ -91,11 +104,13 @@ impl History {
 
     pub fn granted(&mut self, job: JobId, epoch: Epoch, owner: Node, expires_at_us: u64) -> usize {
         let attempt = u32::try_from(epoch.0).unwrap();
+        self.holder.insert(job, owner);
         self.push(Node::Table, Event::Granted { job, epoch, owner, expires_at_us, attempt })
     }
 
     pub fn renewed(&mut self, job: JobId, epoch: Epoch, expires_at_us: u64) -> usize {
-        self.push(Node::Table, Event::Renewed { job, epoch, expires_at_us })
+        let from = self.from(job, None);
+        self.push(Node::Table, Event::Renewed { from, job, epoch, expires_at_us })
     }
 
     /// The table hands `job`'s lease (`epoch`, expiring at `expires_at_us`) to `batch`'s
@@ -110,12 +125,24 @@ impl History {
     ) -> usize {
         let new_expires_at_us = self.now_us + TTL_US;
         let reclaimer = Node::Reclaimer(batch.reclaimer.0);
+        self.holder.insert(job, reclaimer);
         let event = Event::Reclaimed { job, epoch, expires_at_us, new_epoch, new_expires_at_us, reclaimer, batch };
         self.push(Node::Table, event)
     }
 
-    pub fn lost_race(&mut self, job: JobId, expected: Epoch, batch: BatchId) -> usize {
-        self.push(Node::Reclaimer(batch.reclaimer.0), Event::LostRace { job, expected, batch })
+    /// The table refuses `batch`'s fence of `job` at `expected`: the job is at `current` now.
+    pub fn lost_race(&mut self, job: JobId, expected: Epoch, current: Epoch, batch: BatchId) -> usize {
+        self.push(Node::Table, Event::LostRace { job, expected, current, batch })
+    }
+
+    /// The table lists `leases` (job, epoch, expiry) to `batch`'s reclaimer.
+    pub fn listed(&mut self, batch: BatchId, leases: &[(JobId, Epoch, u64)]) -> usize {
+        let reclaimer = Node::Reclaimer(batch.reclaimer.0);
+        let leases = leases
+            .iter()
+            .map(|&(job, epoch, expires_at_us)| crate::history::Listing { job, epoch, expires_at_us })
+            .collect();
+        self.push(Node::Table, Event::Listed { reclaimer, batch, leases })
     }
 
     pub fn looked_up(
@@ -127,7 +154,8 @@ impl History {
         batch: Option<BatchId>,
     ) -> usize {
         let op = OpId::for_job(job);
-        self.push(Node::Ledger, Event::LookedUp { job, op, epoch, found, rival, batch })
+        let from = self.from(job, batch);
+        self.push(Node::Ledger, Event::LookedUp { from, job, op, epoch, found, rival, batch })
     }
 
     pub fn executing(&mut self, worker: Node, job: JobId, epoch: Epoch) -> usize {
@@ -135,7 +163,9 @@ impl History {
     }
 
     pub fn dependency_failed(&mut self, job: JobId, epoch: Epoch) -> usize {
-        self.push(Node::Ledger, Event::DependencyFailed { job, op: OpId::for_job(job), epoch })
+        let from = self.from(job, None);
+        let event = Event::DependencyFailed { from, job, op: OpId::for_job(job), epoch, after_effect: false };
+        self.push(Node::Ledger, event)
     }
 
     pub fn applied(&mut self, job: JobId, epoch: Epoch, output: OutputId) -> usize {
@@ -143,12 +173,14 @@ impl History {
     }
 
     pub fn applied_to(&mut self, op: OpId, epoch: Epoch, output: OutputId) -> usize {
-        self.push(Node::Ledger, Event::EffectApplied { job: op.job, op, epoch, output })
+        let from = self.from(op.job, None);
+        self.push(Node::Ledger, Event::EffectApplied { from, job: op.job, op, epoch, output })
     }
 
     pub fn effect_rejected(&mut self, job: JobId, epoch: Epoch, output: OutputId, reason: EffectRejectReason) -> usize {
         let op = OpId::for_job(job);
-        self.push(Node::Ledger, Event::EffectRejected { job, op, epoch, output, reason })
+        let from = self.from(job, None);
+        self.push(Node::Ledger, Event::EffectRejected { from, job, op, epoch, output, reason })
     }
 
     pub fn adopted(&mut self, node: Node, job: JobId, output: OutputId, epoch: Epoch) -> usize {
@@ -157,7 +189,8 @@ impl History {
 
     fn terminal(&mut self, job: JobId, outcome: OutcomeKind, epoch: Epoch, batch: Option<BatchId>) -> Event {
         self.unfinished.remove(&job);
-        Event::Terminal { job, outcome, output: None, epoch, attempts: None, identities: None, batch }
+        let from = self.from(job, batch);
+        Event::Terminal { from, job, outcome, output: None, epoch, attempts: None, identities: None, batch }
     }
 
     pub fn completed(&mut self, job: JobId, output: OutputId, epoch: Epoch, batch: Option<BatchId>) -> usize {
@@ -191,11 +224,13 @@ impl History {
     }
 
     pub fn requeued(&mut self, job: JobId, epoch: Epoch, attempts: u32, batch: Option<BatchId>) -> usize {
-        self.push(Node::Table, Event::Requeued { job, epoch, attempts, batch })
+        let from = self.from(job, batch);
+        self.push(Node::Table, Event::Requeued { from, job, epoch, attempts, batch })
     }
 
     pub fn refused(&mut self, job: JobId, epoch: Epoch, request: RefusedRequest, reason: RefuseReason) -> usize {
-        self.push(Node::Table, Event::Refused { job, epoch, request, reason })
+        let from = self.from(job, None);
+        self.push(Node::Table, Event::Refused { from, job, epoch, request, reason, batch: None })
     }
 
     pub fn abandoned(&mut self, worker: Node, job: JobId, epoch: Epoch, why: AbandonReason) -> usize {

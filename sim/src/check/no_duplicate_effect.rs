@@ -10,7 +10,7 @@ use crate::history::{Entry, Event};
 
 /// Judges one entry; see the module doc.
 pub(crate) fn check(facts: &Facts, line: usize, entry: &Entry) -> Result<(), Violation> {
-    let Event::EffectApplied { job, op, epoch, output } = &entry.event else { return Ok(()) };
+    let Event::EffectApplied { job, op, epoch, output, .. } = &entry.event else { return Ok(()) };
     let Some(first) = facts.op(*op).and_then(|op| op.applied) else { return Ok(()) };
     let message = format!(
         "the ledger applied {op} a second time, {output} under {epoch}, after {} under {} at line {}",

@@ -7,7 +7,9 @@
 //! same driver must make the checkers name the broken rule.
 
 use super::{check_history, Coverage, Invariant, Violation};
-use crate::history::{AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Node, RefuseReason, RefusedRequest};
+use crate::history::{
+    AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Listing, Node, RefuseReason, RefusedRequest,
+};
 use lease_core::{
     Acquired, Apply, BatchId, Bug, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, JobId, Lease, LeaseTable,
     Lookup, NodeId, OpId, OutputId, Quarantine, Renewal, Requeue, Span, TableConfig, Terminal, Time,
@@ -60,6 +62,8 @@ struct Driver {
     reclaimers: BTreeMap<u32, ReclaimerState>,
     next_job: u64,
     history: Vec<Entry>,
+    /// The worker or reclaimer taking the current step: the `from` of the answers it gets.
+    actor: Node,
 }
 
 impl Driver {
@@ -75,8 +79,10 @@ impl Driver {
             reclaimers: (1..=RECLAIMERS).map(|reclaimer| (reclaimer, ReclaimerState::default())).collect(),
             next_job: 1,
             history: Vec::new(),
+            actor: Node::Worker(1),
         };
         let run = Event::Run {
+            history_version: crate::history::HISTORY_VERSION,
             seed,
             scenario: "protocol_histories".into(),
             batch_max: config.batch_max,
@@ -130,6 +136,7 @@ impl Driver {
     }
 
     fn work(&mut self, worker: u32) {
+        self.actor = Node::Worker(worker);
         let Some(held) = self.workers[&worker] else { return self.acquire(worker) };
         let node = Node::Worker(worker);
         let live = self.now.as_us() + MARGIN_US < held.expires_at.as_us();
@@ -150,7 +157,8 @@ impl Driver {
                 self.set_phase(worker, Phase::InFlight(output));
             }
             (2, Phase::InFlight(_)) => {
-                self.record(Node::Ledger, Event::DependencyFailed { job, op, epoch });
+                let from = self.actor;
+                self.record(Node::Ledger, Event::DependencyFailed { from, job, op, epoch, after_effect: false });
                 let requeue = self.table.requeue(self.now, job, epoch).unwrap();
                 self.record_requeue(job, epoch, requeue, None);
                 self.drop_lease(worker);
@@ -199,13 +207,14 @@ impl Driver {
     fn renew(&mut self, worker: u32, held: Held) {
         match self.table.renew(self.now, held.job, held.epoch).unwrap() {
             Renewal::Renewed { epoch, expires_at } => {
-                let event = Event::Renewed { job: held.job, epoch, expires_at_us: expires_at.as_us() };
+                let from = self.actor;
+                let event = Event::Renewed { from, job: held.job, epoch, expires_at_us: expires_at.as_us() };
                 self.record(Node::Table, event);
                 let renewed = Held { expires_at, ..held };
                 self.workers.insert(worker, Some(renewed));
             }
             Renewal::Refused(refusal) => {
-                self.refused(held.job, held.epoch, RefusedRequest::Renew, refusal.into());
+                self.refused(held.job, held.epoch, RefusedRequest::Renew, refusal.into(), None);
                 self.abandon(worker, held, AbandonReason::LeaseLost);
             }
         }
@@ -227,10 +236,10 @@ impl Driver {
 
     fn apply(&mut self, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
         let apply = self.ledger.apply(op, epoch, output);
-        let job = op.job;
+        let (job, from) = (op.job, self.actor);
         let event = match EffectRejectReason::of(apply) {
-            None => Event::EffectApplied { job, op, epoch, output },
-            Some(reason) => Event::EffectRejected { job, op, epoch, output, reason },
+            None => Event::EffectApplied { from, job, op, epoch, output },
+            Some(reason) => Event::EffectRejected { from, job, op, epoch, output, reason },
         };
         self.record_then(Node::Ledger, event, apply)
     }
@@ -256,25 +265,39 @@ impl Driver {
     }
 
     fn reclaim(&mut self, reclaimer: u32) {
-        let state = self.reclaimers.get_mut(&reclaimer).expect("a known reclaimer");
-        if state.pending.is_empty() {
+        self.actor = Node::Reclaimer(reclaimer);
+        if self.reclaimers[&reclaimer].pending.is_empty() {
             let leases = self.table.expired(self.now, self.now).unwrap();
-            if leases.is_empty() {
+            let state = self.reclaimers.get_mut(&reclaimer).expect("a known reclaimer");
+            let batch = BatchId { reclaimer: NodeId(reclaimer), seq: state.batches };
+            state.batches += 1;
+            let listed = leases
+                .iter()
+                .map(|lease| Listing { job: lease.job, epoch: lease.epoch, expires_at_us: lease.expires_at.as_us() })
+                .collect();
+            let empty = leases.is_empty();
+            state.batch = Some(batch).filter(|_| !empty);
+            state.pending = leases.into();
+            let event = Event::Listed { reclaimer: Node::Reclaimer(reclaimer), batch, leases: listed };
+            self.record(Node::Table, event);
+            if empty {
                 return;
             }
-            state.batch = Some(BatchId { reclaimer: NodeId(reclaimer), seq: state.batches });
-            state.batches += 1;
-            state.pending = leases.into();
         }
+        let state = self.reclaimers.get_mut(&reclaimer).expect("a known reclaimer");
         let batch = state.batch.expect("a batch in progress");
         let lease = state.pending.pop_front().expect("a pending lease");
         let node = Node::Reclaimer(reclaimer);
         let (expired, ours) =
             match self.table.fence(self.now, lease.job, lease.epoch, NodeId(reclaimer), self.now).unwrap() {
                 Fencing::Won { expired, lease } => (expired, lease),
-                Fencing::LostRace { .. } | Fencing::NotExpired { .. } => {
-                    let event = Event::LostRace { job: lease.job, expected: lease.epoch, batch };
-                    return self.record(node, event);
+                Fencing::LostRace { current } => {
+                    let event = Event::LostRace { job: lease.job, expected: lease.epoch, current, batch };
+                    return self.record(Node::Table, event);
+                }
+                Fencing::NotExpired { expires_at } => {
+                    let (job, expected, expires_at_us) = (lease.job, lease.epoch, expires_at.as_us());
+                    return self.record(Node::Table, Event::NotExpired { job, expected, expires_at_us, batch });
                 }
             };
         let reclaimed = Event::Reclaimed {
@@ -312,7 +335,7 @@ impl Driver {
                 match self.table.quarantine(self.now, job, epoch, recorded, rival).unwrap() {
                     Quarantine::Quarantined(terminal) => self.record_terminal(terminal, Some(batch)),
                     Quarantine::Refused(refusal) => {
-                        self.refused(job, epoch, RefusedRequest::Quarantine, refusal.into())
+                        self.refused(job, epoch, RefusedRequest::Quarantine, refusal.into(), Some(batch))
                     }
                 }
                 let state = self.reclaimers.get_mut(&reclaimer).expect("a known reclaimer");
@@ -330,14 +353,18 @@ impl Driver {
             Lookup::Recorded(output) => (Some(output), None),
             Lookup::Conflict { recorded, rival } => (Some(recorded), Some(rival)),
         };
-        self.record(Node::Ledger, Event::LookedUp { job, op, epoch, found, rival, batch });
+        let from = self.actor;
+        self.record(Node::Ledger, Event::LookedUp { from, job, op, epoch, found, rival, batch });
     }
 
     fn record_requeue(&mut self, job: JobId, epoch: Epoch, requeue: Requeue, batch: Option<BatchId>) {
+        let from = self.actor;
         match requeue {
-            Requeue::Requeued { attempts } => self.record(Node::Table, Event::Requeued { job, epoch, attempts, batch }),
+            Requeue::Requeued { attempts } => {
+                self.record(Node::Table, Event::Requeued { from, job, epoch, attempts, batch })
+            }
             Requeue::DeadLettered(terminal) => self.record_terminal(terminal, batch),
-            Requeue::Refused(refusal) => self.refused(job, epoch, RefusedRequest::Requeue, refusal.into()),
+            Requeue::Refused(refusal) => self.refused(job, epoch, RefusedRequest::Requeue, refusal.into(), batch),
         }
     }
 
@@ -345,18 +372,27 @@ impl Driver {
         match completion {
             Completion::Completed(terminal) => self.record_terminal(terminal, batch),
             Completion::AlreadyCompleted => {}
-            Completion::Conflict { .. } => self.refused(job, epoch, RefusedRequest::Complete, RefuseReason::Conflict),
-            Completion::Refused(refusal) => self.refused(job, epoch, RefusedRequest::Complete, refusal.into()),
+            Completion::Conflict { .. } => {
+                self.refused(job, epoch, RefusedRequest::Complete, RefuseReason::Conflict, batch)
+            }
+            Completion::Refused(refusal) => self.refused(job, epoch, RefusedRequest::Complete, refusal.into(), batch),
         }
     }
 
     fn record_terminal(&mut self, terminal: Terminal, batch: Option<BatchId>) {
-        let event = Event::terminal(terminal, batch);
+        let event = Event::terminal(self.actor, terminal, batch);
         self.record(Node::Table, event);
     }
 
-    fn refused(&mut self, job: JobId, epoch: Epoch, request: RefusedRequest, reason: RefuseReason) {
-        let event = Event::Refused { job, epoch, request, reason };
+    fn refused(
+        &mut self,
+        job: JobId,
+        epoch: Epoch,
+        request: RefusedRequest,
+        reason: RefuseReason,
+        batch: Option<BatchId>,
+    ) {
+        let event = Event::Refused { from: self.actor, job, epoch, request, reason, batch };
         self.record(Node::Table, event);
     }
 }

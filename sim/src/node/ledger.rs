@@ -24,14 +24,15 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
         let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the ledger");
         let id = envelope.id;
         let reply = match envelope.body {
-            Request::Worker(_, WorkerRequest::Lookup { op, epoch }) => {
-                Reply::Worker(WorkerReply::Looked(lookup(&ctx, op, epoch, None)))
+            Request::Worker(n, WorkerRequest::Lookup { op, epoch }) => {
+                Reply::Worker(WorkerReply::Looked(lookup(&ctx, Node::Worker(n), op, epoch, None)))
             }
-            Request::Reclaimer(_, ReclaimRequest::Lookup { batch, op, epoch }) => {
-                Reply::Reclaimer(ReclaimReply::Looked(lookup(&ctx, op, epoch, Some(batch))))
+            Request::Reclaimer(n, ReclaimRequest::Lookup { batch, op, epoch }) => {
+                Reply::Reclaimer(ReclaimReply::Looked(lookup(&ctx, Node::Reclaimer(n), op, epoch, Some(batch))))
             }
-            Request::Worker(_, WorkerRequest::Execute { op, epoch }) => {
-                madsim::task::spawn(execute(ctx.clone(), endpoint.clone(), from, id, op, epoch));
+            Request::Worker(n, WorkerRequest::Execute { op, epoch }) => {
+                let caller = Node::Worker(n);
+                madsim::task::spawn(execute(ctx.clone(), endpoint.clone(), from, caller, id, op, epoch));
                 continue;
             }
             other => panic!("harness bug: {other:?} routed to the ledger"),
@@ -40,7 +41,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
     }
 }
 
-fn lookup(ctx: &Ctx, op: OpId, epoch: Epoch, batch: Option<lease_core::BatchId>) -> Lookup {
+fn lookup(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, batch: Option<lease_core::BatchId>) -> Lookup {
     let now = ctx.now();
     let mut state = ctx.state();
     let lookup = state.ledger.lookup(op, epoch);
@@ -49,12 +50,20 @@ fn lookup(ctx: &Ctx, op: OpId, epoch: Epoch, batch: Option<lease_core::BatchId>)
         Lookup::Recorded(output) => (Some(output), None),
         Lookup::Conflict { recorded, rival } => (Some(recorded), Some(rival)),
     };
-    state.record_at(now, Node::Ledger, Event::LookedUp { job: op.job, op, epoch, found, rival, batch });
+    state.record_at(now, Node::Ledger, Event::LookedUp { from, job: op.job, op, epoch, found, rival, batch });
     lookup
 }
 
 /// One call to the dependency, on its own task so that slow calls overlap.
-async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, from: SocketAddr, id: u64, op: OpId, epoch: Epoch) {
+async fn execute(
+    ctx: Arc<Ctx>,
+    endpoint: Endpoint,
+    to: SocketAddr,
+    caller: Node,
+    id: u64,
+    op: OpId,
+    epoch: Epoch,
+) {
     let dependency = ctx.params.dependency;
     let latency_us = {
         let mut state = ctx.state();
@@ -67,40 +76,43 @@ async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, from: SocketAddr, id: u64, o
         }
     };
     ctx.sleep_us(latency_us).await;
+    let job = op.job;
     let execution = if ctx.chance(dependency.fail_rate) {
-        ctx.record(Node::Ledger, Event::DependencyFailed { job: op.job, op, epoch });
+        ctx.record(Node::Ledger, Event::DependencyFailed { from: caller, job, op, epoch, after_effect: false });
         Execution::Failed
     } else {
         let output = output_of(ctx.params.seed, op, epoch, 0);
-        let apply = apply(&ctx, op, epoch, output);
+        let apply = apply(&ctx, caller, op, epoch, output);
         // A rival comes from a dependency that timed out, retried on its own, and produced a
         // second identity: the caller hears "failed", though two outputs now claim the operation.
-        let rival = ctx.rival(op.job);
+        let rival = ctx.rival(job);
         if rival {
             let _ = apply_rival(&ctx, op, epoch, output);
         }
         if rival || ctx.chance(dependency.lost_reply_rate) {
+            ctx.record(Node::Ledger, Event::DependencyFailed { from: caller, job, op, epoch, after_effect: true });
             Execution::Failed
         } else {
             Execution::Done { output, apply }
         }
     };
     let reply = Reply::Worker(WorkerReply::Executed(execution));
-    let _ = endpoint.send_to_raw(from, TAG, Box::new(Envelope { id, body: reply })).await;
+    let _ = endpoint.send_to_raw(to, TAG, Box::new(Envelope { id, body: reply })).await;
 }
 
+/// The dependency's own second write: `from` is the ledger, no worker asked for it.
 fn apply_rival(ctx: &Ctx, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
-    apply(ctx, op, epoch, OutputId(output.0 ^ 0x9e37_79b9_7f4a_7c15))
+    apply(ctx, Node::Ledger, op, epoch, OutputId(output.0 ^ 0x9e37_79b9_7f4a_7c15))
 }
 
-fn apply(ctx: &Ctx, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
+fn apply(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
     let now = ctx.now();
     let mut state = ctx.state();
     let apply = state.ledger.apply(op, epoch, output);
     let job = op.job;
     let event = match EffectRejectReason::of(apply) {
-        None => Event::EffectApplied { job, op, epoch, output },
-        Some(reason) => Event::EffectRejected { job, op, epoch, output, reason },
+        None => Event::EffectApplied { from, job, op, epoch, output },
+        Some(reason) => Event::EffectRejected { from, job, op, epoch, output, reason },
     };
     state.record_at(now, Node::Ledger, event);
     apply

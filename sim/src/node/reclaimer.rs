@@ -14,9 +14,11 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
     let incarnation = ctx.incarnate(node);
     let Some(endpoint) = bind(crate::net::reclaimer_addr(n)).await else { return };
     let clock = ctx.params.reclaimer_clocks[n as usize];
-    let mut reclaimer = Reclaimer::new(NodeId(n), ctx.params.reclaimer, ctx.bugs, clock.local(ctx.now()))
-        .expect("scenario parameters are valid")
-        .number_batches_from((incarnation - 1) << 32);
+    let first_batch = (incarnation - 1) << 32;
+    let local = clock.local(ctx.now());
+    let mut reclaimer =
+        Reclaimer::numbering_batches_from(NodeId(n), ctx.params.reclaimer, ctx.bugs, local, first_batch)
+            .expect("scenario parameters are valid");
     loop {
         while let Some(action) = reclaimer.poll() {
             match action {
@@ -27,9 +29,8 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                     };
                     send(&endpoint, to, wire_id(incarnation, id.0), Request::Reclaimer(n, request)).await;
                 }
-                ReclaimAction::LostRace { batch, job, expected } => {
-                    ctx.record(node, Event::LostRace { job, expected, batch })
-                }
+                // The table records its answer to the fence (`lost_race`, `not_expired`).
+                ReclaimAction::LostRace { .. } => {}
                 ReclaimAction::Adopted { job, op, output, epoch, .. } => {
                     ctx.record(node, Event::Adopted { job, op, output, epoch })
                 }

@@ -7,7 +7,7 @@
 //! them, and the workers ask again when their wait runs out.
 
 use super::bind;
-use crate::history::{Event, Node, RefuseReason, RefusedRequest};
+use crate::history::{Event, Listing, Node, RefuseReason, RefusedRequest};
 use crate::net::{table_addr, Envelope, TAG};
 use crate::net::{Reply, Request};
 use crate::world::Ctx;
@@ -114,7 +114,10 @@ fn serve(ctx: &Ctx, request: Request) -> Reply {
                 events.push(Event::Arrived { job, backlog });
                 Reply::Enqueued(None)
             }
-            Enqueued::Duplicate => Reply::Enqueued(None),
+            Enqueued::Duplicate => {
+                events.push(Event::Duplicate { job });
+                Reply::Enqueued(None)
+            }
             Enqueued::Rejected(rejection) => {
                 events.push(Event::Rejected { job, reason: rejection.into() });
                 Reply::Enqueued(Some(rejection))
@@ -138,18 +141,22 @@ fn serve_worker(
 ) -> WorkerReply {
     let now = ctx.now();
     let misuse = "the table's clock only moves forward, and jobs are known";
+    let from = Node::Worker(n);
     match request {
         WorkerRequest::Acquire => {
             let acquired = table.acquire(now, NodeId(n)).expect(misuse);
-            if let Acquired::Granted(grant) = acquired {
-                let lease = grant.lease;
-                events.push(Event::Granted {
-                    job: lease.job,
-                    epoch: lease.epoch,
-                    owner: Node::Worker(n),
-                    expires_at_us: lease.expires_at.0,
-                    attempt: grant.attempt,
-                });
+            match acquired {
+                Acquired::Granted(grant) => {
+                    let lease = grant.lease;
+                    events.push(Event::Granted {
+                        job: lease.job,
+                        epoch: lease.epoch,
+                        owner: from,
+                        expires_at_us: lease.expires_at.0,
+                        attempt: grant.attempt,
+                    });
+                }
+                Acquired::Empty => events.push(Event::AcquireEmpty { owner: from }),
             }
             WorkerReply::Acquired(acquired)
         }
@@ -157,20 +164,22 @@ fn serve_worker(
             let renewal = table.renew(now, job, epoch).expect(misuse);
             match renewal {
                 Renewal::Renewed { epoch, expires_at } => {
-                    events.push(Event::Renewed { job, epoch, expires_at_us: expires_at.0 })
+                    events.push(Event::Renewed { from, job, epoch, expires_at_us: expires_at.0 })
                 }
-                Renewal::Refused(refusal) => events.push(refused(job, epoch, RefusedRequest::Renew, refusal)),
+                Renewal::Refused(refusal) => {
+                    events.push(refused(from, job, epoch, RefusedRequest::Renew, refusal, None))
+                }
             }
             WorkerReply::Renewed(renewal)
         }
         WorkerRequest::Complete { job, epoch, output } => {
             let completion = table.complete(now, job, epoch, output).expect(misuse);
-            completed(events, job, epoch, output, completion, None);
+            completed(events, from, job, epoch, output, completion, None);
             WorkerReply::Completed(completion)
         }
         WorkerRequest::Requeue { job, epoch } => {
             let requeue = table.requeue(now, job, epoch).expect(misuse);
-            requeued(events, job, epoch, requeue, None);
+            requeued(events, from, job, epoch, requeue, None);
             WorkerReply::Requeued(requeue)
         }
         WorkerRequest::Lookup { .. } | WorkerRequest::Execute { .. } => {
@@ -188,39 +197,55 @@ fn serve_reclaimer(
 ) -> ReclaimReply {
     let now = ctx.now();
     let misuse = "the table's clock only moves forward, and jobs are known";
+    let from = Node::Reclaimer(n);
     match request {
-        ReclaimRequest::ListExpired { as_of } => ReclaimReply::Listed(table.expired(now, as_of).expect(misuse)),
+        ReclaimRequest::ListExpired { batch, as_of } => {
+            let leases = table.expired(now, as_of).expect(misuse);
+            let listed = leases
+                .iter()
+                .map(|lease| Listing { job: lease.job, epoch: lease.epoch, expires_at_us: lease.expires_at.0 })
+                .collect();
+            events.push(Event::Listed { reclaimer: from, batch, leases: listed });
+            ReclaimReply::Listed(leases)
+        }
         ReclaimRequest::Fence { batch, lease, as_of } => {
             let fencing = table.fence(now, lease.job, lease.epoch, NodeId(n), as_of).expect(misuse);
-            if let Fencing::Won { expired, lease: ours } = fencing {
-                events.push(Event::Reclaimed {
+            let (job, expected) = (lease.job, lease.epoch);
+            events.push(match fencing {
+                Fencing::Won { expired, lease: ours } => Event::Reclaimed {
                     job: expired.job,
                     epoch: expired.epoch,
                     expires_at_us: expired.expires_at.0,
                     new_epoch: ours.epoch,
                     new_expires_at_us: ours.expires_at.0,
-                    reclaimer: Node::Reclaimer(n),
+                    reclaimer: from,
                     batch,
-                });
-            }
+                },
+                Fencing::LostRace { current } => Event::LostRace { job, expected, current, batch },
+                Fencing::NotExpired { expires_at } => {
+                    Event::NotExpired { job, expected, expires_at_us: expires_at.0, batch }
+                }
+            });
             ReclaimReply::Fenced(fencing)
         }
         ReclaimRequest::Complete { batch, job, epoch, output } => {
             let completion = table.complete(now, job, epoch, output).expect(misuse);
-            completed(events, job, epoch, output, completion, Some(batch));
+            completed(events, from, job, epoch, output, completion, Some(batch));
             ReclaimReply::Completed(completion)
         }
         ReclaimRequest::Requeue { batch, job, epoch } => {
             let requeue = table.requeue(now, job, epoch).expect(misuse);
-            requeued(events, job, epoch, requeue, Some(batch));
+            requeued(events, from, job, epoch, requeue, Some(batch));
             ReclaimReply::Requeued(requeue)
         }
         ReclaimRequest::Quarantine { batch, job, epoch, recorded, rival } => {
             let quarantine = table.quarantine(now, job, epoch, recorded, rival).expect(misuse);
-            match quarantine {
-                Quarantine::Quarantined(terminal) => events.push(Event::terminal(terminal, Some(batch))),
-                Quarantine::Refused(refusal) => events.push(refused(job, epoch, RefusedRequest::Quarantine, refusal)),
-            }
+            events.push(match quarantine {
+                Quarantine::Quarantined(terminal) => Event::terminal(from, terminal, Some(batch)),
+                Quarantine::Refused(refusal) => {
+                    refused(from, job, epoch, RefusedRequest::Quarantine, refusal, Some(batch))
+                }
+            });
             ReclaimReply::Quarantined(quarantine)
         }
         ReclaimRequest::Lookup { .. } => panic!("harness bug: {request:?} routed to the table"),
@@ -229,33 +254,50 @@ fn serve_reclaimer(
 
 fn completed(
     events: &mut Vec<Event>,
+    from: Node,
     job: JobId,
     epoch: Epoch,
     output: OutputId,
     completion: Completion,
     batch: Option<BatchId>,
 ) {
-    match completion {
-        Completion::Completed(terminal) => events.push(Event::terminal(terminal, batch)),
-        Completion::AlreadyCompleted => events.push(Event::AlreadyCompleted { job, epoch, output }),
-        Completion::Conflict { .. } => events.push(Event::Refused {
+    events.push(match completion {
+        Completion::Completed(terminal) => Event::terminal(from, terminal, batch),
+        Completion::AlreadyCompleted => Event::AlreadyCompleted { from, job, epoch, output },
+        Completion::Conflict { .. } => Event::Refused {
+            from,
             job,
             epoch,
             request: RefusedRequest::Complete,
             reason: RefuseReason::Conflict,
-        }),
-        Completion::Refused(refusal) => events.push(refused(job, epoch, RefusedRequest::Complete, refusal)),
-    }
+            batch,
+        },
+        Completion::Refused(refusal) => refused(from, job, epoch, RefusedRequest::Complete, refusal, batch),
+    });
 }
 
-fn requeued(events: &mut Vec<Event>, job: JobId, epoch: Epoch, requeue: Requeue, batch: Option<BatchId>) {
-    match requeue {
-        Requeue::Requeued { attempts } => events.push(Event::Requeued { job, epoch, attempts, batch }),
-        Requeue::DeadLettered(terminal) => events.push(Event::terminal(terminal, batch)),
-        Requeue::Refused(refusal) => events.push(refused(job, epoch, RefusedRequest::Requeue, refusal)),
-    }
+fn requeued(
+    events: &mut Vec<Event>,
+    from: Node,
+    job: JobId,
+    epoch: Epoch,
+    requeue: Requeue,
+    batch: Option<BatchId>,
+) {
+    events.push(match requeue {
+        Requeue::Requeued { attempts } => Event::Requeued { from, job, epoch, attempts, batch },
+        Requeue::DeadLettered(terminal) => Event::terminal(from, terminal, batch),
+        Requeue::Refused(refusal) => refused(from, job, epoch, RefusedRequest::Requeue, refusal, batch),
+    });
 }
 
-fn refused(job: JobId, epoch: Epoch, request: RefusedRequest, refusal: Refusal) -> Event {
-    Event::Refused { job, epoch, request, reason: refusal.into() }
+fn refused(
+    from: Node,
+    job: JobId,
+    epoch: Epoch,
+    request: RefusedRequest,
+    refusal: Refusal,
+    batch: Option<BatchId>,
+) -> Event {
+    Event::Refused { from, job, epoch, request, reason: refusal.into(), batch }
 }
