@@ -370,6 +370,21 @@ pub enum Event {
         /// Which worker grant of the job this is, from 1.
         attempt: u32,
     },
+    /// The table answered a retried copy of an acquire it had already granted with the same
+    /// grant, because the lease is still that worker's: nothing changed (a grant whose reply was
+    /// lost is not a second job).
+    Regranted {
+        /// The job.
+        job: JobId,
+        /// The epoch of the grant, unchanged.
+        epoch: Epoch,
+        /// The worker, e.g. `w3`.
+        owner: Node,
+        /// The lease's expiry now, unchanged.
+        expires_at_us: u64,
+        /// Which worker grant of the job it was, unchanged.
+        attempt: u32,
+    },
     /// The table answered a worker's acquire with nothing: no job was queued (after holding the
     /// request open for as long as it may, when it long-polls).
     AcquireEmpty {
@@ -696,6 +711,7 @@ impl Entry {
             | Event::Rejected { job, .. }
             | Event::Duplicate { job }
             | Event::Granted { job, .. }
+            | Event::Regranted { job, .. }
             | Event::Renewed { job, .. }
             | Event::Reclaimed { job, .. }
             | Event::LostRace { job, .. }

@@ -56,6 +56,7 @@ fn kind(event: &Event) -> &'static str {
         Event::Arrived { .. } => "arrived",
         Event::Rejected { .. } => "rejected",
         Event::Duplicate { .. } => "duplicate",
+        Event::Regranted { .. } => "regranted",
         Event::AcquireEmpty { .. } => "acquire_empty",
         Event::Listed { .. } => "listed",
         Event::NotExpired { .. } => "not_expired",
@@ -118,6 +119,9 @@ fn details(event: &Event) -> String {
         Event::Arrived { job, backlog } => format!("{job} backlog={backlog}"),
         Event::Rejected { job, reason } => format!("{job} {reason}"),
         Event::Duplicate { job } => format!("{job} known already"),
+        Event::Regranted { job, epoch, owner, expires_at_us, attempt } => {
+            format!("{job} {epoch} to {owner} again, expires {} (attempt {attempt})", ms(*expires_at_us))
+        }
         Event::AcquireEmpty { owner } => format!("nothing for {owner}"),
         Event::Listed { batch: b, leases, .. } => {
             let mut out = format!("{}:", batch(b));
