@@ -36,13 +36,17 @@ pub enum Bug {
     ConflictDoesNotStopBatch,
     /// The worker keeps acting on its lease past its own estimate of expiry.
     WorkerWithoutSelfFence,
+    /// A requeue forgets to drop the lease's expiry from the table's index, so a later reclaim
+    /// scan meets an expiry with no live lease: the table's own assertion fires. Proves that a
+    /// panic inside a world is a finding with its seed, not the end of a sweep.
+    RequeueKeepsExpiry,
     /// About one seed in twenty records a second terminal outcome: proves failures get reported.
     Canary,
 }
 
 impl Bug {
     /// Every planted bug, in catalogue order.
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 12] = [
         Bug::ReclaimBoundaryOffByOne,
         Bug::ReclaimByReclaimerClock,
         Bug::CompleteWithoutEpochCheck,
@@ -53,6 +57,7 @@ impl Bug {
         Bug::UnboundedReclaimBatch,
         Bug::ConflictDoesNotStopBatch,
         Bug::WorkerWithoutSelfFence,
+        Bug::RequeueKeepsExpiry,
         Bug::Canary,
     ];
 
@@ -69,6 +74,7 @@ impl Bug {
             Bug::UnboundedReclaimBatch => "unbounded-reclaim-batch",
             Bug::ConflictDoesNotStopBatch => "conflict-does-not-stop-batch",
             Bug::WorkerWithoutSelfFence => "worker-without-self-fence",
+            Bug::RequeueKeepsExpiry => "requeue-keeps-expiry",
             Bug::Canary => "canary",
         }
     }

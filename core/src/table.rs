@@ -486,7 +486,9 @@ impl LeaseTable {
             self.finish(terminal);
             return Ok(Requeue::DeadLettered(terminal));
         }
-        self.unlease(job);
+        if !self.bugs.on(Bug::RequeueKeepsExpiry) {
+            self.unlease(job);
+        }
         let fresh = self.bugs.on(Bug::ReclaimSkipsAdoption);
         let record = self.record_mut(job);
         record.state = JobState::Queued;

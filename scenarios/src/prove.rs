@@ -50,10 +50,13 @@ pub fn sweep_holds_and_covers(scenario: Scenario, default_seeds: u64) -> Coverag
 /// Runs the scripted seed of `scenario` and demands that it held.
 pub fn scripted(scenario: Scenario, seed: u64) -> RunReport {
     let report = world::run(scenario.params(seed, None));
-    if let Verdict::Safety(violation) | Verdict::Liveness(violation) = &report.verdict {
-        panic!("{violation}\n  reproduce: {}", Target::new(scenario).reproduce(seed));
+    match &report.verdict {
+        Verdict::Held => report,
+        Verdict::Safety(violation) | Verdict::Liveness(violation) => {
+            panic!("{violation}\n  reproduce: {}", Target::new(scenario).reproduce(seed))
+        }
+        Verdict::Crash(crash) => panic!("{crash}\n  reproduce: {}", Target::new(scenario).reproduce(seed)),
     }
-    report
 }
 
 /// The entries of `history` that match `pick`.
@@ -74,6 +77,7 @@ pub fn snapshot_trace(scenario: Scenario, seed: u64) -> String {
     let verdict = match &report.verdict {
         Verdict::Held => "held".to_string(),
         Verdict::Safety(v) | Verdict::Liveness(v) => format!("FAILED {v}"),
+        Verdict::Crash(crash) => format!("FAILED {crash}"),
     };
     format!("{}outcome: {verdict}\n", lease_sim::render::render(&report.history))
 }

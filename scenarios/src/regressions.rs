@@ -40,7 +40,8 @@ impl Regression {
         let reproduce = self.target.reproduce(self.seed);
         match (&report.verdict, self.target.bug) {
             (Verdict::Held, None) => Ok(()),
-            (Verdict::Safety(_) | Verdict::Liveness(_), Some(_)) => Ok(()),
+            (Verdict::Safety(_) | Verdict::Liveness(_) | Verdict::Crash(_), Some(_)) => Ok(()),
+            (Verdict::Crash(crash), None) => Err(format!("line {}: {crash}\n  reproduce: {reproduce}", self.line)),
             (Verdict::Safety(violation) | Verdict::Liveness(violation), None) => {
                 Err(format!("line {}: failed again: {violation}\n  reproduce: {reproduce}", self.line))
             }

@@ -26,6 +26,7 @@ pub mod history;
 pub mod net;
 pub mod nightly;
 mod node;
+pub mod panics;
 pub mod render;
 pub mod runner;
 pub mod scenario;

@@ -31,9 +31,14 @@ impl Target {
         Target { scenario, bug: None }
     }
 
-    /// Runs one seed.
+    /// Every parameter of `seed`'s world.
+    pub fn params(self, seed: u64) -> crate::scenario::Params {
+        self.scenario.params(seed, self.bug)
+    }
+
+    /// Runs one seed. A panic inside the world is caught: [`Verdict::Crash`].
     pub fn run(self, seed: u64) -> RunReport {
-        world::run(self.scenario.params(seed, self.bug))
+        world::run(self.params(seed))
     }
 
     /// The one-line command that reproduces `seed`.
@@ -43,13 +48,61 @@ impl Target {
     }
 }
 
+/// What a failing seed found: a broken invariant, or a crash (a panic inside the world). It
+/// prints, and serialises, as the invariant's name or `crash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Finding {
+    /// An invariant broke.
+    Violated(Invariant),
+    /// The world panicked: a core assertion or a harness bug.
+    Crash,
+}
+
+impl Finding {
+    /// The finding's name: the invariant's, or `crash`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Finding::Violated(invariant) => invariant.name(),
+            Finding::Crash => "crash",
+        }
+    }
+
+    /// The exit status it gives: 1 safety, 2 liveness, 4 crash.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Finding::Violated(invariant) if invariant.is_safety() => EXIT_SAFETY,
+            Finding::Violated(_) => EXIT_LIVENESS,
+            Finding::Crash => EXIT_CRASH,
+        }
+    }
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Finding {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+/// Exit status: a safety invariant failed.
+pub const EXIT_SAFETY: u8 = 1;
+/// Exit status: a liveness check failed.
+pub const EXIT_LIVENESS: u8 = 2;
+/// Exit status: a world panicked (a core assertion or a harness bug).
+pub const EXIT_CRASH: u8 = 4;
+
 /// One failing seed, as a sweep reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Failure {
     /// The seed.
     pub seed: u64,
-    /// The invariant that broke.
-    pub invariant: Invariant,
+    /// The invariant that broke, or `crash`.
+    pub invariant: Finding,
     /// What broke, in a sentence.
     pub message: String,
     /// The command that replays it.
@@ -79,8 +132,14 @@ impl SeedResult {
             Verdict::Held => None,
             Verdict::Safety(violation) | Verdict::Liveness(violation) => Some(Failure {
                 seed,
-                invariant: violation.invariant,
+                invariant: Finding::Violated(violation.invariant),
                 message: violation.message.clone(),
+                reproduce: target.reproduce(seed),
+            }),
+            Verdict::Crash(crash) => Some(Failure {
+                seed,
+                invariant: Finding::Crash,
+                message: crash.to_string(),
                 reproduce: target.reproduce(seed),
             }),
         };
@@ -140,15 +199,11 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The exit status: 0 every run held, 1 a safety invariant failed, 2 only liveness failed.
+    /// The exit status: 0 every run held; else the gravest finding's: 1 a safety invariant
+    /// failed, then 4 a world panicked, then 2 liveness failed.
     pub fn exit_code(&self) -> u8 {
-        if self.failures.iter().any(|failure| failure.invariant.is_safety()) {
-            1
-        } else if self.failures.is_empty() {
-            0
-        } else {
-            2
-        }
+        let codes = self.failures.iter().map(|failure| failure.invariant.exit_code());
+        codes.min_by_key(|&code| [EXIT_SAFETY, EXIT_CRASH, EXIT_LIVENESS].iter().position(|&c| c == code)).unwrap_or(0)
     }
 }
 
@@ -308,8 +363,8 @@ pub fn summarise(
 pub struct Catch {
     /// The planted bug.
     pub bug: String,
-    /// The invariant that caught it; `None` if it escaped the budget.
-    pub invariant: Option<Invariant>,
+    /// The invariant that caught it (or `crash`); `None` if it escaped the budget.
+    pub invariant: Option<Finding>,
     /// The first failing seed at or after the start.
     pub first_failing_seed: Option<u64>,
     /// Seeds run up to and including the first failing one (the budget, if it escaped).
@@ -319,6 +374,57 @@ pub struct Catch {
     /// The command that replays the first failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reproduce: Option<String>,
+}
+
+/// How fast one planted bug is caught from several starting seeds: the spread that says whether
+/// a bug is loud (caught in a handful of seeds from anywhere) or needs a rare interleaving.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hunted {
+    /// The planted bug.
+    pub bug: String,
+    /// One catch per starting seed, in start order.
+    pub catches: Vec<Catch>,
+    /// The median of the seeds to failure (an escape counts as the budget).
+    pub median_seeds: u64,
+    /// The most seeds to failure (the budget, if any start escaped).
+    pub worst_seeds: u64,
+    /// Starts from which the bug escaped the budget.
+    pub escaped: usize,
+}
+
+impl Hunted {
+    /// The invariants (or `crash`) that caught the bug, each once, in order of first appearance.
+    pub fn caught_by(&self) -> Vec<Finding> {
+        let mut found: Vec<Finding> = Vec::new();
+        for finding in self.catches.iter().filter_map(|catch| catch.invariant) {
+            if !found.contains(&finding) {
+                found.push(finding);
+            }
+        }
+        found
+    }
+}
+
+/// Hunts `bug` from each of `starts`, `budget` seeds at most each.
+pub fn hunt_from(
+    scenario: Scenario,
+    bug: Bug,
+    starts: &[u64],
+    budget: u64,
+    threads: usize,
+    stop: &AtomicBool,
+) -> Hunted {
+    assert!(!starts.is_empty(), "a hunt needs a starting seed");
+    let catches: Vec<Catch> = starts.iter().map(|&from| hunt(scenario, bug, from, budget, threads, stop)).collect();
+    let mut seeds: Vec<u64> = catches.iter().map(|catch| catch.seeds_to_failure).collect();
+    seeds.sort_unstable();
+    Hunted {
+        bug: bug.name().to_string(),
+        median_seeds: seeds[seeds.len() / 2],
+        worst_seeds: *seeds.last().expect("a start"),
+        escaped: catches.iter().filter(|catch| catch.invariant.is_none()).count(),
+        catches,
+    }
 }
 
 /// Sweeps `scenario` with `bug` planted from seed `from` on, in order, until the first failing

@@ -40,6 +40,22 @@ pub enum Verdict {
     Safety(Violation),
     /// After the heal, some accepted job never reached a terminal outcome in time.
     Liveness(Violation),
+    /// The world panicked: a core assertion (an impossible state) or a harness bug. The run
+    /// stopped there; the history holds every line recorded before the panic.
+    Crash(Crash),
+}
+
+/// A panic inside a world, caught so that the seed is not lost.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Crash {
+    /// The panic's message, with where it was raised when known.
+    pub message: String,
+}
+
+impl std::fmt::Display for Crash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the world panicked: {}", self.message)
+    }
 }
 
 /// Everything a run produced.
@@ -269,8 +285,34 @@ impl State {
     }
 }
 
-/// Runs one world to its end.
+/// Runs one world to its end. A panic inside it (a core assertion, a harness bug) is caught and
+/// becomes [`Verdict::Crash`], with the history recorded up to it, so that a sweep keeps the seed
+/// and goes on with the next one.
 pub fn run(params: Params) -> RunReport {
+    let outcome = crate::panics::catching(|| run_world(params.clone()));
+    match outcome {
+        Ok(report) => report,
+        Err(message) => crashed(params, message),
+    }
+}
+
+/// The report of a world that panicked: whatever its context had recorded.
+fn crashed(params: Params, message: String) -> RunReport {
+    let ctx = SELF.with(|cell| cell.borrow_mut().take());
+    let (history, coverage) = match ctx {
+        Some(ctx) => {
+            // The lock may be poisoned by the very panic: the state is still the last one written.
+            let mut state = ctx.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (std::mem::take(&mut state.history), state.checkers.coverage().clone())
+        }
+        None => (Vec::new(), Coverage::default()),
+    };
+    let sim_us = history.last().map_or(0, |entry| entry.t_us);
+    let events = Events { messages: 0, timers: 0, history: history.len() as u64 };
+    RunReport { params, history, verdict: Verdict::Crash(Crash { message }), coverage, sim_us, events }
+}
+
+fn run_world(params: Params) -> RunReport {
     let mut config = madsim::Config::default();
     config.net.packet_loss_rate = 0.0;
     config.net.send_latency = latency(params.latency_us);

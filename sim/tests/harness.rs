@@ -168,5 +168,58 @@ fn a_written_history_checks_clean_and_a_corrupt_one_is_refused() {
     let (code, _, stderr) = lease_sim(&["check", file.to_str().unwrap()]);
     assert_eq!(code, Some(3), "an unknown crash point is bad input: {stderr}");
     assert!(stderr.contains("line 2"), "names the bad line: {stderr}");
+    for (from, to) in [("\"history_version\":2,", "\"history_version\":9,"), ("\"history_version\":2,", "")] {
+        assert!(text.contains(from), "the run line carries its version: {run}");
+        std::fs::write(&file, text.replacen(from, to, 1)).unwrap();
+        let (code, _, stderr) = lease_sim(&["check", file.to_str().unwrap()]);
+        assert_eq!(code, Some(3), "an unknown history version is bad input: {stderr}");
+        assert!(stderr.contains("history_version"), "says which version it read: {stderr}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// Proves a panic inside a world is a finding, not the end of a sweep: with a planted bug that
+// trips the table's own assertion, the sweep goes on past the panicking seeds, lists each with
+// `invariant: "crash"`, its message and reproduce line, and exits 4; `run` of such a seed prints
+// its seed and parameters before the world starts, then the panic, and exits 4 too.
+#[test]
+fn a_panic_in_a_world_exits_4_with_its_seed() {
+    let (code, stdout, stderr) = lease_sim(&["sweep", "--seeds", "0..6", "--bug", "requeue-keeps-expiry", "--json"]);
+    assert_eq!(code, Some(4), "{stdout}{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON summary");
+    assert_eq!(summary["runs"].as_u64(), Some(6), "the sweep went on after the first panic");
+    let failures = summary["failures"].as_array().expect("failures");
+    assert!(!failures.is_empty());
+    for failure in failures {
+        assert_eq!(failure["invariant"].as_str(), Some("crash"), "{failure}");
+        let message = failure["message"].as_str().unwrap();
+        assert!(message.contains("an expiry belongs to a live lease"), "the panic's own message: {message}");
+        assert!(message.contains("core/src/table.rs:"), "where it was raised: {message}");
+    }
+    let reproduce = failures[0]["reproduce"].as_str().unwrap();
+    let args: Vec<&str> = reproduce.split_whitespace().skip_while(|word| *word != "--").skip(1).collect();
+    let (code, stdout, stderr) = lease_sim(&args);
+    assert_eq!(code, Some(4), "{stdout}{stderr}");
+    let seed = failures[0]["seed"].as_u64().unwrap();
+    let header = stdout.find(&format!("seed={seed}")).expect("the seed is printed");
+    let params = stdout.find("params: ").expect("the parameters are printed");
+    let crash = stdout.find("outcome: CRASH: the world panicked").expect("the crash is reported");
+    assert!(header < crash && params < crash, "seed and parameters come first:\n{stdout}");
+    assert!(stdout.trim_end().ends_with(reproduce), "it ends with its reproduce line:\n{stdout}");
+}
+
+// Proves `sweep --require-coverage` turns "held, but never reached the dangerous situation" into
+// exit 5, naming what was missed, while the same sweep without the flag still exits 0.
+#[test]
+fn require_coverage_exits_5_when_a_required_situation_was_never_reached() {
+    let args = ["sweep", "--scenario", "swarm", "--seeds", "0..1", "--json"];
+    let (code, stdout, stderr) = lease_sim(&args);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON summary");
+    let missed = summary["never_reached"].as_array().expect("never_reached").len();
+    assert!(missed > 0, "one seed cannot reach every situation of the swarm: {stdout}");
+    let (code, stdout, stderr) = lease_sim(&[&args[..], &["--require-coverage"]].concat());
+    assert_eq!(code, Some(5), "{stdout}{stderr}");
+    let (code, stdout, _) = lease_sim(&["sweep", "--scenario", "calm", "--seeds", "0..2", "--require-coverage"]);
+    assert_eq!(code, Some(0), "calm requires nothing:\n{stdout}");
 }

@@ -1,7 +1,8 @@
 //! The `lease-sim` command line. Each subcommand has its own module.
 //!
 //! Exit status: 0 every run held; 1 a safety invariant failed; 2 a liveness check failed; 3 bad
-//! input or a harness error.
+//! input or a harness error; 4 a world panicked (a core assertion or a harness bug, caught per
+//! seed); 5 a sweep with `--require-coverage` never reached a required situation.
 
 mod bench;
 mod check;
@@ -17,12 +18,11 @@ use lease_core::Bug;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// A safety invariant failed.
-pub const EXIT_SAFETY: u8 = 1;
-/// A liveness check failed.
-pub const EXIT_LIVENESS: u8 = 2;
+pub use crate::runner::{EXIT_CRASH, EXIT_LIVENESS, EXIT_SAFETY};
 /// Bad input, or a harness error.
 pub const EXIT_BAD_INPUT: u8 = 3;
+/// A sweep with `--require-coverage` never reached one of the scenario's required situations.
+pub const EXIT_UNCOVERED: u8 = 5;
 
 /// Deterministic simulation of lease recovery: seeded worlds, swarm faults, invariant checkers.
 #[derive(Parser, Debug)]
@@ -54,13 +54,17 @@ enum Command {
     },
     /// Run many seeds and summarise.
     Sweep(sweep::SweepArgs),
-    /// Sweep with every planted bug in turn and report how fast each is caught.
+    /// Sweep with every planted bug in turn, from several starting seeds, and report how fast
+    /// each is caught: the median and the worst seeds to failure.
     Hunt {
-        /// The first seed of every bug's sweep.
+        /// The first starting seed; the others follow 100000 apart.
         #[arg(long, default_value_t = 0)]
         from: u64,
-        /// Seeds each bug may take before it counts as escaped.
-        #[arg(long, default_value_t = 200)]
+        /// How many starting seeds each bug is hunted from.
+        #[arg(long, default_value_t = 8)]
+        starts: u64,
+        /// Seeds each bug may take from one start before it counts as escaped.
+        #[arg(long, default_value_t = 2_000)]
         budget: u64,
         /// The scenario to sweep.
         #[arg(long, default_value = "swarm")]
@@ -68,7 +72,8 @@ enum Command {
         /// Threads; defaults to the machine's cores.
         #[arg(long)]
         threads: Option<usize>,
-        /// Print a JSON list of {bug, invariant, first_failing_seed, seeds_to_failure, wall_ms}.
+        /// Print a JSON list of {bug, catches: [{invariant, first_failing_seed, seeds_to_failure,
+        /// wall_ms, reproduce}], median_seeds, worst_seeds, escaped}.
         #[arg(long)]
         json: bool,
     },
@@ -128,12 +133,19 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             run::run(target, seed, history.as_deref(), trace)
         }
         Command::Sweep(args) => sweep::sweep(args),
-        Command::Hunt { from, budget, scenario, threads, json } => {
+        Command::Hunt { from, starts, budget, scenario, threads, json } => {
             let scenario = parse_scenario(&scenario)?;
-            if budget == 0 {
-                return Err(BadInput("--budget must be at least 1".to_string()));
+            if budget == 0 || budget > hunt::START_SPACING {
+                return Err(BadInput(format!("--budget must be from 1 to {}", hunt::START_SPACING)));
             }
-            Ok(hunt::hunt(scenario, from, budget, parse_threads(threads)?, json))
+            if starts == 0 {
+                return Err(BadInput("--starts must be at least 1".to_string()));
+            }
+            let last = (starts - 1).checked_mul(hunt::START_SPACING).and_then(|span| span.checked_add(from));
+            if last.and_then(|last| last.checked_add(budget)).is_none() {
+                return Err(BadInput("--from and --starts reach past the last seed".to_string()));
+            }
+            Ok(hunt::hunt(scenario, from, &hunt::starts(from, starts), budget, parse_threads(threads)?, json))
         }
         Command::Bench { seeds, memory_seeds, threads, json } => {
             if seeds == 0 {

@@ -1,6 +1,6 @@
 //! `lease-sim run`: one seed, its parameters, figures and outcome.
 
-use super::{coverage_line, print_figures, BadInput, EXIT_LIVENESS, EXIT_SAFETY};
+use super::{coverage_line, print_figures, BadInput, EXIT_CRASH, EXIT_LIVENESS, EXIT_SAFETY};
 use crate::atomic::AtomicFile;
 use crate::figures::Figures;
 use crate::history::{to_jsonl, Entry, Event};
@@ -16,14 +16,17 @@ pub(super) fn run(target: Target, seed: u64, history: Option<&Path>, trace: bool
             AtomicFile::create(path).map_err(|error| BadInput(format!("cannot write {}: {error}", path.display())))
         })
         .transpose()?;
-    let report = target.run(seed);
-    let params = &report.params;
+    // The seed and every parameter first, before the world starts (as VOPR does): whatever
+    // happens inside it, a hang or an abort, the screen already says how to get here again.
+    let params = target.params(seed);
     println!(
         "lease-sim run: scenario={} seed={seed}{}",
         params.scenario,
         target.bug.map(|b| format!(" bug={b}")).unwrap_or_default()
     );
     println!("params: {}", params.describe());
+    println!("reproduce: {}", target.reproduce(seed));
+    let report = crate::world::run(params);
     if trace {
         print!("{}", crate::render::render(&report.history));
     }
@@ -41,6 +44,12 @@ pub(super) fn run(target: Target, seed: u64, history: Option<&Path>, trace: bool
         Verdict::Held => {
             println!("outcome: held (every invariant, and every accepted job reached a terminal outcome)");
             0
+        }
+        Verdict::Crash(crash) => {
+            println!("outcome: CRASH: {crash}");
+            println!("  the history holds the {} lines recorded before it; --trace shows them", report.history.len());
+            println!("reproduce: {}", target.reproduce(seed));
+            EXIT_CRASH
         }
         Verdict::Safety(violation) | Verdict::Liveness(violation) => {
             let (kind, code) = match report.verdict {

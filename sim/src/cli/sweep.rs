@@ -66,6 +66,10 @@ pub(super) struct SweepArgs {
     /// seed-S.reproduce (the command) into DIR, atomically. DIR is created if missing.
     #[arg(long, value_name = "DIR")]
     failures_dir: Option<PathBuf>,
+    /// Exit 5 when every run held but a situation the scenario requires (see `lease-sim
+    /// scenarios`) was never reached: a sweep that never reached the dangerous case proved nothing.
+    #[arg(long)]
+    require_coverage: bool,
 }
 
 impl Default for SweepArgs {
@@ -124,6 +128,8 @@ struct Report<'a> {
     /// Failing seeds whose files were written there.
     #[serde(skip_serializing_if = "Option::is_none")]
     failures_written: Option<u64>,
+    /// The scenario's required situations that no seed reached.
+    never_reached: Vec<&'static str>,
 }
 
 /// Runs `lease-sim sweep`. Every argument is checked, and every output path opened, before the
@@ -178,6 +184,7 @@ pub(super) fn sweep(args: SweepArgs) -> Result<u8, BadInput> {
         },
         failures_dir: args.failures_dir.clone(),
         failures_written: failures.as_ref().map(FailuresDir::written),
+        never_reached: never_reached(target.scenario, &summary.sometimes),
     };
     let json = serde_json::to_string(&report).expect("the summary serialises");
     if let Some(file) = summary_json {
@@ -189,7 +196,21 @@ pub(super) fn sweep(args: SweepArgs) -> Result<u8, BadInput> {
     } else {
         print_summary(&report);
     }
-    Ok(summary.exit_code())
+    Ok(exit_code(&summary, &report.never_reached, args.require_coverage))
+}
+
+/// The sweep's status: its failures' first; else 5 when coverage is required and a required
+/// situation was never reached; else 0.
+fn exit_code(summary: &Summary, never_reached: &[&str], require_coverage: bool) -> u8 {
+    match summary.exit_code() {
+        0 if require_coverage && !never_reached.is_empty() => super::EXIT_UNCOVERED,
+        code => code,
+    }
+}
+
+/// The situations `scenario` requires that `sometimes` never counted, in the scenario's order.
+fn never_reached(scenario: crate::scenario::Scenario, sometimes: &crate::check::Coverage) -> Vec<&'static str> {
+    scenario.situations().iter().copied().filter(|name| sometimes.get(name) == 0).collect()
 }
 
 /// The seeds to run. The base is `--seeds`' start, `--seed-base`, the date, or 0; the end is
@@ -329,7 +350,7 @@ fn print_summary(report: &Report) {
     println!("sometimes: {}", coverage_line(&summary.sometimes));
     if let Some(scenario) = crate::scenario::Scenario::from_name(summary.scenario) {
         let wanted = scenario.situations();
-        let missing: Vec<&str> = wanted.iter().copied().filter(|name| summary.sometimes.get(name) == 0).collect();
+        let missing = &report.never_reached;
         match missing.is_empty() {
             true => println!("coverage: all {} situations of {} reached", wanted.len(), scenario.name()),
             false => println!(

@@ -55,6 +55,7 @@ impl FailuresDir {
             Verdict::Held => unreachable!("seed {} failed, so its verdict is a violation", result.seed),
             Verdict::Safety(violation) => format!("SAFETY VIOLATION: {violation}"),
             Verdict::Liveness(violation) => format!("LIVENESS FAILURE: {violation}"),
+            Verdict::Crash(crash) => format!("CRASH: {crash}"),
         };
         let trace = format!("{}outcome: {outcome}\n", crate::render::render(&report.history));
         let reproduce = format!("{}\n", target.reproduce(result.seed));
