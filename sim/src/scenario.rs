@@ -512,7 +512,10 @@ fn base(scenario: &'static str, seed: u64, bug: Option<Bug>, rng: &mut Xoshiro25
             drift_margin: lease_ttl / 8,
             request_timeout: lease_ttl / 6,
             idle_backoff: Span::from_ms(5),
-            acquire_wait: Span::from_secs(1),
+            // Long polling, held far shorter than a grant stays usable (ttl - margin = 7/8 ttl):
+            // a grant made at the end of a hold, answered within a round trip (ttl/6), leaves
+            // most of the lease to act in, and so does one to the acquire's first retry.
+            acquire_wait: lease_ttl / 8,
         },
         reclaimer: ReclaimerConfig {
             scan_every: lease_ttl / rng.gen_range(2..=8),
