@@ -14,8 +14,12 @@
 //! when it arrives and again when a held one comes up, so that no dead process is granted a job.
 //! So is a copy of an acquire whose exchange is over (see [`Sessions`]): the worker no longer
 //! listens for its answer, and a grant to it would be a job nobody runs.
+//!
+//! A reclaimer's `as_of` (its own clock, which the table never uses, but a planted bug does) is put
+//! on the table's scale first ([`on_table_scale`]), as a table comparing wall clocks would read it.
 
 use super::bind;
+use crate::clock::on_table_scale;
 use crate::history::{Event, Listing, Node, RefuseReason, RefusedRequest};
 use crate::net::{table_addr, Envelope, INCARNATION_SHIFT, TAG};
 use crate::net::{Reply, Request};
@@ -297,7 +301,7 @@ fn serve_reclaimer(
     let from = Node::Reclaimer(n);
     match request {
         ReclaimRequest::ListExpired { batch, as_of } => {
-            let leases = table.expired(now, as_of).expect(misuse);
+            let leases = table.expired(now, on_table_scale(as_of)).expect(misuse);
             let listed = leases
                 .iter()
                 .map(|lease| Listing { job: lease.job, epoch: lease.epoch, expires_at_us: lease.expires_at.0 })
@@ -306,7 +310,8 @@ fn serve_reclaimer(
             ReclaimReply::Listed(leases)
         }
         ReclaimRequest::Fence { batch, lease, as_of } => {
-            let fencing = table.fence(now, lease.job, lease.epoch, ReclaimerId(n), as_of).expect(misuse);
+            let fencing =
+                table.fence(now, lease.job, lease.epoch, ReclaimerId(n), on_table_scale(as_of)).expect(misuse);
             let (job, expected) = (lease.job, lease.epoch);
             events.push(match fencing {
                 Fencing::Won { expired, lease: ours } => Event::Reclaimed {
