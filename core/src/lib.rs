@@ -32,7 +32,7 @@ pub mod time;
 pub mod worker;
 
 pub use bug::{Bug, Bugs, UnknownBug};
-pub use ids::{BatchId, Epoch, JobId, NodeId, OpId, OutputId};
+pub use ids::{BatchId, Epoch, JobId, OpId, OutputId, Owner, ReclaimerId, RequestId, WorkerId};
 pub use ledger::{Apply, EffectLedger, Lookup};
 pub use reclaimer::{ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig};
 pub use table::{
@@ -40,4 +40,4 @@ pub use table::{
     Rejection, Renewal, Requeue, TableConfig, TableError, Terminal, RECLAIM_TICK,
 };
 pub use time::{Span, Time};
-pub use worker::{Abandon, Execution, RequestId, Worker, WorkerAction, WorkerConfig, WorkerReply, WorkerRequest};
+pub use worker::{Abandon, Execution, Worker, WorkerAction, WorkerConfig, WorkerReply, WorkerRequest};

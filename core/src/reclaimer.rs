@@ -9,11 +9,10 @@
 //! fenced lease will expire and be reclaimed in turn.
 
 use crate::bug::{Bug, Bugs};
-use crate::ids::{BatchId, Epoch, JobId, NodeId, OpId, OutputId};
+use crate::ids::{BatchId, Epoch, JobId, OpId, OutputId, ReclaimerId, RequestId};
 use crate::ledger::Lookup;
 use crate::table::{Completion, ConfigError, Fencing, Lease, Quarantine, Requeue};
 use crate::time::{Span, Time};
-use crate::worker::RequestId;
 use std::collections::VecDeque;
 
 /// A reclaimer's timing, in its local clock.
@@ -187,7 +186,7 @@ struct Batch {
 /// The reclaimer state machine. See the module doc.
 #[derive(Debug, Clone)]
 pub struct Reclaimer {
-    id: NodeId,
+    id: ReclaimerId,
     config: ReclaimerConfig,
     bugs: Bugs,
     batch: Option<Batch>,
@@ -201,7 +200,7 @@ pub struct Reclaimer {
 
 impl Reclaimer {
     /// A fresh reclaimer, which scans at once. Fails on unworkable timing.
-    pub fn new(id: NodeId, config: ReclaimerConfig, bugs: Bugs, now: Time) -> Result<Reclaimer, ConfigError> {
+    pub fn new(id: ReclaimerId, config: ReclaimerConfig, bugs: Bugs, now: Time) -> Result<Reclaimer, ConfigError> {
         Reclaimer::numbering_batches_from(id, config, bugs, now, 0)
     }
 
@@ -209,7 +208,7 @@ impl Reclaimer {
     /// not reuse the batch numbers of its previous life, or two batches would share one
     /// [`BatchId`].
     pub fn numbering_batches_from(
-        id: NodeId,
+        id: ReclaimerId,
         config: ReclaimerConfig,
         bugs: Bugs,
         now: Time,
@@ -230,6 +229,12 @@ impl Reclaimer {
         };
         reclaimer.tick(now);
         Ok(reclaimer)
+    }
+
+    /// The request a reply under `id` would answer now: the one in flight under that id. `None`
+    /// for a late reply, which [`Reclaimer::handle_reply`] ignores.
+    pub fn awaiting(&self, id: RequestId) -> Option<ReclaimRequest> {
+        self.inflight.filter(|inflight| inflight.id == id).map(|inflight| inflight.request)
     }
 
     /// The next action, if any.

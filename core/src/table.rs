@@ -6,7 +6,7 @@
 //! `Err` is kept for misuse: an unknown job, or time going backwards.
 
 use crate::bug::{Bug, Bugs};
-use crate::ids::{Epoch, JobId, NodeId, OutputId};
+use crate::ids::{Epoch, JobId, OutputId, Owner, ReclaimerId, RequestId, WorkerId};
 use crate::time::{Span, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -48,6 +48,21 @@ pub enum ConfigError {
     /// A worker's timing leaves no room to act (see the message).
     #[error("worker timing: {0}")]
     WorkerTiming(&'static str),
+    /// A grant could reach the worker after it stops acting on it: the table may hold an
+    /// acquire for `acquire_wait` and its answer may take `request_timeout` more to arrive, but
+    /// the worker acts on a grant only until `usable` (`lease_ttl - drift_margin`) after it asked.
+    #[error(
+        "acquire_wait ({acquire_wait}) + request_timeout ({request_timeout}) must be below lease_ttl - drift_margin \
+         ({usable}): a grant arriving later is dead on arrival"
+    )]
+    UnusableGrant {
+        /// How long the table may hold an acquire.
+        acquire_wait: Span,
+        /// How long the worker allows for a round trip.
+        request_timeout: Span,
+        /// How long after asking the worker acts on a grant.
+        usable: Span,
+    },
     /// A reclaimer's timing cannot work (see the message).
     #[error("reclaimer timing: {0}")]
     ReclaimerTiming(&'static str),
@@ -102,7 +117,7 @@ pub struct Lease {
     /// The leased job.
     pub job: JobId,
     /// The worker or reclaimer holding it.
-    pub owner: NodeId,
+    pub owner: Owner,
     /// The fencing token of this lease.
     pub epoch: Epoch,
     /// The first table time at which the lease counts as expired.
@@ -145,12 +160,16 @@ pub enum Enqueued {
     Rejected(Rejection),
 }
 
-/// The answer to [`LeaseTable::acquire`].
+/// The answer to [`LeaseTable::acquire`] and [`LeaseTable::acquire_for`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Acquired {
     /// A lease on the oldest queued job.
     Granted(Grant),
+    /// The grant this request already had, again: it is a retried copy of a request whose grant
+    /// still stands (its first answer was lost). Nothing changed; `lease` is the lease as it
+    /// stands now.
+    Regranted(Grant),
     /// Nothing is queued.
     Empty,
 }
@@ -305,6 +324,14 @@ struct JobRecord {
     state: JobState,
 }
 
+/// The last grant [`LeaseTable::acquire_for`] made to a worker, and the request it answered.
+#[derive(Debug, Clone, Copy)]
+struct LastGrant {
+    request: RequestId,
+    job: JobId,
+    epoch: Epoch,
+}
+
 /// The lease table. See the module doc.
 #[derive(Debug, Clone)]
 pub struct LeaseTable {
@@ -317,6 +344,8 @@ pub struct LeaseTable {
     expiries: BTreeSet<(Time, JobId)>,
     /// Accepted jobs that are not terminal yet.
     backlog: usize,
+    /// Per worker, its last grant by request: at most one entry per worker that ever acquired.
+    last_grants: BTreeMap<WorkerId, LastGrant>,
     last_now: Time,
 }
 
@@ -336,6 +365,7 @@ impl LeaseTable {
             queue: VecDeque::new(),
             expiries: BTreeSet::new(),
             backlog: 0,
+            last_grants: BTreeMap::new(),
             last_now: Time::ZERO,
         })
     }
@@ -394,9 +424,46 @@ impl LeaseTable {
         Ok(Enqueued::Accepted { backlog: self.backlog })
     }
 
-    /// Grants `owner` a lease on the oldest queued job, under a new epoch.
-    pub fn acquire(&mut self, now: Time, owner: NodeId) -> Result<Acquired, TableError> {
+    /// Grants `owner` a lease on the oldest queued job, under a new epoch. Every call is a fresh
+    /// acquire; [`LeaseTable::acquire_for`] also knows a retried request.
+    pub fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, TableError> {
         self.advance(now)?;
+        Ok(self.grant_oldest(now, owner))
+    }
+
+    /// Answers `owner`'s acquire `request`, where a request sent again keeps its id.
+    ///
+    /// A retried copy of the request that got `owner`'s last grant, while that grant still stands
+    /// (the job is leased to `owner` under the grant's epoch, and the lease has not expired by the
+    /// table's clock), is answered with the same grant: [`Acquired::Regranted`]. Its first answer
+    /// was lost, and a second job would leave the first leased to a worker that never heard of
+    /// it. Anything else is a fresh acquire, as [`LeaseTable::acquire`]. The table remembers one
+    /// grant per worker, the last.
+    pub fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, TableError> {
+        self.advance(now)?;
+        if let Some(grant) = self.standing_grant(now, owner, request) {
+            return Ok(Acquired::Regranted(grant));
+        }
+        let acquired = self.grant_oldest(now, owner);
+        if let Acquired::Granted(Grant { lease, .. }) = acquired {
+            self.last_grants.insert(owner, LastGrant { request, job: lease.job, epoch: lease.epoch });
+        }
+        Ok(acquired)
+    }
+
+    /// The grant `request` already got, if it was `owner`'s last and still stands.
+    fn standing_grant(&self, now: Time, owner: WorkerId, request: RequestId) -> Option<Grant> {
+        let last = self.last_grants.get(&owner).filter(|last| last.request == request)?;
+        let record = self.jobs.get(&last.job).expect("a granted job is known");
+        let JobState::Leased(lease) = record.state else { return None };
+        if lease.owner != Owner::Worker(owner) || lease.epoch != last.epoch || now >= lease.expires_at {
+            return None;
+        }
+        // The lease is the grant's, so no grant of the job came since: the attempt is the grant's.
+        Some(Grant { lease, attempt: record.attempts })
+    }
+
+    fn grant_oldest(&mut self, now: Time, owner: WorkerId) -> Acquired {
         while let Some(job) = self.queue.pop_front() {
             let record = self.jobs.get_mut(&job).expect("queued job is known");
             if !matches!(record.state, JobState::Queued) {
@@ -404,13 +471,14 @@ impl LeaseTable {
             }
             record.epoch = record.epoch.next();
             record.attempts += 1;
+            let owner = Owner::Worker(owner);
             let lease = Lease { job, owner, epoch: record.epoch, expires_at: now + self.config.lease_ttl };
             record.state = JobState::Leased(lease);
             let inserted = self.expiries.insert((lease.expires_at, job));
             assert!(inserted, "a queued job had a live lease");
-            return Ok(Acquired::Granted(Grant { lease, attempt: record.attempts }));
+            return Acquired::Granted(Grant { lease, attempt: record.attempts });
         }
-        Ok(Acquired::Empty)
+        Acquired::Empty
     }
 
     /// Extends a lease, only for its current epoch and only before it expires.
@@ -524,7 +592,7 @@ impl LeaseTable {
         now: Time,
         job: JobId,
         expected: Epoch,
-        reclaimer: NodeId,
+        reclaimer: ReclaimerId,
         as_of: Time,
     ) -> Result<Fencing, TableError> {
         self.record(job)?; // An unknown job is misuse: it must not move the clock either.
@@ -542,7 +610,8 @@ impl LeaseTable {
             return Ok(Fencing::NotExpired { expires_at: lease.expires_at });
         }
         let epoch = lease.epoch.next();
-        let fenced = Lease { job, owner: reclaimer, epoch, expires_at: now + self.config.lease_ttl };
+        let owner = Owner::Reclaimer(reclaimer);
+        let fenced = Lease { job, owner, epoch, expires_at: now + self.config.lease_ttl };
         self.record_mut(job).epoch = epoch;
         self.relet(fenced);
         Ok(Fencing::Won { expired: lease, lease: fenced })

@@ -7,19 +7,18 @@
 //! Order of use, after any input (`handle_reply` or `handle_timeout`): drain [`Worker::poll`] until
 //! it returns `None`, then sleep until [`Worker::poll_timeout`] and call `handle_timeout`.
 //! Every request carries a [`RequestId`]; a reply to anything but the request in flight is late,
-//! and ignored. A request that times out is sent again under the same id (each is idempotent), so
-//! the first answer to any of its copies counts.
+//! and ignored ([`Worker::awaiting`] says which request a reply would answer). A request that
+//! times out is sent again under the same id (each is idempotent, an acquire included: the table
+//! answers a retried acquire whose grant stands with the same grant), so the first answer to any
+//! of its copies counts. An acquire is sent again under its id only while a grant answering the
+//! new copy could still be used, counted from the first copy; after that it is asked afresh.
 
 use crate::bug::{Bug, Bugs};
-use crate::ids::{Epoch, JobId, NodeId, OpId, OutputId};
+use crate::ids::{Epoch, JobId, OpId, OutputId, Owner, RequestId, WorkerId};
 use crate::ledger::{Apply, Lookup};
 use crate::table::{Acquired, Completion, ConfigError, Renewal, Requeue};
 use crate::time::{Span, Time};
 use std::collections::VecDeque;
-
-/// Identifies one request, so a late reply can be told from the awaited one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RequestId(pub u64);
 
 /// A worker's timing, all in its local clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,12 +35,27 @@ pub struct WorkerConfig {
     pub idle_backoff: Span,
     /// How long the table may hold an `Acquire` open when the queue is empty (long polling),
     /// answering as soon as a job arrives. The worker waits this much longer for an answer to an
-    /// `Acquire` than to any other request. Zero: the table answers at once.
+    /// `Acquire` than to any other request. Zero: the table answers at once. A grant made at the
+    /// end of the hold must still be usable when it arrives: see [`WorkerConfig::validate`].
     pub acquire_wait: Span,
 }
 
 impl WorkerConfig {
-    /// Checks that the timing leaves room to act and to heartbeat.
+    /// How long after sending an acquire the worker acts on the grant that answers it: it
+    /// counts its lease from when it asked, less the drift margin.
+    pub fn grant_usable_for(&self) -> Span {
+        Span(self.lease_ttl.0.saturating_sub(self.drift_margin.0))
+    }
+
+    /// The longest the table may hold an acquire open: a grant made later, whose answer then takes
+    /// up to a round trip (`request_timeout`) to arrive, could reach the worker after it stopped
+    /// acting on it. [`WorkerConfig::validate`] demands `acquire_wait` below it.
+    pub fn acquire_hold_max(&self) -> Span {
+        Span(self.grant_usable_for().0.saturating_sub(self.request_timeout.0))
+    }
+
+    /// Checks that the timing leaves room to act and to heartbeat, and that a grant always
+    /// arrives in time to be used.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.lease_ttl == Span::ZERO {
             return Err(ConfigError::ZeroLeaseTtl);
@@ -56,6 +70,13 @@ impl WorkerConfig {
         }
         if self.request_timeout == Span::ZERO || self.idle_backoff == Span::ZERO {
             return Err(ConfigError::WorkerTiming("request_timeout and idle_backoff must be positive"));
+        }
+        if self.acquire_wait.0 + self.request_timeout.0 >= self.grant_usable_for().0 {
+            return Err(ConfigError::UnusableGrant {
+                acquire_wait: self.acquire_wait,
+                request_timeout: self.request_timeout,
+                usable: self.grant_usable_for(),
+            });
         }
         Ok(())
     }
@@ -198,7 +219,7 @@ struct Held {
 /// The worker state machine. See the module doc.
 #[derive(Debug, Clone)]
 pub struct Worker {
-    id: NodeId,
+    id: WorkerId,
     config: WorkerConfig,
     bugs: Bugs,
     held: Option<Held>,
@@ -213,7 +234,7 @@ pub struct Worker {
 
 impl Worker {
     /// A fresh worker, which starts by asking for a lease. Fails on unworkable timing.
-    pub fn new(id: NodeId, config: WorkerConfig, bugs: Bugs, now: Time) -> Result<Worker, ConfigError> {
+    pub fn new(id: WorkerId, config: WorkerConfig, bugs: Bugs, now: Time) -> Result<Worker, ConfigError> {
         config.validate()?;
         let mut worker = Worker {
             id,
@@ -230,14 +251,22 @@ impl Worker {
         Ok(worker)
     }
 
-    /// This worker's node.
-    pub fn id(&self) -> NodeId {
+    /// This worker.
+    pub fn id(&self) -> WorkerId {
         self.id
     }
 
     /// The job and epoch the worker believes it holds.
     pub fn holding(&self) -> Option<(JobId, Epoch)> {
         self.held.map(|held| (held.job, held.epoch))
+    }
+
+    /// The request a reply under `id` would answer now: the renewal or the main request in flight
+    /// under that id. `None` for a late reply (to a request the worker is done with), which
+    /// [`Worker::handle_reply`] ignores.
+    pub fn awaiting(&self, id: RequestId) -> Option<WorkerRequest> {
+        let renew = self.held.and_then(|held| held.renew).filter(|renew| renew.id == id);
+        renew.or(self.main.filter(|inflight| inflight.id == id)).map(|inflight| inflight.request)
     }
 
     /// The next action, if any.
@@ -292,9 +321,9 @@ impl Worker {
 
     fn on_reply(&mut self, now: Time, inflight: InFlight, reply: WorkerReply) {
         match (inflight.request, reply) {
-            (WorkerRequest::Acquire, WorkerReply::Acquired(Acquired::Granted(grant))) => {
+            (WorkerRequest::Acquire, WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant))) => {
                 let lease = grant.lease;
-                assert_eq!(lease.owner, self.id, "granted a lease for another worker");
+                assert_eq!(lease.owner, Owner::Worker(self.id), "granted a lease for another owner");
                 let op = OpId::for_job(lease.job);
                 let act_until = (inflight.sent_at + self.config.lease_ttl).saturating_sub(self.config.drift_margin);
                 let next_heartbeat = now + self.config.heartbeat_every;
@@ -381,10 +410,17 @@ impl Worker {
             }
         }
         if let Some(inflight) = self.main.filter(|inflight| now >= inflight.deadline) {
+            self.main = None;
             // Send it again under the same id, so that whichever answer comes first is taken.
-            // `sent_at` stays that of the first send: the lease estimate stays conservative.
-            self.actions.push_back(WorkerAction::Send(inflight.id, inflight.request));
-            self.main = Some(InFlight { deadline: now + self.timeout(inflight.request), ..inflight });
+            // `sent_at` stays that of the first send: the lease estimate stays conservative. So an
+            // acquire goes out again only while a grant answering the new copy would arrive in time
+            // to be used; past that it is asked afresh (below), under a new id counted from now.
+            let answered_by = now + self.timeout(inflight.request);
+            let usable_until = inflight.sent_at + self.config.grant_usable_for();
+            if inflight.request != WorkerRequest::Acquire || answered_by < usable_until {
+                self.actions.push_back(WorkerAction::Send(inflight.id, inflight.request));
+                self.main = Some(InFlight { deadline: answered_by, ..inflight });
+            }
         }
         self.heartbeat(now);
         if self.held.is_none() && self.main.is_none() && now >= self.acquire_at {

@@ -1,6 +1,7 @@
 //! Model-based tests of the lease table and the effect ledger.
 //!
-//! Proptest generates random sequences of protocol steps: arrivals, grants, renewals, completions,
+//! Proptest generates random sequences of protocol steps: arrivals, grants (fresh, and by request
+//! id, where a repeated id is a retried acquire), renewals, completions,
 //! requeues, quarantines, ledger applies and lookups, reclaim scans with fences that race (random
 //! expected epochs), protocol-following executions and adoptions, and time moving on by small
 //! amounts (including zero, and exactly to a lease's expiry or one microsecond before it). Every
@@ -14,9 +15,9 @@
 //! Cases default to 300; `PROPTEST_CASES` overrides.
 
 use lease_core::{
-    Acquired, Apply, Completion, EffectLedger, Enqueued, Epoch, Fencing, Grant, JobId, Lease, LeaseTable, Lookup,
-    NodeId, OpId, Outcome, OutputId, Quarantine, Refusal, Rejection, Renewal, Requeue, Span, TableConfig, TableError,
-    Terminal, Time,
+    Acquired, Apply, Completion, EffectLedger, Enqueued, Epoch, Fencing, Grant, JobId, Lease, LeaseTable, Lookup, OpId,
+    Outcome, OutputId, Owner, Quarantine, ReclaimerId, Refusal, Rejection, Renewal, RequestId, Requeue, Span,
+    TableConfig, TableError, Terminal, Time, WorkerId,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -24,6 +25,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 const JOBS: u64 = 5;
 const OWNERS: u32 = 3;
+/// Request ids per worker: few, so that ids repeat (a retried acquire) often.
+const REQUESTS: u64 = 3;
 const RECLAIMERS: u32 = 2;
 const OUTPUTS: u64 = 3;
 const TTL_US: u64 = 20;
@@ -38,12 +41,12 @@ fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(CASES_DEFAULT)
 }
 
-fn owner(n: u32) -> NodeId {
-    NodeId(n)
+fn owner(n: u32) -> WorkerId {
+    WorkerId(n)
 }
 
-fn reclaimer(n: u32) -> NodeId {
-    NodeId(100 + n)
+fn reclaimer(n: u32) -> ReclaimerId {
+    ReclaimerId(n)
 }
 
 fn op_of(job: JobId) -> OpId {
@@ -66,6 +69,8 @@ enum Step {
     Enqueue(u64),
     /// Acquire by owner k.
     Acquire(u32),
+    /// Acquire by owner k under request id r: a repeated id is a retried copy of that request.
+    AcquireFor(u32, u64),
     /// Renew (job, epoch skew).
     Renew(u64, i8),
     /// Complete (job, epoch skew, output).
@@ -116,7 +121,8 @@ fn output() -> impl Strategy<Value = u64> {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         5 => job().prop_map(Step::Enqueue),
-        6 => (0..OWNERS).prop_map(Step::Acquire),
+        3 => (0..OWNERS).prop_map(Step::Acquire),
+        4 => (0..OWNERS, 0..REQUESTS).prop_map(|(k, r)| Step::AcquireFor(k, r)),
         3 => (job(), skew()).prop_map(|(job, skew)| Step::Renew(job, skew)),
         3 => (job(), skew(), output()).prop_map(|(job, skew, output)| Step::Complete(job, skew, output)),
         2 => (job(), skew()).prop_map(|(job, skew)| Step::Requeue(job, skew)),
@@ -170,13 +176,22 @@ struct Model {
     /// Queued jobs, oldest first; holds exactly the jobs in state Queued.
     queue: VecDeque<JobId>,
     ops: BTreeMap<OpId, ModelOp>,
+    /// Per worker, the request id of its last grant by request, and that grant's job and epoch.
+    last_grants: BTreeMap<WorkerId, (RequestId, JobId, Epoch)>,
 }
 
 type Answer<T> = Result<T, TableError>;
 
 impl Model {
     fn new(config: TableConfig) -> Model {
-        Model { config, last_now: Time::ZERO, jobs: BTreeMap::new(), queue: VecDeque::new(), ops: BTreeMap::new() }
+        Model {
+            config,
+            last_now: Time::ZERO,
+            jobs: BTreeMap::new(),
+            queue: VecDeque::new(),
+            ops: BTreeMap::new(),
+            last_grants: BTreeMap::new(),
+        }
     }
 
     /// The table's clock never goes backwards.
@@ -236,16 +251,36 @@ impl Model {
     }
 
     /// The oldest queued job, under the next epoch, until now + ttl.
-    fn acquire(&mut self, now: Time, owner: NodeId) -> Answer<Acquired> {
+    fn acquire(&mut self, now: Time, owner: WorkerId) -> Answer<Acquired> {
         self.clock(now)?;
         let Some(job) = self.queue.pop_front() else { return Ok(Acquired::Empty) };
         let ttl = self.config.lease_ttl;
         let record = self.job(job)?;
         record.epoch = Epoch(record.epoch.0 + 1);
         record.attempts += 1;
-        let lease = Lease { job, owner, epoch: record.epoch, expires_at: now + ttl };
+        let lease = Lease { job, owner: Owner::Worker(owner), epoch: record.epoch, expires_at: now + ttl };
         record.state = State::Leased(lease);
         Ok(Acquired::Granted(Grant { lease, attempt: record.attempts }))
+    }
+
+    /// A retried request whose grant is the worker's last and still its live, unexpired lease
+    /// gets that grant again; anything else is a fresh acquire, remembered when it grants.
+    fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Answer<Acquired> {
+        self.clock(now)?;
+        if let Some(&(last, job, epoch)) = self.last_grants.get(&owner) {
+            let record = &self.jobs[&job];
+            if let State::Leased(lease) = record.state {
+                let standing = lease.owner == Owner::Worker(owner) && lease.epoch == epoch && now < lease.expires_at;
+                if last == request && standing {
+                    return Ok(Acquired::Regranted(Grant { lease, attempt: record.attempts }));
+                }
+            }
+        }
+        let acquired = self.acquire(now, owner)?;
+        if let Acquired::Granted(grant) = acquired {
+            self.last_grants.insert(owner, (request, grant.lease.job, grant.lease.epoch));
+        }
+        Ok(acquired)
     }
 
     /// The gate for every request acting on a lease: the epoch must be current, the job leased.
@@ -356,7 +391,7 @@ impl Model {
     }
 
     /// Compare-and-set on the epoch, of an expired lease only.
-    fn fence(&mut self, now: Time, job: JobId, expected: Epoch, by: NodeId) -> Answer<Fencing> {
+    fn fence(&mut self, now: Time, job: JobId, expected: Epoch, by: ReclaimerId) -> Answer<Fencing> {
         self.job(job)?; // An unknown job is misuse, and moves no clock.
         self.clock(now)?;
         let ttl = self.config.lease_ttl;
@@ -369,7 +404,7 @@ impl Model {
             return Ok(Fencing::NotExpired { expires_at: expired.expires_at });
         }
         record.epoch = Epoch(record.epoch.0 + 1);
-        let lease = Lease { job, owner: by, epoch: record.epoch, expires_at: now + ttl };
+        let lease = Lease { job, owner: Owner::Reclaimer(by), epoch: record.epoch, expires_at: now + ttl };
         record.state = State::Leased(lease);
         Ok(Fencing::Won { expired, lease })
     }
@@ -530,6 +565,15 @@ impl Run {
                 let real = self.table.acquire(now, owner(k));
                 prop_assert_eq!(real, self.model.acquire(now, owner(k)));
             }
+            Step::AcquireFor(k, r) => {
+                let real = self.table.acquire_for(now, owner(k), RequestId(r));
+                prop_assert_eq!(real, self.model.acquire_for(now, owner(k), RequestId(r)));
+                if let Ok(Acquired::Regranted(grant)) = real {
+                    // The same grant again: the lease stays the worker's, and no job moved.
+                    prop_assert_eq!(self.table.lease(grant.lease.job), Some(grant.lease));
+                    self.saw("regranted");
+                }
+            }
             Step::Renew(k, skew) => self.renew(JobId(k), self.epoch(JobId(k), skew))?,
             Step::Complete(k, skew, output) => {
                 self.complete(JobId(k), self.epoch(JobId(k), skew), OutputId(output))?;
@@ -676,7 +720,7 @@ impl Run {
         Ok(real)
     }
 
-    fn reclaim(&mut self, by: NodeId, as_of_skew: i8, picks: &[(usize, i8)]) -> Result<(), TestCaseError> {
+    fn reclaim(&mut self, by: ReclaimerId, as_of_skew: i8, picks: &[(usize, i8)]) -> Result<(), TestCaseError> {
         let now = self.now;
         let as_of = Time(now.as_us().saturating_add_signed(i64::from(as_of_skew)));
         let modelled = self.model.expired(now, as_of);
@@ -699,7 +743,7 @@ impl Run {
         Ok(())
     }
 
-    fn fence(&mut self, job: JobId, expected: Epoch, by: NodeId, as_of: Time) -> Result<(), TestCaseError> {
+    fn fence(&mut self, job: JobId, expected: Epoch, by: ReclaimerId, as_of: Time) -> Result<(), TestCaseError> {
         let (now, before) = (self.now, self.table.lease(job));
         let real = self.table.fence(now, job, expected, by, as_of);
         let modelled = self.model.fence(now, job, expected, by);
@@ -820,6 +864,7 @@ fn the_model_runs_reach_the_interesting_situations() {
         "quarantined",
         "completion conflict",
         "already completed",
+        "regranted",
     ];
     for situation in situations {
         assert!(seen.get(situation).copied().unwrap_or(0) > 0, "never reached {situation}: {seen:?}");

@@ -6,19 +6,19 @@
 
 use lease_core::{
     Abandon, Acquired, BatchId, Bugs, Completion, ConfigError, EffectLedger, Enqueued, Epoch, Execution, Fencing,
-    Grant, JobId, Lease, LeaseTable, Lookup, NodeId, OpId, Outcome, OutputId, Quarantine, ReclaimAction, ReclaimReply,
-    ReclaimRequest, Reclaimer, ReclaimerConfig, Refusal, Rejection, Renewal, RequestId, Requeue, Span, TableConfig,
-    TableError, Terminal, Time, Worker, WorkerAction, WorkerConfig, WorkerReply, WorkerRequest,
+    Grant, JobId, Lease, LeaseTable, Lookup, OpId, Outcome, OutputId, Owner, Quarantine, ReclaimAction, ReclaimReply,
+    ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, Refusal, Rejection, Renewal, RequestId, Requeue, Span,
+    TableConfig, TableError, Terminal, Time, Worker, WorkerAction, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_core::{Apply, Outcome::Completed};
 // (Outcome::Completed is imported bare because the terminal outcome is named in nearly every test.)
 use std::collections::BTreeMap;
 
 const TTL: Span = Span(100);
-const W1: NodeId = NodeId(1);
-const W2: NodeId = NodeId(2);
-const R1: NodeId = NodeId(10);
-const R2: NodeId = NodeId(11);
+const W1: WorkerId = WorkerId(1);
+const W2: WorkerId = WorkerId(2);
+const R1: ReclaimerId = ReclaimerId(1);
+const R2: ReclaimerId = ReclaimerId(2);
 
 fn config() -> TableConfig {
     TableConfig { capacity: 3, lease_ttl: TTL, batch_max: 2, attempts_max: 3 }
@@ -53,22 +53,22 @@ fn enqueue(table: &mut LeaseTable, now: Time, n: u64) {
     assert!(matches!(enqueued, Enqueued::Accepted { .. }), "job {n} not accepted: {enqueued:?}");
 }
 
-fn grant(table: &mut LeaseTable, now: Time, owner: NodeId) -> Grant {
+fn grant(table: &mut LeaseTable, now: Time, owner: WorkerId) -> Grant {
     match table.acquire(now, owner).unwrap() {
         Acquired::Granted(grant) => grant,
-        Acquired::Empty => panic!("nothing to acquire at {now}"),
+        other => panic!("no fresh grant at {now}: {other:?}"),
     }
 }
 
 /// Enqueues job `n` and grants it to `owner` at `now`; the queue must hold nothing older.
-fn leased(table: &mut LeaseTable, now: Time, n: u64, owner: NodeId) -> Lease {
+fn leased(table: &mut LeaseTable, now: Time, n: u64, owner: WorkerId) -> Lease {
     enqueue(table, now, n);
     let lease = grant(table, now, owner).lease;
     assert_eq!(lease.job, job(n));
     lease
 }
 
-fn reclaim(table: &mut LeaseTable, now: Time, lease: Lease, reclaimer: NodeId) -> Lease {
+fn reclaim(table: &mut LeaseTable, now: Time, lease: Lease, reclaimer: ReclaimerId) -> Lease {
     match table.fence(now, lease.job, lease.epoch, reclaimer, now).unwrap() {
         Fencing::Won { expired, lease: ours } => {
             assert_eq!(expired, lease);
@@ -155,11 +155,11 @@ fn acquire_grants_a_strictly_higher_epoch_on_every_grant_and_expires_one_ttl_aft
     let mut table = table();
     enqueue(&mut table, t(0), 1);
     let first = grant(&mut table, t(10), W1).lease;
-    assert_eq!(first, Lease { job: job(1), owner: W1, epoch: Epoch(1), expires_at: t(110) });
+    assert_eq!(first, Lease { job: job(1), owner: Owner::Worker(W1), epoch: Epoch(1), expires_at: t(110) });
     assert_eq!(table.lease(job(1)), Some(first));
     assert!(matches!(table.requeue(t(20), job(1), first.epoch).unwrap(), Requeue::Requeued { attempts: 1 }));
     let second = grant(&mut table, t(35), W2).lease;
-    assert_eq!(second, Lease { job: job(1), owner: W2, epoch: Epoch(2), expires_at: t(135) });
+    assert_eq!(second, Lease { job: job(1), owner: Owner::Worker(W2), epoch: Epoch(2), expires_at: t(135) });
     assert!(second.epoch > first.epoch);
     assert_eq!(table.epoch(job(1)), Some(Epoch(2)));
 }
@@ -200,6 +200,97 @@ fn the_attempt_counts_worker_grants_and_not_reclaims() {
     let second = grant(&mut table, t(102), W2);
     assert_eq!(second.attempt, 2);
     assert_eq!(second.lease.epoch, Epoch(3));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Acquire by request: a retried acquire is answered with the grant it already had
+
+fn acquire_for(table: &mut LeaseTable, now: Time, owner: WorkerId, request: u64) -> Acquired {
+    table.acquire_for(now, owner, RequestId(request)).unwrap()
+}
+
+#[test]
+fn a_retried_acquire_whose_grant_stands_gets_the_same_grant_and_no_second_job() {
+    // Proves idempotent acquire: worker 1's request 7 is granted job 1; its answer is lost, and
+    // the copy sent again under id 7 gets the same lease (same job, epoch, attempt) as a regrant,
+    // renewals included, while job 2 stays queued and the epoch and attempts do not move.
+    let mut table = table();
+    enqueue(&mut table, t(0), 1);
+    enqueue(&mut table, t(0), 2);
+    let Acquired::Granted(first) = acquire_for(&mut table, t(10), W1, 7) else { panic!("no grant") };
+    assert_eq!(first.lease, Lease { job: job(1), owner: Owner::Worker(W1), epoch: Epoch(1), expires_at: t(110) });
+    assert_eq!(acquire_for(&mut table, t(30), W1, 7), Acquired::Regranted(first));
+    let renewed = Renewal::Renewed { epoch: Epoch(1), expires_at: t(140) };
+    assert_eq!(table.renew(t(40), job(1), Epoch(1)).unwrap(), renewed);
+    let again = Grant { lease: Lease { expires_at: t(140), ..first.lease }, attempt: 1 };
+    assert_eq!(acquire_for(&mut table, t(139), W1, 7), Acquired::Regranted(again));
+    assert_eq!(table.epoch(job(1)), Some(Epoch(1)));
+    assert_eq!(table.lease(job(1)), Some(again.lease));
+    // Job 2 was never taken: the next fresh acquire gets it, as attempt 1 under epoch 1.
+    let Acquired::Granted(second) = acquire_for(&mut table, t(139), W2, 7) else { panic!("no grant") };
+    assert_eq!((second.lease.job, second.lease.epoch, second.attempt), (job(2), Epoch(1), 1));
+}
+
+#[test]
+fn a_new_request_from_the_same_worker_is_a_fresh_acquire() {
+    // Proves the memory is by request, not by worker: request 8 of worker 1, after request 7 was
+    // granted job 1, gets job 2; and then a late copy of request 7 is a fresh acquire too (the
+    // table remembers the last grant only), finding the queue empty.
+    let mut table = table();
+    enqueue(&mut table, t(0), 1);
+    enqueue(&mut table, t(0), 2);
+    let Acquired::Granted(first) = acquire_for(&mut table, t(1), W1, 7) else { panic!("no grant") };
+    let Acquired::Granted(second) = acquire_for(&mut table, t(2), W1, 8) else { panic!("no grant") };
+    assert_eq!((first.lease.job, second.lease.job), (job(1), job(2)));
+    assert_eq!(acquire_for(&mut table, t(3), W1, 7), Acquired::Empty);
+    assert_eq!(acquire_for(&mut table, t(4), W1, 8), Acquired::Regranted(second));
+}
+
+#[test]
+fn the_same_request_id_from_another_worker_is_a_fresh_acquire() {
+    // Proves the memory is per worker: worker 2's request 7 is not worker 1's request 7.
+    let mut table = table();
+    enqueue(&mut table, t(0), 1);
+    enqueue(&mut table, t(0), 2);
+    let Acquired::Granted(first) = acquire_for(&mut table, t(1), W1, 7) else { panic!("no grant") };
+    let Acquired::Granted(other) = acquire_for(&mut table, t(2), W2, 7) else { panic!("no grant") };
+    assert_eq!((first.lease.job, other.lease.job), (job(1), job(2)));
+    assert_eq!(other.lease.owner, Owner::Worker(W2));
+}
+
+#[test]
+fn a_retried_acquire_whose_grant_no_longer_stands_is_a_fresh_acquire() {
+    // Proves a regrant only of a lease that is still the worker's, under the grant's epoch, and
+    // unexpired: after the lease expired (not yet reclaimed), after it was reclaimed, requeued
+    // and granted again, and after the job was completed, a retried copy gets a fresh acquire.
+    let mut table = table();
+    enqueue(&mut table, t(0), 1);
+    let Acquired::Granted(first) = acquire_for(&mut table, t(0), W1, 7) else { panic!("no grant") };
+    assert_eq!(acquire_for(&mut table, t(99), W1, 7), Acquired::Regranted(first));
+    // Expired by the table's clock: not a grant anyone can use any more.
+    assert_eq!(acquire_for(&mut table, t(100), W1, 7), Acquired::Empty);
+    assert_eq!(table.lease(job(1)), Some(first.lease));
+    // Reclaimed and requeued, then granted to worker 2: worker 1's retry is fresh, and finds nothing.
+    let ours = reclaim(&mut table, t(100), first.lease, R1);
+    assert!(matches!(table.requeue(t(101), job(1), ours.epoch).unwrap(), Requeue::Requeued { .. }));
+    let Acquired::Granted(second) = acquire_for(&mut table, t(102), W2, 1) else { panic!("no grant") };
+    assert_eq!(second.lease.epoch, Epoch(3));
+    assert_eq!(acquire_for(&mut table, t(103), W1, 7), Acquired::Empty);
+    // Completed: worker 2's retried copy is fresh, and gets the next job, not the finished one.
+    assert!(matches!(table.complete(t(104), job(1), Epoch(3), out(5)).unwrap(), Completion::Completed(_)));
+    enqueue(&mut table, t(105), 2);
+    let Acquired::Granted(third) = acquire_for(&mut table, t(106), W2, 1) else { panic!("no grant") };
+    assert_eq!(third.lease.job, job(2));
+}
+
+#[test]
+fn a_retried_acquire_answered_empty_is_a_fresh_acquire() {
+    // Proves an Empty answer is not remembered: a copy of the same request after a job arrived
+    // is granted it.
+    let mut table = table();
+    assert_eq!(acquire_for(&mut table, t(0), W1, 7), Acquired::Empty);
+    enqueue(&mut table, t(1), 1);
+    assert!(matches!(acquire_for(&mut table, t(2), W1, 7), Acquired::Granted(Grant { attempt: 1, .. })));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -263,7 +354,7 @@ fn a_lease_is_refused_for_reclaim_one_microsecond_before_expiry_and_allowed_at_i
     assert_eq!(table.lease(job(1)), Some(lease));
     assert_eq!(table.expired(t(100), t(0)).unwrap(), vec![lease]);
     let on_time = table.fence(t(100), job(1), lease.epoch, R1, t(0)).unwrap();
-    let ours = Lease { job: job(1), owner: R1, epoch: Epoch(2), expires_at: t(200) };
+    let ours = Lease { job: job(1), owner: Owner::Reclaimer(R1), epoch: Epoch(2), expires_at: t(200) };
     assert_eq!(on_time, Fencing::Won { expired: lease, lease: ours });
     assert_eq!(table.lease(job(1)), Some(ours));
 }
@@ -283,7 +374,7 @@ fn when_two_reclaimers_race_for_one_listed_lease_exactly_one_wins() {
     let Fencing::Won { lease: winner, .. } = first else { panic!("the first fence lost: {first:?}") };
     assert_eq!(second, Fencing::LostRace { current: Epoch(2) });
     assert_eq!(table.lease(job(1)), Some(winner));
-    assert_eq!(winner.owner, R1);
+    assert_eq!(winner.owner, Owner::Reclaimer(R1));
 }
 
 #[test]
@@ -294,7 +385,7 @@ fn epochs_strictly_increase_on_every_reclaim() {
     let mut now = t(0);
     for expected in 2..=5 {
         now = lease.expires_at;
-        let next = reclaim(&mut table, now, lease, NodeId(10 + expected as u32));
+        let next = reclaim(&mut table, now, lease, ReclaimerId(10 + expected as u32));
         assert_eq!(next.epoch, Epoch(expected));
         assert!(next.epoch > lease.epoch);
         lease = next;
@@ -553,6 +644,31 @@ fn unworkable_worker_timing_is_a_config_error() {
 }
 
 #[test]
+fn a_hold_or_round_trip_that_outlives_a_grant_is_a_config_error() {
+    // Proves WorkerConfig::validate refuses timing in which a grant could arrive dead: with ttl
+    // 1000 and margin 200 a grant is usable for 800 after the worker asked, so a hold plus a round
+    // trip (acquire_wait + request_timeout) of 800 or more is refused, naming all three, and 799 is
+    // accepted. The table's longest hold is what is left of the 800 after the round trip.
+    let ok = worker_config();
+    let unusable = |acquire_wait: u64, request_timeout: u64| ConfigError::UnusableGrant {
+        acquire_wait: Span(acquire_wait),
+        request_timeout: Span(request_timeout),
+        usable: Span(800),
+    };
+    for (wait, round_trip) in [(100, 700), (0, 800), (790, 10), (5_000, 100)] {
+        let config = WorkerConfig { acquire_wait: Span(wait), request_timeout: Span(round_trip), ..ok };
+        assert_eq!(config.validate(), Err(unusable(wait, round_trip)));
+        let refused = Worker::new(W1, config, Bugs::NONE, t(0)).map(|_| ()).unwrap_err();
+        assert_eq!(refused, unusable(wait, round_trip));
+    }
+    let edge = WorkerConfig { acquire_wait: Span(99), request_timeout: Span(700), ..ok };
+    assert_eq!(edge.validate(), Ok(()));
+    assert_eq!(edge.grant_usable_for(), Span(800));
+    assert_eq!(edge.acquire_hold_max(), Span(100));
+    assert!(edge.acquire_wait < edge.acquire_hold_max());
+}
+
+#[test]
 fn unworkable_reclaimer_timing_is_a_config_error() {
     // Proves Reclaimer::new refuses a zero scan interval or request timeout.
     let bad = |config: ReclaimerConfig| Reclaimer::new(R1, config, Bugs::NONE, t(0)).map(|_| ()).unwrap_err();
@@ -629,7 +745,9 @@ fn worker_config() -> WorkerConfig {
         lease_ttl: Span(1_000),
         heartbeat_every: Span(300),
         drift_margin: Span(200),
-        request_timeout: Span(10_000),
+        // A round trip well inside the 800 a grant is usable for, and long enough that no test
+        // below sees a retry unless it asks for one.
+        request_timeout: Span(700),
         idle_backoff: Span(50),
         acquire_wait: Span::ZERO,
     }
@@ -647,11 +765,11 @@ fn one_send(actions: Vec<WorkerAction>) -> (RequestId, WorkerRequest) {
     }
 }
 
-fn lease_for(owner: NodeId, epoch: u64, expires_at: Time) -> Lease {
-    Lease { job: job(1), owner, epoch: Epoch(epoch), expires_at }
+fn lease_for(owner: WorkerId, epoch: u64, expires_at: Time) -> Lease {
+    Lease { job: job(1), owner: Owner::Worker(owner), epoch: Epoch(epoch), expires_at }
 }
 
-fn granted(owner: NodeId, epoch: u64, attempt: u32, expires_at: Time) -> WorkerReply {
+fn granted(owner: WorkerId, epoch: u64, attempt: u32, expires_at: Time) -> WorkerReply {
     WorkerReply::Acquired(Acquired::Granted(Grant { lease: lease_for(owner, epoch, expires_at), attempt }))
 }
 
@@ -854,6 +972,82 @@ fn a_grant_answering_a_resent_acquire_self_fences_from_the_first_send() {
     worker.handle_timeout(t(800));
     let abandoned = WorkerAction::Abandoned { job: job(1), epoch: Epoch(1), why: Abandon::SelfFenced };
     assert_eq!(drain_worker(&mut worker).first(), Some(&abandoned));
+}
+
+#[test]
+fn a_worker_sends_an_acquire_again_under_its_id_only_while_a_grant_to_the_copy_could_be_used() {
+    // Proves stale acquires are not kept alive: with ttl 1000 and margin 200 a grant is usable
+    // until 800 after the first copy; the worker waits 350 for an answer (a hold of 250 plus a
+    // round trip of 100). At 350 a grant to a new copy would come by 700: sent again under the
+    // same id. At 700 it would come by 1050, too late: asked afresh under a new id instead, whose
+    // grant counts from 700 (self-fence at 1500); the old id is no longer awaited, so a late grant
+    // to it is ignored.
+    let config = WorkerConfig { request_timeout: Span(100), acquire_wait: Span(250), ..worker_config() };
+    let mut worker = Worker::new(W1, config, Bugs::NONE, t(0)).unwrap();
+    let (first, _) = one_send(drain_worker(&mut worker));
+    assert_eq!(worker.poll_timeout(), t(350));
+    worker.handle_timeout(t(350));
+    assert_eq!(one_send(drain_worker(&mut worker)), (first, WorkerRequest::Acquire));
+    assert_eq!(worker.poll_timeout(), t(700));
+    worker.handle_timeout(t(700));
+    let (fresh, request) = one_send(drain_worker(&mut worker));
+    assert_eq!(request, WorkerRequest::Acquire);
+    assert_ne!(fresh, first);
+    assert_eq!(worker.awaiting(first), None);
+    assert_eq!(worker.awaiting(fresh), Some(WorkerRequest::Acquire));
+    worker.handle_reply(t(710), first, granted(W1, 1, 1, t(1_100)));
+    assert_eq!(drain_worker(&mut worker), vec![]);
+    assert_eq!(worker.holding(), None);
+    worker.handle_reply(t(720), fresh, granted(W1, 2, 1, t(1_720)));
+    assert!(matches!(one_send(drain_worker(&mut worker)).1, WorkerRequest::Execute { .. }));
+    assert_eq!(worker.poll_timeout(), t(820), "the execute's timeout comes first");
+    worker.handle_timeout(t(1_499));
+    let before = drain_worker(&mut worker);
+    assert!(!before.iter().any(|action| matches!(action, WorkerAction::Abandoned { .. })), "{before:?}");
+    worker.handle_timeout(t(1_500));
+    let abandoned = WorkerAction::Abandoned { job: job(1), epoch: Epoch(2), why: Abandon::SelfFenced };
+    assert_eq!(drain_worker(&mut worker).first(), Some(&abandoned));
+}
+
+#[test]
+fn a_worker_acts_on_a_regrant_as_on_the_grant_it_repeats() {
+    // Proves a regrant (the answer to a retried acquire whose grant stands) is taken as the grant:
+    // on attempt 2 the worker looks up under its epoch, and self-fences counting from the first
+    // copy of the acquire.
+    let config = WorkerConfig { request_timeout: Span(100), ..worker_config() };
+    let mut worker = Worker::new(W1, config, Bugs::NONE, t(0)).unwrap();
+    let (acquire, _) = one_send(drain_worker(&mut worker));
+    worker.handle_timeout(t(100));
+    assert_eq!(one_send(drain_worker(&mut worker)), (acquire, WorkerRequest::Acquire));
+    let regrant = Grant { lease: lease_for(W1, 4, t(1_050)), attempt: 2 };
+    worker.handle_reply(t(120), acquire, WorkerReply::Acquired(Acquired::Regranted(regrant)));
+    assert_eq!(one_send(drain_worker(&mut worker)).1, WorkerRequest::Lookup { op: op(1), epoch: Epoch(4) });
+    assert_eq!(worker.holding(), Some((job(1), Epoch(4))));
+    worker.handle_timeout(t(800));
+    let abandoned = WorkerAction::Abandoned { job: job(1), epoch: Epoch(4), why: Abandon::SelfFenced };
+    assert_eq!(drain_worker(&mut worker).first(), Some(&abandoned));
+}
+
+#[test]
+fn a_worker_says_which_request_a_reply_would_answer() {
+    // Proves Worker::awaiting names the main request and the renewal in flight by their ids, and
+    // nothing for an id the worker is done with: the harness strikes after an effect only on a
+    // reply that answers the execute in flight.
+    let (mut worker, execute, request) = worker_holding(worker_config(), 1, 1, t(5));
+    assert_eq!(worker.awaiting(execute), Some(request));
+    worker.handle_timeout(t(305));
+    let (renew, renewal) = one_send(drain_worker(&mut worker));
+    assert_eq!(worker.awaiting(renew), Some(renewal));
+    assert_eq!(worker.awaiting(execute), Some(WorkerRequest::Execute { op: op(1), epoch: Epoch(1) }));
+    let done = WorkerReply::Executed(Execution::Done { output: out(7), apply: Apply::Applied });
+    worker.handle_reply(t(310), execute, done);
+    let (complete, _) = one_send(drain_worker(&mut worker));
+    assert_eq!(worker.awaiting(execute), None, "the execute was answered");
+    assert_eq!(
+        worker.awaiting(complete),
+        Some(WorkerRequest::Complete { job: job(1), epoch: Epoch(1), output: out(7) })
+    );
+    assert_eq!(worker.awaiting(RequestId(999)), None);
 }
 
 #[test]
@@ -1196,6 +1390,25 @@ fn a_reclaimer_takes_the_first_answer_to_any_copy_of_a_retried_fence() {
 }
 
 #[test]
+fn a_reclaimer_says_which_request_a_reply_would_answer() {
+    // Proves Reclaimer::awaiting names the request in flight by its id, and nothing for a request
+    // already answered: the harness strikes mid-reclaim only on the fence the reclaimer awaits.
+    let mut table = table();
+    let mut ledger = EffectLedger::new();
+    let _ = leased(&mut table, t(0), 1, W1);
+    let now = t(100);
+    let mut reclaimer = Reclaimer::new(R1, reclaimer_config(), Bugs::NONE, now).unwrap();
+    let list = only_reclaim_send(&drain_reclaimer(&mut reclaimer));
+    assert_eq!(reclaimer.awaiting(list.0), Some(list.1));
+    let fence = only_reclaim_send(&step(&mut reclaimer, &mut table, &mut ledger, now, list));
+    assert_eq!(reclaimer.awaiting(list.0), None);
+    assert_eq!(reclaimer.awaiting(fence.0), Some(fence.1));
+    let lookup = only_reclaim_send(&step(&mut reclaimer, &mut table, &mut ledger, now + Span(1), fence));
+    assert_eq!(reclaimer.awaiting(fence.0), None, "a late copy of the won fence answers nothing");
+    assert_eq!(reclaimer.awaiting(lookup.0), Some(lookup.1));
+}
+
+#[test]
 fn a_reclaimer_that_finds_nothing_expired_scans_again_after_scan_every() {
     // Proves the idle scan loop: an empty listing means no batch, and the next listing waits scan_every.
     let mut reclaimer = Reclaimer::new(R1, reclaimer_config(), Bugs::NONE, t(0)).unwrap();
@@ -1223,8 +1436,8 @@ const RUN_US_MAX: Time = Time(2_000_000);
 /// A message in flight, delivered LATENCY after it was sent.
 #[derive(Debug)]
 enum Message {
-    WorkerAsks { from: NodeId, id: RequestId, request: WorkerRequest },
-    WorkerHears { to: NodeId, id: RequestId, reply: WorkerReply },
+    WorkerAsks { from: WorkerId, id: RequestId, request: WorkerRequest },
+    WorkerHears { to: WorkerId, id: RequestId, reply: WorkerReply },
     ReclaimerAsks { id: RequestId, request: ReclaimRequest },
     ReclaimerHears { id: RequestId, reply: ReclaimReply },
 }
@@ -1234,13 +1447,13 @@ struct World {
     now: Time,
     table: LeaseTable,
     ledger: EffectLedger,
-    workers: BTreeMap<NodeId, Worker>,
+    workers: BTreeMap<WorkerId, Worker>,
     reclaimer: Reclaimer,
     inbox: BTreeMap<(Time, u64), Message>,
     sent_count: u64,
     /// The worker that crashes right after its first effect is applied, if any still.
-    crash_after_apply: Option<NodeId>,
-    executions: Vec<(NodeId, OpId, Epoch)>,
+    crash_after_apply: Option<WorkerId>,
+    executions: Vec<(WorkerId, OpId, Epoch)>,
     applied: Vec<(OpId, Epoch, OutputId)>,
     terminals: Vec<Terminal>,
     adopted_by_reclaimer: Vec<(JobId, OutputId)>,
@@ -1255,7 +1468,7 @@ impl World {
     }
 
     fn drain(&mut self) {
-        let ids: Vec<NodeId> = self.workers.keys().copied().collect();
+        let ids: Vec<WorkerId> = self.workers.keys().copied().collect();
         for from in ids {
             while let Some(action) = self.workers.get_mut(&from).and_then(Worker::poll) {
                 if let WorkerAction::Send(id, request) = action {
@@ -1273,7 +1486,7 @@ impl World {
     }
 
     /// The dependency: a fresh output per (op, epoch), so a repeated effect shows as a conflict.
-    fn execute(&mut self, from: NodeId, op: OpId, epoch: Epoch) -> Execution {
+    fn execute(&mut self, from: WorkerId, op: OpId, epoch: Epoch) -> Execution {
         self.executions.push((from, op, epoch));
         let output = OutputId(op.job.0 * 1_000 + epoch.0);
         let apply = self.ledger.apply(op, epoch, output);
@@ -1287,10 +1500,10 @@ impl World {
         self.terminals.extend(terminal);
     }
 
-    fn serve_worker(&mut self, from: NodeId, id: RequestId, request: WorkerRequest) {
+    fn serve_worker(&mut self, from: WorkerId, id: RequestId, request: WorkerRequest) {
         let now = self.now;
         let reply = match request {
-            WorkerRequest::Acquire => WorkerReply::Acquired(self.table.acquire(now, from).unwrap()),
+            WorkerRequest::Acquire => WorkerReply::Acquired(self.table.acquire_for(now, from, id).unwrap()),
             WorkerRequest::Renew { job, epoch } => WorkerReply::Renewed(self.table.renew(now, job, epoch).unwrap()),
             WorkerRequest::Lookup { op, epoch } => WorkerReply::Looked(self.ledger.lookup(op, epoch)),
             WorkerRequest::Execute { op, epoch } => WorkerReply::Executed(self.execute(from, op, epoch)),
@@ -1447,7 +1660,7 @@ fn crash_after_effect_is_adopted_not_repeated() {
     assert_eq!(world.ledger.recorded(op(1)), Some(output));
     assert_eq!(world.adopted_by_reclaimer, vec![(job1, output)]);
     let [(reclaimed_at, expired)] = world.reclaims[..] else { panic!("reclaims: {:?}", world.reclaims) };
-    assert_eq!((expired.job, expired.owner, expired.epoch), (job1, W1, Epoch(1)));
+    assert_eq!((expired.job, expired.owner, expired.epoch), (job1, Owner::Worker(W1), Epoch(1)));
     assert!(reclaimed_at >= expired.expires_at, "reclaimed at {reclaimed_at}, before {}", expired.expires_at);
 
     let job2_terminal = world.table.terminal(job2).expect("job 2 ended");

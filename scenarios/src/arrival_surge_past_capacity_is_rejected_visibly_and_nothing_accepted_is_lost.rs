@@ -18,7 +18,7 @@ mod tests {
     // Rejections are counted, rejected jobs never ran, and every accepted job ended.
     #[test]
     fn a_surge_is_rejected_visibly_and_every_accepted_job_ends() {
-        let report = scripted(SCENARIO, 11);
+        let report = scripted(SCENARIO, 12);
         let history = &report.history;
         let figures = Figures::of(history);
         assert!(figures.rejected > 0, "the surge overflowed the queue");

@@ -5,7 +5,7 @@
 //! every fault kind on or off at random and picks its own rates, so that across a sweep some seeds
 //! hammer one mechanism hard while others combine everything.
 
-use crate::clock::LocalClock;
+use crate::clock::{LocalClock, DRIFT_PPM_MAX};
 use crate::history::{CrashPoint, Node};
 use lease_core::{Bug, ReclaimerConfig, Span, TableConfig, WorkerConfig};
 use rand::{Rng, SeedableRng};
@@ -478,14 +478,23 @@ fn pauses(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     }
 }
 
-/// Clock drift and offset for every worker and reclaimer. The worker's margin is ttl/8 and the
-/// drift stays within ±5%, inside it: beyond the margin, self-fencing could not hold.
+/// Clock drift and offset for every worker and reclaimer. Offsets go either way, from a few
+/// milliseconds up to two lease lengths: the size at which a clock that decided expiry would
+/// reclaim live leases, or never reclaim at all. The worker's margin is ttl/8 and the drift stays
+/// within ±5%, inside it: beyond the margin, self-fencing could not hold.
 fn drift(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
-    let mut clock =
-        || LocalClock { offset_us: rng.gen_range(0..10_000_000), drift_ppm: rng.gen_range(-50_000..=50_000) };
+    let ttl_us = params.table.lease_ttl.as_us();
+    let mut clock = || {
+        let magnitude = rng.gen_range(OFFSET_MIN_US..=(2 * ttl_us).max(OFFSET_MIN_US)) as i64;
+        let offset_us = if rng.gen_bool(0.5) { magnitude } else { -magnitude };
+        LocalClock::new(offset_us, rng.gen_range(-DRIFT_PPM_MAX..=DRIFT_PPM_MAX))
+    };
     params.worker_clocks = (0..params.workers).map(|_| clock()).collect();
     params.reclaimer_clocks = (0..params.reclaimers).map(|_| clock()).collect();
 }
+
+/// The smallest clock offset a drifting clock gets: a few milliseconds.
+const OFFSET_MIN_US: u64 = 2_000;
 
 /// The fault-free parameters every scenario starts from.
 fn base(scenario: &'static str, seed: u64, bug: Option<Bug>, rng: &mut Xoshiro256PlusPlus) -> Params {
@@ -512,7 +521,10 @@ fn base(scenario: &'static str, seed: u64, bug: Option<Bug>, rng: &mut Xoshiro25
             drift_margin: lease_ttl / 8,
             request_timeout: lease_ttl / 6,
             idle_backoff: Span::from_ms(5),
-            acquire_wait: Span::from_secs(1),
+            // Long polling, held far shorter than a grant stays usable (ttl - margin = 7/8 ttl):
+            // a grant made at the end of a hold, answered within a round trip (ttl/6), leaves
+            // most of the lease to act in, and so does one to the acquire's first retry.
+            acquire_wait: lease_ttl / 8,
         },
         reclaimer: ReclaimerConfig {
             scan_every: lease_ttl / rng.gen_range(2..=8),
@@ -687,7 +699,7 @@ impl Params {
         let clocks = self.worker_clocks.iter().enumerate().map(|(n, c)| (format!("w{n}"), c));
         let clocks = clocks.chain(self.reclaimer_clocks.iter().enumerate().map(|(n, c)| (format!("r{n}"), c)));
         for (node, clock) in clocks.filter(|(_, clock)| **clock != LocalClock::EXACT) {
-            let _ = write!(out, " clock_{node}={}us{:+}ppm", clock.offset_us, clock.drift_ppm);
+            let _ = write!(out, " clock_{node}={:+}us{:+}ppm", clock.offset_us, clock.drift_ppm);
         }
         if self.stall != StallRates::default() {
             let st = &self.stall;
@@ -719,5 +731,37 @@ impl Params {
             };
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves drifting clocks go both ways within their bounds, and that the parameter line names
+    // every one of them with its sign: over clock-drift seeds, every worker and reclaimer clock is
+    // offset by 2 ms to two lease lengths, ahead or behind, drifting at most ±5%, each printed as
+    // `clock_<node>=<±offset>us<±drift>ppm`; across the seeds some clocks run behind.
+    #[test]
+    fn drifting_clocks_run_ahead_and_behind_and_every_one_is_described() {
+        let mut behind = 0;
+        for seed in 0..50 {
+            let params = Scenario::ClockDrift.params(seed, None);
+            let ttl_us = params.table.lease_ttl.as_us() as i64;
+            let describe = params.describe();
+            let workers = params.worker_clocks.iter().enumerate().map(|(n, clock)| (format!("w{n}"), clock));
+            let reclaimers = params.reclaimer_clocks.iter().enumerate().map(|(n, clock)| (format!("r{n}"), clock));
+            let clocks: Vec<_> = workers.chain(reclaimers).collect();
+            assert_eq!(clocks.len(), (params.workers + params.reclaimers) as usize);
+            for (node, clock) in clocks {
+                let offset = clock.offset_us.abs();
+                assert!((OFFSET_MIN_US as i64..=2 * ttl_us).contains(&offset), "seed {seed} {node}: {clock:?}");
+                assert!(clock.drift_ppm.abs() <= DRIFT_PPM_MAX, "seed {seed} {node}: {clock:?}");
+                let printed = format!(" clock_{node}={:+}us{:+}ppm", clock.offset_us, clock.drift_ppm);
+                assert!(describe.contains(&printed), "seed {seed}: {printed:?} missing from {describe}");
+                behind += usize::from(clock.offset_us < 0);
+            }
+        }
+        assert!(behind > 0, "no clock ran behind the table");
     }
 }

@@ -220,6 +220,14 @@ impl Ctx {
         *incarnation
     }
 
+    /// Whether `incarnation` is `node`'s current life and the node is up. A request sent by an
+    /// earlier life, or by a node that is down, travelled on a connection its crash reset: it
+    /// must not be served.
+    pub fn is_current(&self, node: Node, incarnation: u64) -> bool {
+        let state = self.state();
+        state.incarnations.get(&node) == Some(&incarnation) && !state.down.contains_key(&node)
+    }
+
     /// Crashes `node` at protocol point `point` and restarts it after the restart delay. The
     /// caller must not touch the network again: its task is dropped at its next await.
     pub fn crash(&self, node: Node, point: Point, job: Option<JobId>) {
@@ -552,8 +560,8 @@ fn undo_later(ctx: &Arc<Ctx>, after_us: u64, undo: impl FnOnce(&Ctx) + Send + 's
     });
 }
 
-/// Ends the fault phase: every partition closes, paused nodes resume, losses stop, and latency
-/// returns to normal.
+/// Ends the fault phase: every partition closes, paused nodes resume, crashed nodes restart,
+/// losses stop, and latency returns to normal.
 fn heal(ctx: &Arc<Ctx>) {
     let net = madsim::net::NetSim::current();
     let nodes: Vec<(Node, SimNodeId)> = ctx.state().nodes.iter().map(|(n, id)| (*n, *id)).collect();
@@ -565,6 +573,12 @@ fn heal(ctx: &Arc<Ctx>) {
     }
     for &(node, _) in &nodes {
         resume(ctx, node);
+    }
+    // A node still down would carry a fault into the liveness phase (a ledger down past the heal
+    // leaves every grant unusable): it restarts now, and its pending restart finds it up.
+    let down: Vec<(Node, u64)> = ctx.state().down.iter().map(|(node, life)| (*node, *life)).collect();
+    for (node, life) in down {
+        ctx.bring_up(node, life);
     }
     let calm = latency(crate::scenario::CALM_LATENCY_US);
     net.update_config(|net| {

@@ -5,7 +5,7 @@ use crate::history::{
     AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Node, OutcomeKind, RefuseReason, RefusedRequest,
     RejectReason,
 };
-use lease_core::{BatchId, Epoch, JobId, NodeId, OpId, OutputId};
+use lease_core::{BatchId, Epoch, JobId, OpId, OutputId, ReclaimerId};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub(crate) const J1: JobId = JobId(1);
@@ -34,7 +34,7 @@ pub(crate) fn r(n: u32) -> Node {
 
 /// Batch `seq` of reclaimer `n`.
 pub(crate) fn batch(n: u32, seq: u64) -> BatchId {
-    BatchId { reclaimer: NodeId(n), seq }
+    BatchId { reclaimer: ReclaimerId(n), seq }
 }
 
 /// A history under construction. Each method appends one entry at the current time and returns

@@ -12,7 +12,7 @@ use crate::history::{
 };
 use lease_core::{
     Acquired, Apply, BatchId, Bug, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, JobId, Lease, LeaseTable,
-    Lookup, NodeId, OpId, OutputId, Quarantine, Renewal, Requeue, Span, TableConfig, Terminal, Time,
+    Lookup, OpId, OutputId, Quarantine, ReclaimerId, Renewal, Requeue, Span, TableConfig, Terminal, Time, WorkerId,
 };
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -184,7 +184,7 @@ impl Driver {
     }
 
     fn acquire(&mut self, worker: u32) {
-        let Acquired::Granted(grant) = self.table.acquire(self.now, NodeId(worker)).unwrap() else { return };
+        let Acquired::Granted(grant) = self.table.acquire(self.now, WorkerId(worker)).unwrap() else { return };
         let lease = grant.lease;
         let event = Event::Granted {
             job: lease.job,
@@ -269,7 +269,7 @@ impl Driver {
         if self.reclaimers[&reclaimer].pending.is_empty() {
             let leases = self.table.expired(self.now, self.now).unwrap();
             let state = self.reclaimers.get_mut(&reclaimer).expect("a known reclaimer");
-            let batch = BatchId { reclaimer: NodeId(reclaimer), seq: state.batches };
+            let batch = BatchId { reclaimer: ReclaimerId(reclaimer), seq: state.batches };
             state.batches += 1;
             let listed = leases
                 .iter()
@@ -289,7 +289,7 @@ impl Driver {
         let lease = state.pending.pop_front().expect("a pending lease");
         let node = Node::Reclaimer(reclaimer);
         let (expired, ours) =
-            match self.table.fence(self.now, lease.job, lease.epoch, NodeId(reclaimer), self.now).unwrap() {
+            match self.table.fence(self.now, lease.job, lease.epoch, ReclaimerId(reclaimer), self.now).unwrap() {
                 Fencing::Won { expired, lease } => (expired, lease),
                 Fencing::LostRace { current } => {
                     let event = Event::LostRace { job: lease.job, expected: lease.epoch, current, batch };

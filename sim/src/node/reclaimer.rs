@@ -6,7 +6,7 @@ use crate::history::{Event, Node};
 use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
 use crate::scenario::{Point, Strike};
 use crate::world::Ctx;
-use lease_core::{Fencing, NodeId, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, RequestId};
+use lease_core::{Fencing, JobId, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId, RequestId};
 use std::sync::Arc;
 
 pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
@@ -17,7 +17,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
     let first_batch = (incarnation - 1) << 32;
     let local = clock.local(ctx.now());
     let mut reclaimer =
-        Reclaimer::numbering_batches_from(NodeId(n), ctx.params.reclaimer, ctx.bugs, local, first_batch)
+        Reclaimer::numbering_batches_from(ReclaimerId(n), ctx.params.reclaimer, ctx.bugs, local, first_batch)
             .expect("scenario parameters are valid");
     loop {
         while let Some(action) = reclaimer.poll() {
@@ -51,13 +51,78 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
             continue;
         }
         let Reply::Reclaimer(reply) = envelope.body else { panic!("a reclaimer got {:?}", envelope.body) };
-        if let ReclaimReply::Fenced(Fencing::Won { lease, .. }) = &reply {
-            match ctx.strike(Point::MidReclaim, lease.job) {
-                Some(Strike::Crash) => return ctx.crash(node, Point::MidReclaim, Some(lease.job)),
+        let id = RequestId(envelope.id & ((1 << INCARNATION_SHIFT) - 1));
+        if let Some(job) = fence_won(&reclaimer, id, &reply) {
+            match ctx.strike(Point::MidReclaim, job) {
+                Some(Strike::Crash) => return ctx.crash(node, Point::MidReclaim, Some(job)),
                 Some(Strike::Stall(len_us)) => ctx.stall(node, len_us).await,
                 None => {}
             }
         }
-        reclaimer.handle_reply(now, RequestId(envelope.id & ((1 << INCARNATION_SHIFT) - 1)), reply);
+        reclaimer.handle_reply(now, id, reply);
+    }
+}
+
+/// The job the reclaimer just fenced, as it will take it: `reply` must be a won fence answering
+/// the fence in flight, for the job that fence names. A late copy of an earlier fence's answer
+/// does not put the reclaimer mid-reclaim.
+fn fence_won(reclaimer: &Reclaimer, id: RequestId, reply: &ReclaimReply) -> Option<JobId> {
+    let ReclaimReply::Fenced(Fencing::Won { lease: ours, .. }) = reply else { return None };
+    let Some(ReclaimRequest::Fence { lease, .. }) = reclaimer.awaiting(id) else { return None };
+    (lease.job == ours.job).then_some(ours.job)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lease_core::{Bugs, LeaseTable, ReclaimerConfig, Span, TableConfig, Time, WorkerId};
+
+    fn sent(reclaimer: &mut Reclaimer) -> (RequestId, ReclaimRequest) {
+        let actions: Vec<ReclaimAction> = std::iter::from_fn(|| reclaimer.poll()).collect();
+        match actions.as_slice() {
+            [.., ReclaimAction::Send(id, request)] => (*id, *request),
+            other => panic!("no send in {other:?}"),
+        }
+    }
+
+    // Proves the mid-reclaim strike hits the fence the reclaimer awaits: two expired leases are
+    // listed; the first fence is won and the job requeued, then a late copy of the first win
+    // arrives while the second fence is in flight. Only the answer to the fence in flight strikes,
+    // for its own job; the late copy, and a win answering any other request, do not.
+    #[test]
+    fn only_the_answer_to_the_fence_in_flight_strikes_mid_reclaim() {
+        let config = TableConfig { capacity: 4, lease_ttl: Span(100), batch_max: 2, attempts_max: 3 };
+        let mut table = LeaseTable::new(config).unwrap();
+        for job in [1, 2] {
+            let _ = table.enqueue(Time(0), JobId(job)).unwrap();
+            let _ = table.acquire(Time(0), WorkerId(0)).unwrap();
+        }
+        let config = ReclaimerConfig { scan_every: Span(50), request_timeout: Span(20), retries_max: 2 };
+        let mut reclaimer = Reclaimer::new(ReclaimerId(0), config, Bugs::NONE, Time(100)).unwrap();
+        let (list, _) = sent(&mut reclaimer);
+        reclaimer.handle_reply(Time(100), list, ReclaimReply::Listed(table.expired(Time(100), Time(100)).unwrap()));
+        let fence = |table: &mut LeaseTable, request: ReclaimRequest, at: u64| {
+            let ReclaimRequest::Fence { lease, .. } = request else { panic!("{request:?} is no fence") };
+            let fencing = table.fence(Time(at), lease.job, lease.epoch, ReclaimerId(0), Time(at)).unwrap();
+            ReclaimReply::Fenced(fencing)
+        };
+        let (first, request) = sent(&mut reclaimer);
+        let first_won = fence(&mut table, request, 101);
+        assert_eq!(fence_won(&reclaimer, list, &first_won), None, "the listing is not in flight");
+        assert_eq!(fence_won(&reclaimer, first, &first_won), Some(JobId(1)));
+        reclaimer.handle_reply(Time(101), first, first_won.clone());
+        let (lookup, _) = sent(&mut reclaimer);
+        assert_eq!(fence_won(&reclaimer, lookup, &first_won), None, "a won fence answers no lookup");
+        reclaimer.handle_reply(Time(102), lookup, ReclaimReply::Looked(lease_core::Lookup::Empty));
+        let (requeue, ReclaimRequest::Requeue { job, epoch, .. }) = sent(&mut reclaimer) else { panic!("no requeue") };
+        reclaimer.handle_reply(
+            Time(103),
+            requeue,
+            ReclaimReply::Requeued(table.requeue(Time(103), job, epoch).unwrap()),
+        );
+        let (second, request) = sent(&mut reclaimer);
+        let second_won = fence(&mut table, request, 104);
+        assert_eq!(fence_won(&reclaimer, first, &first_won), None, "a late copy of the first win");
+        assert_eq!(fence_won(&reclaimer, second, &second_won), Some(JobId(2)));
     }
 }

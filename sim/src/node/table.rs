@@ -3,19 +3,32 @@
 //!
 //! An `Acquire` that finds the queue empty is held open (long polling) for up to the workers'
 //! `acquire_wait`, and answered as soon as a job can be granted: idle workers then cost one
-//! message pair per wait instead of one per poll. Held requests are volatile: a restart drops
-//! them, and the workers ask again when their wait runs out.
+//! message pair per wait instead of one per poll. Never longer than the worker can use a grant
+//! for, less a round trip ([`lease_core::WorkerConfig::acquire_hold_max`]): a grant made later
+//! would be dead on arrival. Held requests are volatile: a restart drops them, and the workers ask
+//! again when their wait runs out.
+//!
+//! An acquire is answered by request id ([`lease_core::LeaseTable::acquire_for`]): a retried copy
+//! whose grant still stands gets it again (`regranted`). An acquire from a worker's earlier life,
+//! or from a worker that is down, came over a connection its crash reset: it is dropped unanswered,
+//! when it arrives and again when a held one comes up, so that no dead process is granted a job.
+//! So is a copy of an acquire whose exchange is over (see [`Sessions`]): the worker no longer
+//! listens for its answer, and a grant to it would be a job nobody runs.
+//!
+//! A reclaimer's `as_of` (its own clock, which the table never uses, but a planted bug does) is put
+//! on the table's scale first ([`on_table_scale`]), as a table comparing wall clocks would read it.
 
 use super::bind;
+use crate::clock::on_table_scale;
 use crate::history::{Event, Listing, Node, RefuseReason, RefusedRequest};
-use crate::net::{table_addr, Envelope, TAG};
+use crate::net::{table_addr, Envelope, INCARNATION_SHIFT, TAG};
 use crate::net::{Reply, Request};
 use crate::world::Ctx;
 use lease_core::{
-    Acquired, BatchId, Completion, Enqueued, Epoch, Fencing, JobId, NodeId, OutputId, Quarantine, ReclaimReply,
-    ReclaimRequest, Refusal, Renewal, Requeue, WorkerReply, WorkerRequest,
+    Acquired, BatchId, Completion, Enqueued, Epoch, Fencing, JobId, OutputId, Quarantine, ReclaimReply, ReclaimRequest,
+    ReclaimerId, Refusal, Renewal, RequestId, Requeue, WorkerId, WorkerReply, WorkerRequest,
 };
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
@@ -31,11 +44,67 @@ struct Parked {
     until_us: u64,
 }
 
+impl Parked {
+    /// Whether the worker life that sent it is still the worker's, and up.
+    fn alive(&self, ctx: &Ctx) -> bool {
+        sender_alive(ctx, self.worker, self.id)
+    }
+}
+
+/// Whether worker `n`'s request with wire id `id` comes from its current, running life.
+fn sender_alive(ctx: &Ctx, n: u32, id: u64) -> bool {
+    ctx.is_current(Node::Worker(n), id >> INCARNATION_SHIFT)
+}
+
+/// Per worker, the latest request the table has had from it, and whether it was an acquire the
+/// table granted. A worker numbers its requests upwards (its incarnation in the top bits) and has
+/// at most one acquire out, so a copy of an earlier request, or of an acquire already answered
+/// empty, reaches the table only after the worker is done with it (a copy sent on a timeout
+/// that crossed the slow answer): served as new, it would grant a job to a worker that no longer
+/// listens. Such a copy is dropped, as a transport drops a duplicate. A copy of the granted
+/// acquire goes to the table, which answers it with the same grant while that stands. Volatile,
+/// like the held requests: a restart of the table forgets it.
+#[derive(Debug, Default)]
+struct Sessions(BTreeMap<u32, Latest>);
+
+#[derive(Debug, Clone, Copy)]
+struct Latest {
+    id: u64,
+    granted: bool,
+}
+
+impl Sessions {
+    /// Whether acquire `id` from worker `n` is a copy of a request whose exchange is over.
+    fn spent(&self, n: u32, id: u64) -> bool {
+        self.0.get(&n).is_some_and(|latest| id < latest.id || (id == latest.id && !latest.granted))
+    }
+
+    /// Worker `n` sent request `id`.
+    fn saw(&mut self, n: u32, id: u64) {
+        let latest = self.0.entry(n).or_insert(Latest { id, granted: false });
+        if id > latest.id {
+            *latest = Latest { id, granted: false };
+        }
+    }
+
+    /// The table answered worker `n`'s request `id` with a grant, if `reply` is one.
+    fn answered(&mut self, n: u32, id: u64, reply: &Reply) {
+        let granted =
+            matches!(reply, Reply::Worker(WorkerReply::Acquired(Acquired::Granted(_) | Acquired::Regranted(_))));
+        if let Some(latest) = self.0.get_mut(&n).filter(|latest| latest.id == id && granted) {
+            latest.granted = true;
+        }
+    }
+}
+
 pub(super) async fn main(ctx: Arc<Ctx>) {
     let Some(endpoint) = bind(table_addr()).await else { return };
-    let wait_us = ctx.params.worker.acquire_wait.as_us();
+    let worker = ctx.params.worker;
+    worker.validate().expect("scenario parameters are valid");
+    let wait_us = worker.acquire_wait.min(worker.acquire_hold_max()).as_us();
     // In arrival order; every wait is the same length, so also in order of running out.
     let mut parked: VecDeque<Parked> = VecDeque::new();
+    let mut sessions = Sessions::default();
     // One timer for the first held request, kept across messages: arming a fresh timeout for
     // every request the table receives would double the simulator's work while workers idle.
     let mut timer: Option<(u64, Pin<Box<madsim::time::Sleep>>)> = None;
@@ -66,32 +135,52 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             let now = ctx.now().0;
             while parked.front().is_some_and(|first| first.until_us <= now) {
                 let first = parked.pop_front().expect("checked");
+                if !first.alive(&ctx) {
+                    continue; // Its connection was reset: nobody to answer.
+                }
                 reply(&endpoint, first.from, first.id, Reply::Worker(WorkerReply::Acquired(Acquired::Empty))).await;
             }
             continue;
         };
         let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the table");
-        if let Request::Worker(worker, WorkerRequest::Acquire) = envelope.body {
-            if parked.iter().any(|p| p.from == from && p.id == envelope.id) {
-                continue; // A retried copy of a request already held.
+        let id = envelope.id;
+        if let Request::Worker(worker, request) = envelope.body {
+            if request == WorkerRequest::Acquire {
+                if !sender_alive(&ctx, worker, id) {
+                    continue; // Sent by a life that crashed since: its connection was reset.
+                }
+                if parked.iter().any(|p| p.worker == worker && p.id == id) || sessions.spent(worker, id) {
+                    continue; // A copy of a request held, or of one whose exchange is over.
+                }
             }
-            let answer = serve(&ctx, envelope.body.clone());
-            if wait_us > 0 && matches!(answer, Reply::Worker(WorkerReply::Acquired(Acquired::Empty))) {
-                parked.push_back(Parked { from, id: envelope.id, worker, until_us: ctx.now().0 + wait_us });
+            sessions.saw(worker, id);
+            // A held acquire that the worker has moved past (it asked afresh) is not waited for.
+            parked.retain(|p| p.worker != worker || p.id >= id);
+            if request == WorkerRequest::Acquire {
+                let answer = serve(&ctx, id, envelope.body.clone());
+                if wait_us > 0 && matches!(answer, Reply::Worker(WorkerReply::Acquired(Acquired::Empty))) {
+                    parked.push_back(Parked { from, id, worker, until_us: ctx.now().0 + wait_us });
+                    continue;
+                }
+                sessions.answered(worker, id, &answer);
+                reply(&endpoint, from, id, answer).await;
                 continue;
             }
-            reply(&endpoint, from, envelope.id, answer).await;
-            continue;
         }
-        let answer = serve(&ctx, envelope.body);
-        reply(&endpoint, from, envelope.id, answer).await;
+        let answer = serve(&ctx, id, envelope.body);
+        reply(&endpoint, from, id, answer).await;
         // Anything may have made a job grantable (an arrival, a requeue): serve the held first.
         while let Some(first) = parked.front() {
-            let answer = serve(&ctx, Request::Worker(first.worker, WorkerRequest::Acquire));
+            if !first.alive(&ctx) {
+                parked.pop_front(); // Its worker crashed while it was held: never granted.
+                continue;
+            }
+            let answer = serve(&ctx, first.id, Request::Worker(first.worker, WorkerRequest::Acquire));
             if matches!(answer, Reply::Worker(WorkerReply::Acquired(Acquired::Empty))) {
                 break;
             }
             let first = parked.pop_front().expect("checked");
+            sessions.answered(first.worker, first.id, &answer);
             reply(&endpoint, first.from, first.id, answer).await;
         }
     }
@@ -102,8 +191,8 @@ async fn reply(endpoint: &madsim::net::Endpoint, to: SocketAddr, id: u64, body: 
     let _ = endpoint.send_to_raw(to, TAG, Box::new(Envelope { id, body })).await;
 }
 
-/// Answers one request to the table.
-fn serve(ctx: &Ctx, request: Request) -> Reply {
+/// Answers one request to the table; `id` is its wire id, the same for every copy.
+fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
     let now = ctx.now();
     let mut state = ctx.state();
     let table = &mut state.table;
@@ -123,7 +212,7 @@ fn serve(ctx: &Ctx, request: Request) -> Reply {
                 Reply::Enqueued(Some(rejection))
             }
         },
-        Request::Worker(n, request) => Reply::Worker(serve_worker(ctx, &mut events, table, n, request)),
+        Request::Worker(n, request) => Reply::Worker(serve_worker(ctx, &mut events, table, n, id, request)),
         Request::Reclaimer(n, request) => Reply::Reclaimer(serve_reclaimer(ctx, &mut events, table, n, request)),
     };
     for event in events {
@@ -137,6 +226,7 @@ fn serve_worker(
     events: &mut Vec<Event>,
     table: &mut lease_core::LeaseTable,
     n: u32,
+    id: u64,
     request: WorkerRequest,
 ) -> WorkerReply {
     let now = ctx.now();
@@ -144,11 +234,22 @@ fn serve_worker(
     let from = Node::Worker(n);
     match request {
         WorkerRequest::Acquire => {
-            let acquired = table.acquire(now, NodeId(n)).expect(misuse);
+            // The wire id carries the worker's incarnation: a restarted worker's requests are new.
+            let acquired = table.acquire_for(now, WorkerId(n), RequestId(id)).expect(misuse);
             match acquired {
                 Acquired::Granted(grant) => {
                     let lease = grant.lease;
                     events.push(Event::Granted {
+                        job: lease.job,
+                        epoch: lease.epoch,
+                        owner: from,
+                        expires_at_us: lease.expires_at.0,
+                        attempt: grant.attempt,
+                    });
+                }
+                Acquired::Regranted(grant) => {
+                    let lease = grant.lease;
+                    events.push(Event::Regranted {
                         job: lease.job,
                         epoch: lease.epoch,
                         owner: from,
@@ -200,7 +301,7 @@ fn serve_reclaimer(
     let from = Node::Reclaimer(n);
     match request {
         ReclaimRequest::ListExpired { batch, as_of } => {
-            let leases = table.expired(now, as_of).expect(misuse);
+            let leases = table.expired(now, on_table_scale(as_of)).expect(misuse);
             let listed = leases
                 .iter()
                 .map(|lease| Listing { job: lease.job, epoch: lease.epoch, expires_at_us: lease.expires_at.0 })
@@ -209,7 +310,8 @@ fn serve_reclaimer(
             ReclaimReply::Listed(leases)
         }
         ReclaimRequest::Fence { batch, lease, as_of } => {
-            let fencing = table.fence(now, lease.job, lease.epoch, NodeId(n), as_of).expect(misuse);
+            let fencing =
+                table.fence(now, lease.job, lease.epoch, ReclaimerId(n), on_table_scale(as_of)).expect(misuse);
             let (job, expected) = (lease.job, lease.epoch);
             events.push(match fencing {
                 Fencing::Won { expired, lease: ours } => Event::Reclaimed {
@@ -293,4 +395,48 @@ fn refused(
     batch: Option<BatchId>,
 ) -> Event {
     Event::Refused { from, job, epoch, request, reason: refusal.into(), batch }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn granted() -> Reply {
+        let lease = lease_core::Lease {
+            job: JobId(1),
+            owner: lease_core::Owner::Worker(WorkerId(0)),
+            epoch: Epoch(1),
+            expires_at: lease_core::Time(100),
+        };
+        Reply::Worker(WorkerReply::Acquired(Acquired::Granted(lease_core::Grant { lease, attempt: 1 })))
+    }
+
+    const EMPTY: Reply = Reply::Worker(WorkerReply::Acquired(Acquired::Empty));
+
+    // Proves which copies of an acquire the table drops: once worker 0's acquire 5 was answered
+    // empty, a copy of it is spent (the worker may have moved on); once its acquire 6 was granted,
+    // a copy of 6 is not (it goes to the table, for a regrant) but a copy of 5 is; after any later
+    // request (7, a renewal) both are. Another worker's ids are its own.
+    #[test]
+    fn a_copy_of_an_acquire_whose_exchange_is_over_is_spent() {
+        let mut sessions = Sessions::default();
+        assert!(!sessions.spent(0, 5), "a first request is new");
+        sessions.saw(0, 5);
+        sessions.answered(0, 5, &EMPTY);
+        assert!(sessions.spent(0, 5));
+        assert!(!sessions.spent(0, 6));
+        sessions.saw(0, 6);
+        sessions.answered(0, 6, &granted());
+        assert!(!sessions.spent(0, 6), "a copy of the granted acquire may be regranted");
+        assert!(sessions.spent(0, 5));
+        sessions.saw(0, 7);
+        assert!(sessions.spent(0, 6) && sessions.spent(0, 5));
+        assert!(!sessions.spent(1, 5), "worker 1's request 5 is not worker 0's");
+        // A late answer to an older request changes nothing.
+        sessions.answered(0, 6, &granted());
+        assert!(sessions.spent(0, 6));
+        // An older id seen late does not move the session back.
+        sessions.saw(0, 3);
+        assert!(sessions.spent(0, 6) && !sessions.spent(0, 8));
+    }
 }

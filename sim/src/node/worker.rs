@@ -6,7 +6,7 @@ use crate::history::{Event, Node};
 use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
 use crate::scenario::{Point, Strike};
 use crate::world::Ctx;
-use lease_core::{Apply, Execution, NodeId, RequestId, Worker, WorkerAction, WorkerReply, WorkerRequest};
+use lease_core::{Apply, Execution, JobId, RequestId, Worker, WorkerAction, WorkerId, WorkerReply, WorkerRequest};
 use std::sync::Arc;
 
 pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
@@ -14,7 +14,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
     let incarnation = ctx.incarnate(node);
     let Some(endpoint) = bind(crate::net::worker_addr(n)).await else { return };
     let clock = ctx.params.worker_clocks[n as usize];
-    let mut worker = Worker::new(NodeId(n), ctx.params.worker, ctx.bugs, clock.local(ctx.now()))
+    let mut worker = Worker::new(WorkerId(n), ctx.params.worker, ctx.bugs, clock.local(ctx.now()))
         .expect("scenario parameters are valid");
     loop {
         while let Some(action) = worker.poll() {
@@ -79,15 +79,82 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
             continue; // A reply to this node's previous life.
         }
         let Reply::Worker(reply) = envelope.body else { panic!("a worker got {:?}", envelope.body) };
-        if let WorkerReply::Executed(Execution::Done { apply: Apply::Applied, .. }) = reply {
-            if let Some((job, _)) = worker.holding() {
-                match ctx.strike(Point::AfterEffect, job) {
-                    Some(Strike::Crash) => return ctx.crash(node, Point::AfterEffect, Some(job)),
-                    Some(Strike::Stall(len_us)) => ctx.stall(node, len_us).await,
-                    None => {}
-                }
+        let id = RequestId(envelope.id & ((1 << INCARNATION_SHIFT) - 1));
+        if let Some(job) = effect_accepted(&worker, id, &reply) {
+            match ctx.strike(Point::AfterEffect, job) {
+                Some(Strike::Crash) => return ctx.crash(node, Point::AfterEffect, Some(job)),
+                Some(Strike::Stall(len_us)) => ctx.stall(node, len_us).await,
+                None => {}
             }
         }
-        worker.handle_reply(now, RequestId(envelope.id & ((1 << INCARNATION_SHIFT) - 1)), reply);
+        worker.handle_reply(now, id, reply);
+    }
+}
+
+/// The job whose effect the ledger just accepted, as the worker will take it: `reply` must answer
+/// the execute in flight (not a late copy of an earlier one), for the job and epoch the worker
+/// holds. Only then is the worker at the after-effect point, and only for that job.
+fn effect_accepted(worker: &Worker, id: RequestId, reply: &WorkerReply) -> Option<JobId> {
+    let WorkerReply::Executed(Execution::Done { apply: Apply::Applied, .. }) = reply else { return None };
+    let Some(WorkerRequest::Execute { op, epoch }) = worker.awaiting(id) else { return None };
+    (worker.holding() == Some((op.job, epoch))).then_some(op.job)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lease_core::{Acquired, Bugs, Epoch, Grant, Lease, OpId, OutputId, Owner, Span, Time, WorkerConfig};
+
+    fn config() -> WorkerConfig {
+        WorkerConfig {
+            lease_ttl: Span(1_000),
+            heartbeat_every: Span(300),
+            drift_margin: Span(200),
+            request_timeout: Span(500),
+            idle_backoff: Span(50),
+            acquire_wait: Span::ZERO,
+        }
+    }
+
+    fn sent(worker: &mut Worker) -> (RequestId, WorkerRequest) {
+        let actions: Vec<WorkerAction> = std::iter::from_fn(|| worker.poll()).collect();
+        match actions.as_slice() {
+            [.., WorkerAction::Send(id, request)] => (*id, *request),
+            other => panic!("no send in {other:?}"),
+        }
+    }
+
+    fn grant(job: u64, epoch: u64, at: u64) -> WorkerReply {
+        let owner = Owner::Worker(WorkerId(0));
+        let lease = Lease { job: JobId(job), owner, epoch: Epoch(epoch), expires_at: Time(at + 1_000) };
+        WorkerReply::Acquired(Acquired::Granted(Grant { lease, attempt: 1 }))
+    }
+
+    const APPLIED: WorkerReply = WorkerReply::Executed(Execution::Done { output: OutputId(7), apply: Apply::Applied });
+
+    // Proves the after-effect strike hits the right job: a worker executes job 1, completes it and
+    // executes job 2; a late copy of job 1's applied effect arrives while it holds job 2. Only the
+    // reply to the execute in flight, job 2's, puts the worker at the after-effect point, and for
+    // job 2; the late reply, any other reply, and an applied reply to a non-execute, do not.
+    #[test]
+    fn only_the_answer_to_the_execute_in_flight_strikes_after_the_effect() {
+        let mut worker = Worker::new(WorkerId(0), config(), Bugs::NONE, Time(0)).unwrap();
+        let (acquire, _) = sent(&mut worker);
+        worker.handle_reply(Time(1), acquire, grant(1, 1, 1));
+        let (first, request) = sent(&mut worker);
+        assert_eq!(request, WorkerRequest::Execute { op: OpId::for_job(JobId(1)), epoch: Epoch(1) });
+        assert_eq!(effect_accepted(&worker, first, &APPLIED), Some(JobId(1)));
+        worker.handle_reply(Time(2), first, APPLIED);
+        let (complete, _) = sent(&mut worker);
+        assert_eq!(effect_accepted(&worker, complete, &APPLIED), None, "an applied reply to a complete");
+        worker.handle_reply(Time(3), complete, WorkerReply::Completed(lease_core::Completion::AlreadyCompleted));
+        let (acquire, _) = sent(&mut worker);
+        worker.handle_reply(Time(4), acquire, grant(2, 1, 4));
+        let (second, _) = sent(&mut worker);
+        assert_eq!(worker.holding(), Some((JobId(2), Epoch(1))));
+        assert_eq!(effect_accepted(&worker, first, &APPLIED), None, "a late copy of job 1's answer");
+        let again = WorkerReply::Executed(Execution::Done { output: OutputId(7), apply: Apply::AlreadyApplied });
+        assert_eq!(effect_accepted(&worker, second, &again), None, "no new effect was accepted");
+        assert_eq!(effect_accepted(&worker, second, &APPLIED), Some(JobId(2)));
     }
 }
