@@ -667,7 +667,9 @@ impl Params {
              heartbeat_us={} drift_margin_us={} scan_every_us={} arrival_mean_us={} \
              dep_latency_us={}..{} dep_slow={:.3}x{} dep_fail={:.3} dep_lost_reply={:.3} dep_rival={:.3} \
              loss={:.3} latency_us={}..{} crash_before={:.3} crash_after={:.3} crash_ack={:.3} \
-             crash_reclaim={:.3} restart_delay_us={} fault_phase_us={}",
+             crash_reclaim={:.3} restart_delay_us={} fault_phase_us={} liveness_budget_us={} \
+             acquire_wait_us={} worker_request_timeout_us={} idle_backoff_us={} \
+             reclaimer_request_timeout_us={} reclaimer_retries_max={}",
             self.jobs,
             self.workers,
             self.reclaimers,
@@ -695,6 +697,12 @@ impl Params {
             c.mid_reclaim,
             self.restart_delay_us,
             self.fault_phase_us,
+            self.liveness_budget_us,
+            self.worker.acquire_wait.as_us(),
+            self.worker.request_timeout.as_us(),
+            self.worker.idle_backoff.as_us(),
+            self.reclaimer.request_timeout.as_us(),
+            self.reclaimer.retries_max,
         );
         let clocks = self.worker_clocks.iter().enumerate().map(|(n, c)| (format!("w{n}"), c));
         let clocks = clocks.chain(self.reclaimer_clocks.iter().enumerate().map(|(n, c)| (format!("r{n}"), c)));
@@ -763,5 +771,38 @@ mod tests {
             }
         }
         assert!(behind > 0, "no clock ran behind the table");
+    }
+}
+
+#[cfg(test)]
+mod describe_tests {
+    use super::Scenario;
+
+    // Proves `describe` (the `run` line's `params` and the header `run` prints before the world
+    // starts) names every timing a replay needs, the ones a reader asks first about included.
+    #[test]
+    fn describe_names_every_timing() {
+        for scenario in Scenario::ALL {
+            let params = scenario.params(7, None);
+            let text = params.describe();
+            let expected = [
+                ("lease_ttl_us", params.table.lease_ttl.as_us()),
+                ("heartbeat_us", params.worker.heartbeat_every.as_us()),
+                ("drift_margin_us", params.worker.drift_margin.as_us()),
+                ("acquire_wait_us", params.worker.acquire_wait.as_us()),
+                ("worker_request_timeout_us", params.worker.request_timeout.as_us()),
+                ("idle_backoff_us", params.worker.idle_backoff.as_us()),
+                ("scan_every_us", params.reclaimer.scan_every.as_us()),
+                ("reclaimer_request_timeout_us", params.reclaimer.request_timeout.as_us()),
+                ("reclaimer_retries_max", u64::from(params.reclaimer.retries_max)),
+                ("restart_delay_us", params.restart_delay_us),
+                ("fault_phase_us", params.fault_phase_us),
+                ("liveness_budget_us", params.liveness_budget_us),
+            ];
+            for (name, value) in expected {
+                let pair = format!("{name}={value}");
+                assert!(text.split(' ').any(|word| word == pair), "{}: no {pair} in {text}", scenario.name());
+            }
+        }
     }
 }
