@@ -36,6 +36,22 @@ pub enum Bug {
     ConflictDoesNotStopBatch,
     /// The worker keeps acting on its lease past its own estimate of expiry.
     WorkerWithoutSelfFence,
+    /// The table fences a listed lease whose job finished between the listing and the fence, as
+    /// long as the epoch still matches, and hands the finished job to the reclaimer (River's
+    /// rescuer overwriting completed jobs, its issue 1302). Needs a completion to land in that
+    /// window: a rare interleaving.
+    FenceRevivesFinished,
+    /// The table accepts a requeue under any epoch while the job is leased: a stale worker's late
+    /// (or retried) failure report hands back a job someone else now holds (Oban's issue 532).
+    RequeueWithoutEpochCheck,
+    /// The table renews a lease up to [`crate::RENEW_GRACE`] after it expired: a renewal racing
+    /// a reclaim at the boundary wins.
+    RenewGrace,
+    /// The ledger raises an operation's fence on a lookup only when it finds an output, so a stale
+    /// writer whose call lands after an empty lookup by a newer epoch is not fenced.
+    LookupFencesOnlyWhenFound,
+    /// The table dead-letters one attempt late: a job gets `attempts_max + 1` worker grants.
+    DeadLetterOneLate,
     /// A requeue forgets to drop the lease's expiry from the table's index, so a later reclaim
     /// scan meets an expiry with no live lease: the table's own assertion fires. Proves that a
     /// panic inside a world is a finding with its seed, not the end of a sweep.
@@ -46,7 +62,7 @@ pub enum Bug {
 
 impl Bug {
     /// Every planted bug, in catalogue order.
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 17] = [
         Bug::ReclaimBoundaryOffByOne,
         Bug::ReclaimByReclaimerClock,
         Bug::CompleteWithoutEpochCheck,
@@ -57,6 +73,11 @@ impl Bug {
         Bug::UnboundedReclaimBatch,
         Bug::ConflictDoesNotStopBatch,
         Bug::WorkerWithoutSelfFence,
+        Bug::FenceRevivesFinished,
+        Bug::RequeueWithoutEpochCheck,
+        Bug::RenewGrace,
+        Bug::LookupFencesOnlyWhenFound,
+        Bug::DeadLetterOneLate,
         Bug::RequeueKeepsExpiry,
         Bug::Canary,
     ];
@@ -74,6 +95,11 @@ impl Bug {
             Bug::UnboundedReclaimBatch => "unbounded-reclaim-batch",
             Bug::ConflictDoesNotStopBatch => "conflict-does-not-stop-batch",
             Bug::WorkerWithoutSelfFence => "worker-without-self-fence",
+            Bug::FenceRevivesFinished => "fence-revives-finished",
+            Bug::RequeueWithoutEpochCheck => "requeue-without-epoch-check",
+            Bug::RenewGrace => "renew-grace",
+            Bug::LookupFencesOnlyWhenFound => "lookup-fences-only-when-found",
+            Bug::DeadLetterOneLate => "dead-letter-one-late",
             Bug::RequeueKeepsExpiry => "requeue-keeps-expiry",
             Bug::Canary => "canary",
         }

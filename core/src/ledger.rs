@@ -74,7 +74,8 @@ impl EffectLedger {
     /// Raises the fence of `op` to `epoch` and reports what is recorded.
     pub fn lookup(&mut self, op: OpId, epoch: Epoch) -> Lookup {
         let record = self.ops.entry(op).or_default();
-        if !self.bugs.on(Bug::LedgerWithoutFence) {
+        let skip = self.bugs.on(Bug::LookupFencesOnlyWhenFound) && record.recorded.is_none();
+        if !self.bugs.on(Bug::LedgerWithoutFence) && !skip {
             record.fence = record.fence.max(epoch);
         }
         match (record.recorded, record.rival) {

@@ -17,6 +17,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// tick in which it expires, up to one tick early.
 pub const RECLAIM_TICK: Span = Span::from_ms(50);
 
+/// How long past its expiry the planted [`Bug::RenewGrace`] still renews a lease.
+pub const RENEW_GRACE: Span = Span::from_ms(2);
+
 /// The table's limits. Every one is named, checked, and shown in a history's `run` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableConfig {
@@ -490,7 +493,8 @@ impl LeaseTable {
             Ok(lease) => lease,
             Err(refusal) => return Ok(Renewal::Refused(refusal)),
         };
-        if now >= lease.expires_at {
+        let grace = if self.bugs.on(Bug::RenewGrace) { RENEW_GRACE } else { Span::ZERO };
+        if now >= lease.expires_at + grace {
             return Ok(Renewal::Refused(Refusal::Expired { expires_at: lease.expires_at }));
         }
         let expires_at = now + self.config.lease_ttl;
@@ -545,11 +549,13 @@ impl LeaseTable {
     pub fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, TableError> {
         self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
-        if let Err(refusal) = self.leased(job, epoch, false)? {
+        let skip_epoch = self.bugs.on(Bug::RequeueWithoutEpochCheck);
+        if let Err(refusal) = self.leased(job, epoch, skip_epoch)? {
             return Ok(Requeue::Refused(refusal));
         }
         let attempts = self.record(job)?.attempts;
-        if attempts >= self.config.attempts_max {
+        let late = u32::from(self.bugs.on(Bug::DeadLetterOneLate));
+        if attempts >= self.config.attempts_max + late {
             let terminal = Terminal { job, epoch, outcome: Outcome::DeadLettered { attempts } };
             self.finish(terminal);
             return Ok(Requeue::DeadLettered(terminal));
@@ -599,6 +605,20 @@ impl LeaseTable {
         self.advance(now)?;
         let no_cas = self.bugs.on(Bug::ReclaimWithoutCas);
         let record = self.record(job)?;
+        if self.bugs.on(Bug::FenceRevivesFinished) && record.epoch == expected {
+            if let JobState::Terminal(_) = record.state {
+                // Only the epoch is compared: the finished job is handed to the reclaimer.
+                let ended = Lease { job, owner: Owner::Reclaimer(reclaimer), epoch: expected, expires_at: now };
+                let lease = Lease { epoch: expected.next(), expires_at: now + self.config.lease_ttl, ..ended };
+                let record = self.record_mut(job);
+                record.epoch = lease.epoch;
+                record.state = JobState::Leased(lease);
+                self.backlog += 1;
+                let inserted = self.expiries.insert((lease.expires_at, job));
+                assert!(inserted);
+                return Ok(Fencing::Won { expired: ended, lease });
+            }
+        }
         let JobState::Leased(lease) = record.state else {
             return Ok(Fencing::LostRace { current: record.epoch });
         };

@@ -63,6 +63,9 @@ enum Command {
         /// How many starting seeds each bug is hunted from.
         #[arg(long, default_value_t = 8)]
         starts: u64,
+        /// Hunt only these planted bugs (repeatable; default: every one).
+        #[arg(long = "bug", value_name = "NAME")]
+        bugs: Vec<String>,
         /// Seeds each bug may take from one start before it counts as escaped.
         #[arg(long, default_value_t = 2_000)]
         budget: u64,
@@ -133,7 +136,9 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             run::run(target, seed, history.as_deref(), trace)
         }
         Command::Sweep(args) => sweep::sweep(args),
-        Command::Hunt { from, starts, budget, scenario, threads, json } => {
+        Command::Hunt { from, starts, bugs, budget, scenario, threads, json } => {
+            let bugs = bugs.iter().map(|bug| parse_bug(Some(bug))).collect::<Result<Vec<_>, _>>()?;
+            let bugs: Vec<Bug> = if bugs.is_empty() { Bug::ALL.to_vec() } else { bugs.into_iter().flatten().collect() };
             let scenario = parse_scenario(&scenario)?;
             if budget == 0 || budget > hunt::START_SPACING {
                 return Err(BadInput(format!("--budget must be from 1 to {}", hunt::START_SPACING)));
@@ -145,7 +150,8 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             if last.and_then(|last| last.checked_add(budget)).is_none() {
                 return Err(BadInput("--from and --starts reach past the last seed".to_string()));
             }
-            Ok(hunt::hunt(scenario, from, &hunt::starts(from, starts), budget, parse_threads(threads)?, json))
+            let starts = hunt::starts(from, starts);
+            Ok(hunt::hunt(scenario, &bugs, from, &starts, budget, parse_threads(threads)?, json))
         }
         Command::Bench { seeds, memory_seeds, threads, json } => {
             if seeds == 0 {
