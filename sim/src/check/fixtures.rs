@@ -285,6 +285,13 @@ impl History {
         self.push(Node::Ledger, Event::EffectRejected { from, job, op, epoch, output, reason })
     }
 
+    /// The dependency's own second write of `output` for `job` at `epoch`, a rival the ledger
+    /// refuses as a conflict (from: the ledger, no worker asked for it).
+    pub fn rival(&mut self, job: JobId, epoch: Epoch, output: OutputId) -> usize {
+        let (op, reason) = (OpId::for_job(job), EffectRejectReason::Conflict);
+        self.push(Node::Ledger, Event::EffectRejected { from: Node::Ledger, job, op, epoch, output, reason })
+    }
+
     pub fn adopted(&mut self, node: Node, job: JobId, output: OutputId, epoch: Epoch) -> usize {
         self.push(node, Event::Adopted { job, op: OpId::for_job(job), output, epoch })
     }

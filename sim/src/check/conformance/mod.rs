@@ -210,7 +210,14 @@ impl Conformance {
                     "{rule}: to {request} at {t}us the table should answer {expected}; the history shows {shown}",
                     t = entry.t_us
                 );
-                return Err(Violation::at(Invariant::Conformance, request.job().or(job), &[because], line, message));
+                let mut earlier = vec![because];
+                // A listing rests on every lease either side shows: point at what set each one.
+                for listing in [&expected, &shown] {
+                    if let spec::TableAnswer::Listed(leases) = listing {
+                        earlier.extend(leases.iter().map(|lease| self.table.line_of(lease.job)));
+                    }
+                }
+                return Err(Violation::at(Invariant::Conformance, request.job().or(job), &earlier, line, message));
             }
         }
         if let Some((request, shown)) = spec::read_ledger(&entry.event) {

@@ -400,6 +400,11 @@ impl Table {
         }
     }
 
+    /// The line that last changed `job`, if it is known.
+    pub fn line_of(&self, job: JobId) -> Option<usize> {
+        self.jobs.get(&job).map(|known| known.line)
+    }
+
     /// Folds in the answer a line shows, at `line`.
     pub fn take(&mut self, line: usize, request: TableRequest, answer: &TableAnswer) {
         use TableAnswer as A;
