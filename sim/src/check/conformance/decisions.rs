@@ -21,12 +21,16 @@
 //!
 //! | action | justified by |
 //! | --- | --- |
-//! | fence of (job, expected) | a `listed` of B that shows (job, expected) |
+//! | fence of (job, expected) | a `listed` of B that shows (job, expected) (any copy of it: a retried listing may be answered twice) |
 //! | lookup of (job, epoch) | a `reclaimed` of the job in B to `epoch` |
 //! | requeue (or dead-letter) | a lookup in B that found nothing |
 //! | complete with O, `adopted` O | a lookup in B that found O and no rival |
 //! | quarantine of [O, P] | a lookup in B that found O with rival P |
-//! | `batch_stopped` | the quarantine of that job in B, answered |
+//! | `batch_stopped` | the quarantine of that job in B, answered, and a lookup in B showing those outputs |
+//!
+//! A `reclaimed` line names the epoch the table displaced, not the one the reclaimer expected.
+//! When B's listing showed the job under another epoch, the reclaimer fenced what it was shown
+//! and the table displaced a lease it should not have: that is the table's `fence_answer`.
 //!
 //! The dependency fails only a call a worker made: a `dependency_failed` from W follows an
 //! `executing` of W for that job and epoch. (What the ledger answers an apply is the model's to
@@ -113,7 +117,7 @@ impl Holding {
     }
 }
 
-/// What one reclaim batch met, per job: the quarantine's answer and the conflicts shown.
+/// What one reclaim batch met, per job.
 #[derive(Debug, Clone, Default)]
 struct BatchJob {
     /// The line answering the quarantine of the job in the batch.
