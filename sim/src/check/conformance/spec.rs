@@ -13,7 +13,7 @@
 //! | request | answer |
 //! | --- | --- |
 //! | enqueue | known: `duplicate`; backlog = capacity: `rejected`; else `arrived`, backlog + 1 |
-//! | acquire | oldest queued job: `granted`, epoch + 1, expiry t + ttl, attempt + 1; none: `acquire_empty` |
+//! | acquire (workers only) | oldest queued job: `granted`, epoch + 1, expiry t + ttl, attempt + 1; none: `acquire_empty` |
 //! | retried acquire | the owner's live lease on the job, unchanged: `regranted` |
 //! | renew | stale epoch, not leased, terminal, expired (t >= expiry), in that order: `refused`; else `renewed` to t + ttl |
 //! | complete | stale epoch: refused; completed with it: `already_completed`, with another: refused `conflict`; other terminal, queued: refused; leased (expired or not): completed |
@@ -302,6 +302,11 @@ impl Table {
                 None if self.backlog >= limits.capacity => (A::Rejected, None),
                 None => (A::Arrived { backlog: self.backlog + 1 }, None),
             },
+            TableRequest::Acquire { owner } | TableRequest::Reacquire { owner, .. }
+                if !matches!(owner, Node::Worker(_)) =>
+            {
+                (A::Misuse("only workers acquire leases"), None)
+            }
             TableRequest::Acquire { .. } => {
                 let Some(&job) = self.queue.front() else { return (A::AcquireEmpty, None) };
                 let queued = self.jobs[&job];

@@ -492,8 +492,8 @@ fn an_expired_lease_still_completes() {
 }
 
 // Proves the rules give no answer to a request about a job the table never accepted (the
-// table's misuse error), nor to a quarantine naming one output twice: any line answering one is
-// wrong.
+// table's misuse error), to an acquire by a reclaimer, nor to a quarantine naming one output
+// twice: any line answering one is wrong.
 #[test]
 fn misuse_has_no_answer() {
     use super::spec::{Limits, Table, TableAnswer, TableRequest};
@@ -511,6 +511,8 @@ fn misuse_has_no_answer() {
         let (answer, _) = table.answer(&limits, 10, request);
         assert_eq!(answer, TableAnswer::Misuse("an unknown job"), "{request}");
     }
+    let by_reclaimer = TableRequest::Acquire { owner: r(1) };
+    assert_eq!(table.answer(&limits, 10, by_reclaimer).0, TableAnswer::Misuse("only workers acquire leases"));
     let mut table = Table::default();
     table.take(2, TableRequest::Enqueue { job: J1 }, &TableAnswer::Arrived { backlog: 1 });
     let granted = TableAnswer::Granted { job: J1, epoch: E1, expires_at_us: 1_010, attempt: 1 };
