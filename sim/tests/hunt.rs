@@ -41,18 +41,21 @@ fn every_planted_bug_is_caught_within_its_seed_budget() {
     println!("{}", report.join("\n"));
 }
 
-/// The invariants a planted bug may be caught by: the rule it breaks, or `conformance` when the
-/// table's wrong answer (a listing of an unexpired lease, a reset attempt count, a lease displaced
-/// without its compare-and-set, a second grant of a completed job) shows before the harm does.
+/// The invariants a planted bug may be caught by: the rule it breaks, or `conformance` when a
+/// wrong answer or decision shows before the harm does (a listing of an unexpired lease, a reset
+/// attempt count, a lease displaced without its compare-and-set, a stale request refused for the
+/// wrong reason, a reclaimer completing with an output its lookup showed in conflict, a second
+/// grant of a completed job).
 fn expected(bug: Bug) -> &'static [&'static str] {
     match bug {
         Bug::ReclaimBoundaryOffByOne | Bug::ReclaimByReclaimerClock | Bug::ReclaimWithoutCas => {
             &["no_unexpired_reclaim", "conformance"]
         }
-        Bug::CompleteWithoutEpochCheck | Bug::RenewWithoutEpochCheck | Bug::LedgerWithoutFence => &["fencing"],
+        Bug::CompleteWithoutEpochCheck | Bug::RenewWithoutEpochCheck | Bug::LedgerWithoutFence => {
+            &["fencing", "conformance"]
+        }
         Bug::ReclaimSkipsAdoption => &["adopt_before_repeat", "conformance"],
-        Bug::UnboundedReclaimBatch => &["bounded_batch", "conformance"],
-        Bug::ConflictDoesNotStopBatch => &["bounded_batch"],
+        Bug::UnboundedReclaimBatch | Bug::ConflictDoesNotStopBatch => &["bounded_batch", "conformance"],
         Bug::WorkerWithoutSelfFence => &["self_fencing"],
         // The canary's lost completion shows first as a backlog that disagrees with the
         // history (bounded_queue), as a grant of the completed job (conformance), or as the
