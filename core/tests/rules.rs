@@ -1207,10 +1207,7 @@ fn a_reclaimer_that_finds_nothing_expired_scans_again_after_scan_every() {
     assert_eq!(drain_reclaimer(&mut reclaimer), vec![]);
     reclaimer.handle_timeout(t(55));
     let next = BatchId { reclaimer: R1, seq: 1 };
-    assert_eq!(
-        only_reclaim_send(&drain_reclaimer(&mut reclaimer)).1,
-        ReclaimRequest::ListExpired { batch: next, as_of: t(55) }
-    );
+    assert_eq!(only_reclaim_send(&drain_reclaimer(&mut reclaimer)).1, ReclaimRequest::ListExpired { batch: next, as_of: t(55) });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -55,7 +55,15 @@ fn lookup(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, batch: Option<lease_cor
 }
 
 /// One call to the dependency, on its own task so that slow calls overlap.
-async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, to: SocketAddr, caller: Node, id: u64, op: OpId, epoch: Epoch) {
+async fn execute(
+    ctx: Arc<Ctx>,
+    endpoint: Endpoint,
+    to: SocketAddr,
+    caller: Node,
+    id: u64,
+    op: OpId,
+    epoch: Epoch,
+) {
     let dependency = ctx.params.dependency;
     let latency_us = {
         let mut state = ctx.state();

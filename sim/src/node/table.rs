@@ -276,7 +276,14 @@ fn completed(
     });
 }
 
-fn requeued(events: &mut Vec<Event>, from: Node, job: JobId, epoch: Epoch, requeue: Requeue, batch: Option<BatchId>) {
+fn requeued(
+    events: &mut Vec<Event>,
+    from: Node,
+    job: JobId,
+    epoch: Epoch,
+    requeue: Requeue,
+    batch: Option<BatchId>,
+) {
     events.push(match requeue {
         Requeue::Requeued { attempts } => Event::Requeued { from, job, epoch, attempts, batch },
         Requeue::DeadLettered(terminal) => Event::terminal(from, terminal, batch),
