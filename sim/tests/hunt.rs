@@ -6,55 +6,101 @@ use lease_sim::runner;
 use lease_sim::scenario::Scenario;
 use std::sync::atomic::AtomicBool;
 
-/// The most seeds a bug may take from any start.
-const BUDGET_SEEDS: u64 = 200;
-/// The most seeds a bug may take from the median start.
-const MEDIAN_SEEDS_MAX: u64 = 20;
-/// Starting seeds, far apart.
-const STARTS: [u64; 8] = [0, 1_000, 2_000, 3_000, 4_000, 5_000, 6_000, 7_000];
+/// How a planted bug is expected to show up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Loudness {
+    /// Breaks a rule on most runs: caught within [`LOUD_BUDGET`] seeds from every start and within
+    /// [`LOUD_MEDIAN_MAX`] at the median.
+    Loud,
+    /// Needs a rare interleaving (a completion between a listing and its fence, a renewal on the
+    /// expiry boundary, a stale failure report after a re-grant): the median start needs more
+    /// than [`LOUD_MEDIAN_MAX`] seeds, yet every start catches it within [`SUBTLE_BUDGET`]. A bug
+    /// that became loud, or escaped, fails the test either way: the first means the planted
+    /// window widened, the second that the swarm stopped reaching it.
+    Subtle,
+}
 
-// Proves the harness finds real lease bugs: each planted bug, swept by the default scenario from
-// eight starting seeds, fails within 200 seeds every time and within 20 at the median, and is
-// caught by the invariant that bug breaks.
+/// The most seeds a loud bug may take from any start.
+const LOUD_BUDGET: u64 = 200;
+/// The most seeds a loud bug may take from the median start.
+const LOUD_MEDIAN_MAX: u64 = 20;
+/// The most seeds a subtle bug may take from any start.
+const SUBTLE_BUDGET: u64 = 2_000;
+/// Starting seeds, further apart than any budget.
+const STARTS: [u64; 8] = [0, 100_000, 200_000, 300_000, 400_000, 500_000, 600_000, 700_000];
+
+fn loudness(bug: Bug) -> Loudness {
+    match bug {
+        Bug::FenceRevivesFinished | Bug::RequeueWithoutEpochCheck | Bug::RenewGrace | Bug::DeadLetterOneLate => {
+            Loudness::Subtle
+        }
+        _ => Loudness::Loud,
+    }
+}
+
+// Proves the harness finds real lease bugs, loud and subtle: each planted bug, swept by the
+// default scenario from eight starting seeds, is caught by the invariant that bug breaks from
+// every start within its budget, and needs as many seeds at the median as its class says.
 #[test]
 fn every_planted_bug_is_caught_within_its_seed_budget() {
     let stop = AtomicBool::new(false);
     let mut report = Vec::new();
     for bug in Bug::ALL {
-        let mut seeds: Vec<u64> = Vec::new();
-        for from in STARTS {
-            let catch = runner::hunt(Scenario::Swarm, bug, from, BUDGET_SEEDS, 2, &stop);
-            let invariant =
-                catch.invariant.unwrap_or_else(|| panic!("{bug} escaped {BUDGET_SEEDS} seeds from seed {from}"));
+        let loudness = loudness(bug);
+        let budget = if loudness == Loudness::Loud { LOUD_BUDGET } else { SUBTLE_BUDGET };
+        let hunted = runner::hunt_from(Scenario::Swarm, bug, &STARTS, budget, 2, &stop);
+        for (catch, from) in hunted.catches.iter().zip(STARTS) {
+            let invariant = catch.invariant.unwrap_or_else(|| panic!("{bug} escaped {budget} seeds from seed {from}"));
             assert!(
                 expected(bug).contains(&invariant.name()),
                 "{bug} from {from} was caught by {invariant}, not {:?}",
                 expected(bug)
             );
-            seeds.push(catch.seeds_to_failure);
         }
-        seeds.sort_unstable();
-        let median = seeds[seeds.len() / 2];
-        report.push(format!("{bug}: {seeds:?}"));
-        assert!(median <= MEDIAN_SEEDS_MAX, "{bug}: median {median} seeds to failure over {seeds:?}");
+        let seeds: Vec<u64> = hunted.catches.iter().map(|catch| catch.seeds_to_failure).collect();
+        report.push(format!(
+            "{bug} ({loudness:?}): median {} worst {} over {seeds:?}",
+            hunted.median_seeds, hunted.worst_seeds
+        ));
+        match loudness {
+            Loudness::Loud => {
+                assert!(hunted.median_seeds <= LOUD_MEDIAN_MAX, "{bug}: median {} over {seeds:?}", hunted.median_seeds)
+            }
+            Loudness::Subtle => assert!(
+                hunted.median_seeds > LOUD_MEDIAN_MAX,
+                "{bug} is planted as subtle, but its median start needs only {} seeds over {seeds:?}",
+                hunted.median_seeds
+            ),
+        }
     }
     println!("{}", report.join("\n"));
 }
 
-/// The invariants a planted bug may be caught by: the rule it breaks.
+/// The invariants a planted bug may be caught by: the rule it breaks, or `conformance` when a
+/// wrong answer or decision shows before the harm does (a listing of an unexpired lease, a reset
+/// attempt count, a lease displaced without its compare-and-set, a stale request refused for the
+/// wrong reason, a reclaimer completing with an output its lookup showed in conflict, a second
+/// grant of a completed job).
 fn expected(bug: Bug) -> &'static [&'static str] {
     match bug {
         Bug::ReclaimBoundaryOffByOne | Bug::ReclaimByReclaimerClock | Bug::ReclaimWithoutCas => {
-            &["no_unexpired_reclaim"]
+            &["no_unexpired_reclaim", "conformance"]
         }
-        Bug::CompleteWithoutEpochCheck | Bug::RenewWithoutEpochCheck | Bug::LedgerWithoutFence => &["fencing"],
-        Bug::ReclaimSkipsAdoption => &["adopt_before_repeat"],
-        Bug::UnboundedReclaimBatch | Bug::ConflictDoesNotStopBatch => &["bounded_batch"],
+        Bug::CompleteWithoutEpochCheck | Bug::RenewWithoutEpochCheck | Bug::LedgerWithoutFence => {
+            &["fencing", "conformance"]
+        }
+        Bug::ReclaimSkipsAdoption => &["adopt_before_repeat", "conformance"],
+        Bug::UnboundedReclaimBatch | Bug::ConflictDoesNotStopBatch => &["bounded_batch", "conformance"],
         Bug::WorkerWithoutSelfFence => &["self_fencing"],
         // The canary's lost completion shows first as a backlog that disagrees with the
-        // history (bounded_queue), or as the second terminal outcome it causes.
-        Bug::Canary => &["bounded_queue", "one_terminal"],
+        // history (bounded_queue), as a grant of the completed job (conformance), or as the
+        // second terminal outcome it causes.
+        Bug::Canary => &["bounded_queue", "one_terminal", "conformance"],
         // The table's own assertion fires: a panic inside the world, reported as a crash.
         Bug::RequeueKeepsExpiry => &["crash"],
+        // The revived job is reclaimed (a lease the history says had ended), then completed twice.
+        Bug::FenceRevivesFinished => &["no_unexpired_reclaim", "fencing", "one_terminal", "conformance"],
+        Bug::RequeueWithoutEpochCheck | Bug::RenewGrace | Bug::LookupFencesOnlyWhenFound => &["fencing", "conformance"],
+        Bug::DeadLetterOneLate => &["conformance"],
     }
 }

@@ -137,33 +137,40 @@ mod tests {
         assert!(check_history(&history.entries).is_ok());
     }
 
+    /// w1 applies o7 but hears "failed" and requeues j1; w2 gets it under e2 on attempt 2.
+    fn failed_after_effect_story() -> History {
+        let mut story = History::new(2, 2);
+        story.at(0).arrived(J1);
+        story.at(10).granted(J1, E1, w(1), 1_010);
+        story.at(20).executing(w(1), J1, E1);
+        story.at(30).applied(J1, E1, O7);
+        story.at(30).failed_after_effect(J1, E1);
+        story.at(40).requeued(J1, E1, 1, None);
+        story.at(50).granted(J1, E2, w(2), 1_050);
+        story
+    }
+
     // Executing after the same epoch's lookup found the output is reported, naming the lookup.
     #[test]
     fn execution_after_found_lookup_fails() {
-        let mut story = crash_after_effect_story();
-        story.entries.truncate(STORY_LOOKED_UP);
-        story.at(1_030).requeued(J1, E2, 1, Some(batch(1, 0)));
-        story.at(1_040).granted(J1, E3, w(2), 2_040);
-        let found = story.at(1_050).looked_up(J1, E3, Some(O7), None, None);
-        let executing = story.at(1_060).executing(w(2), J1, E3);
+        let mut story = failed_after_effect_story();
+        let found = story.at(60).looked_up(J1, E2, Some(O7), None, None);
+        let executing = story.at(70).executing(w(2), J1, E2);
         let violation = check_history(&story.entries).unwrap_err();
         assert_eq!(violation.invariant, Invariant::AdoptBeforeRepeat);
         assert_eq!(violation.job, Some(J1));
         assert_eq!(violation.lines, vec![found, executing]);
     }
 
-    // A job requeued without a lookup (rescued "as new"): the next worker skips the lookup and
-    // repeats the effect under a new epoch; reported, naming the applied output.
+    // A later worker that skips the lookup repeats the effect under a new epoch; reported,
+    // naming the applied output.
     #[test]
     fn execution_without_lookup_over_applied_output_fails() {
-        let mut story = crash_after_effect_story();
-        story.entries.truncate(STORY_RECLAIMED);
-        story.at(1_030).requeued(J1, E2, 0, Some(batch(1, 0)));
-        story.at(1_040).granted(J1, E3, w(2), 2_040);
-        let executing = story.at(1_050).executing(w(2), J1, E3);
+        let mut story = failed_after_effect_story();
+        let executing = story.at(60).executing(w(2), J1, E2);
         let violation = check_history(&story.entries).unwrap_err();
         assert_eq!(violation.invariant, Invariant::AdoptBeforeRepeat);
         assert_eq!(violation.job, Some(J1));
-        assert_eq!(violation.lines, vec![STORY_APPLIED, executing]);
+        assert_eq!(violation.lines, vec![5, executing]);
     }
 }

@@ -136,8 +136,9 @@ mod tests {
     use super::super::{check_history, Invariant};
     use crate::history::EffectRejectReason;
 
-    /// The line of [`conflict_story`]'s lookup that shows the conflict.
-    const CONFLICT_LOOKUP: usize = 10;
+    /// The line of [`conflict_story`]'s lookup that shows the conflict (after the listing of
+    /// r1#0 that the fixture writes before its first reclaim).
+    const CONFLICT_LOOKUP: usize = 11;
 
     /// Two jobs expired together; r1's batch r1#0 takes both. j1's operation has two outputs.
     fn conflict_story() -> History {
@@ -260,13 +261,14 @@ mod tests {
         let mut history = History::new(2, 2);
         history.at(0).arrived(J1);
         history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(15).executing(w(1), J1, E1);
         history.at(20).applied(J1, E1, O7);
         history.at(30).effect_rejected(J1, E1, O8, EffectRejectReason::Conflict);
-        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
-        history.at(1_020).requeued(J1, E2, 1, Some(batch(1, 0)));
-        history.at(1_030).granted(J1, E3, w(2), 2_030);
-        let lookup = history.at(1_040).looked_up(J1, E3, Some(O7), Some(O8), None);
-        let completed = history.at(1_050).completed(J1, O8, E3, None);
+        history.at(30).failed_after_effect(J1, E1);
+        history.at(40).requeued(J1, E1, 1, None);
+        history.at(1_030).granted(J1, E2, w(2), 2_030);
+        let lookup = history.at(1_040).looked_up(J1, E2, Some(O7), Some(O8), None);
+        let completed = history.at(1_050).completed(J1, O8, E2, None);
         let violation = check_history(&history.entries).unwrap_err();
         assert_eq!(violation.invariant, Invariant::BoundedBatch);
         assert_eq!(violation.lines, vec![lookup, completed]);

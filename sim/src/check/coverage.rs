@@ -242,13 +242,13 @@ mod tests {
         assert_eq!(total.get("no_such_situation"), 0);
     }
 
-    /// A correct history that reaches every situation at least once (batch_max 2, capacity 3).
+    /// A correct history that reaches every situation at least once (batch_max 2, capacity 2,
+    /// 2 attempts per job).
     fn every_situation() -> History {
-        let mut history = History::new(2, 3);
+        let mut history = History::with_attempts_max(2, 2, 2);
         // j1: w1 crashes after its effect; r1 reclaims in a full batch and adopts.
         history.at(0).arrived(J1);
         history.at(0).arrived(J2);
-        history.at(0).arrived(J3);
         history.at(0).rejected(lease_core::JobId(4));
         history.at(10).granted(J1, E1, w(1), 1_010);
         history.at(10).granted(J2, E1, w(2), 1_010);
@@ -258,7 +258,8 @@ mod tests {
         // w2 renews, then pauses past its lease and wakes up to find it gone.
         history.at(500).renewed(J2, E1, 1_500);
         history.at(600).paused(w(2));
-        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        history.at(1_500).listed(batch(2, 0), &[(J1, E1, 1_010), (J2, E1, 1_500)]);
+        history.at(1_500).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         history.at(1_500).reclaimed(J2, E1, 1_500, E2, batch(1, 0));
         history.at(1_500).lost_race(J2, E1, E2, batch(2, 0));
         history.at(1_510).looked_up(J1, E2, Some(O7), None, Some(batch(1, 0)));
@@ -276,6 +277,7 @@ mod tests {
         history.at(1_730).dependency_failed(J2, E3);
         history.at(1_740).dead_lettered(J2, E3, 2, None);
         // j3: w4 applies o8, a stale retry is fenced; a conflict appears and r2 quarantines.
+        history.at(1_750).arrived(J3);
         history.at(1_800).granted(J3, E1, w(4), 2_800);
         history.at(1_810).executing(w(4), J3, E1);
         history.at(1_820).applied(J3, E1, O8);
@@ -293,6 +295,7 @@ mod tests {
         history.at(3_010).granted(j5, E1, w(5), 4_010);
         history.at(3_020).executing(w(5), j5, E1);
         history.at(3_030).applied(j5, E1, O7);
+        history.at(3_030).failed_after_effect(j5, E1);
         history.at(3_040).requeued(j5, E1, 1, None);
         history.at(3_050).granted(j5, E2, w(6), 4_050);
         history.at(3_060).looked_up(j5, E2, Some(O7), None, None);
@@ -321,7 +324,7 @@ mod tests {
             ("rejected_arrival", 1),
             ("lease_renewed", 1),
             ("self_fenced", 1),
-            ("dependency_failed", 1),
+            ("dependency_failed", 2),
             ("reclaimed", 3),
             ("worker_crashed", 2),
             ("reclaimer_crashed", 1),

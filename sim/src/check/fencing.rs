@@ -169,7 +169,7 @@ mod tests {
             crate::history::Event::Terminal { epoch, .. } => Some(epoch),
             _ => None,
         });
-        story.entries.push(already_completed(2_000, J1, current.unwrap(), O7));
+        story.at(2_000).already_completed(J1, current.unwrap(), O7, None);
         assert!(check_history(&story.entries).is_ok());
     }
 
@@ -229,6 +229,8 @@ mod tests {
         let mut history = History::new(2, 2);
         history.at(0).arrived(J1);
         let first = history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(15).executing(w(1), J1, E1);
+        history.at(18).dependency_failed(J1, E1);
         history.at(20).requeued(J1, E1, 1, None);
         let second = history.at(30).granted(J1, E1, w(2), 1_030);
         assert_fencing(&history, vec![first, second]);

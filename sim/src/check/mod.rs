@@ -7,7 +7,7 @@
 //!
 //! - `always` (safety, checked on every entry): [`one_terminal`], [`no_unexpired_reclaim`],
 //!   [`no_duplicate_effect`], [`adopt_before_repeat`], [`fencing`], [`consistency`],
-//!   [`bounded_batch`], [`bounded_queue`], [`self_fencing`];
+//!   [`bounded_batch`], [`bounded_queue`], [`self_fencing`], [`conformance`];
 //! - `eventually` (liveness, checked once after the faults heal): [`liveness`];
 //! - `sometimes` (coverage, counted so a sweep shows the interesting situations happened):
 //!   [`coverage`].
@@ -18,7 +18,9 @@
 //!    fixed order, and the first violation is returned. The order puts root causes before their
 //!    consequences: `one_terminal`, `no_unexpired_reclaim`, `fencing`, `self_fencing`,
 //!    `bounded_batch`, `no_duplicate_effect`, `adopt_before_repeat`, `consistency`,
-//!    `bounded_queue`. So a stale worker that executes is reported as `self_fencing`, and a
+//!    `bounded_queue`, and last `conformance`, which replays every decision through a plain
+//!    specification: the other invariants name the harm, conformance the first divergence
+//!    from the spec that no other invariant saw. So a stale worker that executes is reported as `self_fencing`, and a
 //!    reclaimer that completes a conflicting job as `bounded_batch`, not as the `consistency`
 //!    failure that follows from it;
 //! 2. the coverage counters look at the entry;
@@ -38,6 +40,7 @@
 pub mod adopt_before_repeat;
 pub mod bounded_batch;
 pub mod bounded_queue;
+pub mod conformance;
 pub mod consistency;
 pub mod coverage;
 mod facts;
@@ -83,13 +86,16 @@ pub enum Invariant {
     BoundedQueue,
     /// `always`: no worker starts an effect after its lease expired by the table's clock.
     SelfFencing,
+    /// `always`: every answer of the table and the ledger, and every decision of a worker or a
+    /// reclaimer, is the one a plain sequential specification makes from the same inputs.
+    Conformance,
     /// `eventually`: after the faults heal, every accepted job reaches a terminal outcome.
     Liveness,
 }
 
 impl Invariant {
     /// The safety (`always`) invariants, in declaration order.
-    pub const SAFETY: [Invariant; 9] = [
+    pub const SAFETY: [Invariant; 10] = [
         Invariant::OneTerminal,
         Invariant::NoUnexpiredReclaim,
         Invariant::NoDuplicateEffect,
@@ -99,10 +105,11 @@ impl Invariant {
         Invariant::BoundedBatch,
         Invariant::BoundedQueue,
         Invariant::SelfFencing,
+        Invariant::Conformance,
     ];
 
     /// Every invariant, safety first.
-    pub const ALL: [Invariant; 10] = [
+    pub const ALL: [Invariant; 11] = [
         Invariant::OneTerminal,
         Invariant::NoUnexpiredReclaim,
         Invariant::NoDuplicateEffect,
@@ -112,6 +119,7 @@ impl Invariant {
         Invariant::BoundedBatch,
         Invariant::BoundedQueue,
         Invariant::SelfFencing,
+        Invariant::Conformance,
         Invariant::Liveness,
     ];
 
@@ -127,6 +135,7 @@ impl Invariant {
             Invariant::BoundedBatch => "bounded_batch",
             Invariant::BoundedQueue => "bounded_queue",
             Invariant::SelfFencing => "self_fencing",
+            Invariant::Conformance => "conformance",
             Invariant::Liveness => "liveness",
         }
     }
@@ -223,6 +232,7 @@ pub struct Checkers {
     facts: facts::Facts,
     lookups: adopt_before_repeat::Lookups,
     conflicts: bounded_batch::Conflicts,
+    conformance: conformance::Conformance,
     situations: coverage::Situations,
     last_line: usize,
 }
@@ -240,6 +250,7 @@ impl Checkers {
             facts: facts::Facts::new(),
             lookups: adopt_before_repeat::Lookups::default(),
             conflicts: bounded_batch::Conflicts::default(),
+            conformance: conformance::Conformance::default(),
             situations: coverage::Situations::default(),
             last_line: 0,
         }
@@ -254,6 +265,7 @@ impl Checkers {
         self.situations.observe(&self.facts, entry);
         self.lookups.absorb(line, entry);
         self.conflicts.absorb(&self.facts, line, entry);
+        self.conformance.absorb(line, entry);
         self.facts.absorb(line, entry);
         verdict
     }
@@ -268,7 +280,8 @@ impl Checkers {
         no_duplicate_effect::check(facts, line, entry)?;
         self.lookups.check(facts, line, entry)?;
         consistency::check(facts, line, entry)?;
-        bounded_queue::check(facts, line, entry)
+        bounded_queue::check(facts, line, entry)?;
+        self.conformance.check(line, entry)
     }
 
     /// Liveness, after the faults healed: every accepted (`arrived`) job has a `terminal` entry.
@@ -325,10 +338,11 @@ mod tests {
         assert!("no_such_rule".parse::<Invariant>().is_err());
     }
 
-    // SAFETY holds exactly the nine `always` invariants, and only liveness is not safety.
+    // SAFETY holds exactly the ten `always` invariants, and only liveness is not safety.
     #[test]
     fn safety_lists_every_always_invariant() {
-        assert_eq!(Invariant::SAFETY.len(), 9);
+        assert_eq!(Invariant::SAFETY.len(), 10);
+        assert!(Invariant::SAFETY.contains(&Invariant::Conformance));
         assert!(Invariant::SAFETY.iter().all(|invariant| invariant.is_safety()));
         assert!(!Invariant::Liveness.is_safety());
         assert!(!Invariant::SAFETY.contains(&Invariant::Liveness));
@@ -372,7 +386,7 @@ mod tests {
         let mut checkers = Checkers::new();
         for (index, entry) in story.entries.iter().enumerate() {
             checkers.observe(index + 1, entry).expect("a correct history");
-            let expected = if index + 1 >= 2 && index + 1 < 10 { 1 } else { 0 };
+            let expected = if index + 1 >= 2 && index + 1 < STORY_TERMINAL { 1 } else { 0 };
             assert_eq!(checkers.unfinished(), expected, "after line {}", index + 1);
         }
         assert_eq!(checkers.check_liveness(5_000), Ok(()));
