@@ -51,6 +51,11 @@ pub(crate) struct History {
 impl History {
     /// A history whose line 1 is a `run` line with these limits.
     pub fn new(batch_max: usize, capacity: usize) -> History {
+        History::with_params(batch_max, capacity, "")
+    }
+
+    /// A history whose line 1 is a `run` line with these limits and `params`.
+    pub fn with_params(batch_max: usize, capacity: usize, params: &str) -> History {
         let mut history =
             History { entries: Vec::new(), now_us: 0, unfinished: BTreeSet::new(), holder: BTreeMap::new() };
         let run = Event::Run {
@@ -62,10 +67,15 @@ impl History {
             lease_ttl_us: TTL_US,
             attempts_max: 3,
             bug: None,
-            params: String::new(),
+            params: params.to_string(),
         };
         history.push(Node::World, run);
         history
+    }
+
+    /// Whether a `faults_healed` line was written.
+    pub fn healed(&self) -> bool {
+        self.entries.iter().any(|entry| matches!(entry.event, Event::FaultsHealed {}))
     }
 
     /// Sets the time of the following entries.
@@ -108,6 +118,12 @@ impl History {
         self.push(Node::Table, Event::Granted { job, epoch, owner, expires_at_us, attempt })
     }
 
+    /// The table answers a retried acquire of `owner` with its standing grant.
+    pub fn regranted(&mut self, job: JobId, epoch: Epoch, owner: Node, expires_at_us: u64) -> usize {
+        let attempt = u32::try_from(epoch.0).unwrap();
+        self.push(Node::Table, Event::Regranted { job, epoch, owner, expires_at_us, attempt })
+    }
+
     pub fn renewed(&mut self, job: JobId, epoch: Epoch, expires_at_us: u64) -> usize {
         let from = self.from(job, None);
         self.push(Node::Table, Event::Renewed { from, job, epoch, expires_at_us })
@@ -133,6 +149,11 @@ impl History {
     /// The table refuses `batch`'s fence of `job` at `expected`: the job is at `current` now.
     pub fn lost_race(&mut self, job: JobId, expected: Epoch, current: Epoch, batch: BatchId) -> usize {
         self.push(Node::Table, Event::LostRace { job, expected, current, batch })
+    }
+
+    /// The table refuses `batch`'s fence of `job` at `expected`: the lease runs to `expires_at_us`.
+    pub fn not_expired(&mut self, job: JobId, expected: Epoch, expires_at_us: u64, batch: BatchId) -> usize {
+        self.push(Node::Table, Event::NotExpired { job, expected, expires_at_us, batch })
     }
 
     /// The table lists `leases` (job, epoch, expiry) to `batch`'s reclaimer.
@@ -252,6 +273,18 @@ impl History {
 
     pub fn resumed(&mut self, target: Node) -> usize {
         self.push(Node::World, Event::Resumed { target })
+    }
+
+    pub fn partitioned(&mut self, target: Node, peer: Option<Node>) -> usize {
+        self.push(Node::World, Event::Partitioned { target, peer })
+    }
+
+    pub fn healed_link(&mut self, target: Node, peer: Option<Node>) -> usize {
+        self.push(Node::World, Event::Healed { target, peer })
+    }
+
+    pub fn restarted(&mut self, target: Node) -> usize {
+        self.push(Node::World, Event::Restarted { target })
     }
 
     pub fn faults_healed(&mut self) -> usize {
