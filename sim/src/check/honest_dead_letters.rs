@@ -13,10 +13,12 @@
 //!   expiry, renewals included, or the reclaim, requeue or terminal outcome that ended it first).
 //!   A fault of the table or the ledger (a crash, a pause, or a partition that cuts it off from
 //!   everyone) counts for every holder;
-//! - **its lease was reclaimed during the fault phase in a world with network faults**: the
-//!   `run` line's `params` has `loss=` above zero or a `latency_us=` range whose top is above the
-//!   calm one ([`crate::scenario::CALM_LATENCY_US`]), or a partition was in force at the reclaim.
-//!   Lost and late messages then explain a worker that never heard of its grant.
+//! - **its lease was lost in the fault phase of a world with network faults**: it expired before
+//!   `faults_healed` and was reclaimed (the reclaim itself may come after the heal: reclaimers
+//!   scan on their own schedule), and the `run` line's `params` has `loss=` above zero or a
+//!   `latency_us=` range whose top is above the calm one ([`crate::scenario::CALM_LATENCY_US`]),
+//!   or some partition was in force while the lease was held. Lost and late messages then explain
+//!   a worker that never heard of its grant, or whose lookup never arrived.
 //!
 //! Nothing else counts. In particular a worker abandoning its grant (`self_fenced`) shortly after
 //! it was granted, without a fault on it and without reaching the dependency, is the lost work
@@ -40,7 +42,7 @@ enum Evidence {
     DependencyFailed(usize),
     /// A fault on the holder, or on the table or the ledger, while it held the lease.
     Fault(usize),
-    /// A reclaim of the lease in the fault phase of a world with network faults.
+    /// A reclaim of a lease that expired in the fault phase of a world with network faults.
     Reclaimed(usize),
 }
 
@@ -55,6 +57,8 @@ struct Attempt {
     expires_at_us: u64,
     /// Whether the lease still stands (not reclaimed, requeued or ended).
     held: bool,
+    /// Whether some partition was in force while the lease was held.
+    partitioned: bool,
     evidence: Option<Evidence>,
 }
 
@@ -84,7 +88,8 @@ impl Fault {
 pub(crate) struct DeadLetters {
     /// Whether the `run` line's parameters include loss or extra latency.
     network_faults: bool,
-    healed: bool,
+    /// The time of `faults_healed`, once seen.
+    healed_at_us: Option<u64>,
     attempts: BTreeMap<JobId, Vec<Attempt>>,
     /// Faults in force, each with the line that started it (a repeated fault counts once).
     faults: BTreeMap<Fault, usize>,
@@ -97,7 +102,7 @@ impl DeadLetters {
         match &entry.event {
             Event::Run { params, .. } => self.network_faults = has_network_faults(params),
             Event::FaultsHealed {} => {
-                self.healed = true;
+                self.healed_at_us = Some(entry.t_us);
                 // The heal closes every partition and resumes every paused node; crashed nodes
                 // stay down until they restart.
                 self.faults.retain(|fault, _| matches!(fault, Fault::Down(_)));
@@ -120,6 +125,7 @@ impl DeadLetters {
                     owner: *owner,
                     expires_at_us: *expires_at_us,
                     held: true,
+                    partitioned: self.partitioned(),
                     evidence: in_force.map(Evidence::Fault),
                 };
                 self.attempts.entry(*job).or_default().push(attempt);
@@ -135,10 +141,11 @@ impl DeadLetters {
                 }
             }
             Event::Reclaimed { job, epoch, .. } => {
-                let excused = !self.healed && (self.network_faults || self.partitioned());
+                let (healed_at_us, network_faults) = (self.healed_at_us, self.network_faults);
                 if let Some(attempt) = self.attempt(*job, *epoch) {
                     attempt.held = false;
-                    if excused {
+                    let lost_in_fault_phase = healed_at_us.is_none_or(|healed| attempt.expires_at_us <= healed);
+                    if lost_in_fault_phase && (network_faults || attempt.partitioned) {
                         attempt.evidence.get_or_insert(Evidence::Reclaimed(line));
                     }
                 }
@@ -173,11 +180,16 @@ impl DeadLetters {
         self.faults.keys().any(|fault| matches!(fault, Fault::Cut(..)))
     }
 
-    /// A fault starts: it is evidence for every lease it hits that still stands.
+    /// A fault starts: it is evidence for every lease it hits that still stands, and a partition
+    /// marks every lease that stands.
     fn fault(&mut self, line: usize, t_us: u64, fault: Fault) {
         self.faults.entry(fault).or_insert(line);
         for attempt in self.attempts.values_mut().flatten() {
-            if attempt.held && t_us < attempt.expires_at_us && fault.hits(attempt.owner) {
+            if !attempt.held || t_us >= attempt.expires_at_us {
+                continue;
+            }
+            attempt.partitioned |= matches!(fault, Fault::Cut(..));
+            if fault.hits(attempt.owner) {
                 attempt.evidence.get_or_insert(Evidence::Fault(line));
             }
         }
@@ -188,8 +200,8 @@ impl DeadLetters {
         let Some(idle) = attempts.iter().find(|attempt| attempt.evidence.is_none()) else { return Ok(()) };
         let message = format!(
             "{job} dead-lettered after {} attempt(s), but {}'s attempt under {} (granted at line {}) shows no \
-             evidence: no dependency failure, no fault on its holder while it held the lease, and no reclaim in \
-             the fault phase of a world with network faults",
+             evidence: no dependency failure, no fault on its holder while it held the lease, and no lease lost \
+             in the fault phase of a world with network faults",
             attempts.len(),
             idle.owner,
             idle.epoch,
@@ -316,15 +328,14 @@ mod tests {
     }
 
     // A fault on another worker, or one that starts after the holder's lease expired, is no
-    // evidence for it. (A partition still in force at the reclaim would be: see the module doc.)
+    // evidence for it.
     #[test]
     fn faults_elsewhere_or_later_fail() {
         let mut history = History::with_params(2, 2, "loss=0.000 latency_us=1000..10000");
         history.at(0).arrived(J1);
         let granted = history.at(10).granted(J1, E1, w(1), 1_010);
         history.at(20).paused(w(2));
-        history.at(20).partitioned(w(2), Some(crate::history::Node::Table));
-        history.at(500).healed_link(w(2), Some(crate::history::Node::Table));
+        history.at(20).crashed(r(1), CrashPoint::AtRandom, None);
         history.at(1_010).crashed(w(1), CrashPoint::AtRandom, None);
         history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
@@ -333,6 +344,31 @@ mod tests {
         let violation = check_history(&history.entries).unwrap_err();
         assert_eq!(violation.invariant, Invariant::HonestDeadLetters, "{violation}");
         assert_eq!(violation.lines, vec![granted, dead]);
+    }
+
+    // A partition anywhere while the lease was held makes the network faulty: a lease that
+    // expired in the fault phase and was reclaimed, even after the heal, is evidence. A lease
+    // that expired after the heal is not.
+    #[test]
+    fn a_partition_while_held_excuses_a_lease_lost_in_the_fault_phase() {
+        let lost = |heal_at_us: u64| {
+            let mut history = History::with_params(2, 2, "loss=0.000 latency_us=1000..10000");
+            history.at(0).arrived(J1);
+            let granted = history.at(10).granted(J1, E1, w(1), 1_010);
+            history.at(20).partitioned(w(2), Some(crate::history::Node::Table));
+            history.at(500).healed_link(w(2), Some(crate::history::Node::Table));
+            history.at(heal_at_us).faults_healed();
+            history.at(1_100).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+            history.at(1_120).looked_up(J1, E2, None, None, Some(batch(1, 0)));
+            history.at(1_130).dead_lettered(J1, E2, 1, Some(batch(1, 0)));
+            (check_history(&history.entries), granted)
+        };
+        let (verdict, _) = lost(1_050);
+        verdict.unwrap_or_else(|violation| panic!("{violation}"));
+        let (verdict, granted) = lost(1_000);
+        let violation = verdict.unwrap_err();
+        assert_eq!(violation.invariant, Invariant::HonestDeadLetters, "{violation}");
+        assert_eq!(violation.lines.first(), Some(&granted));
     }
 
     // A partition of the table from everyone counts for every holder.

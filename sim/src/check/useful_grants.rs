@@ -14,7 +14,9 @@
 //!
 //! This is a liveness property (exit status 2), not safety: nothing wrong was accepted, but the
 //! run lost work. Grants made before `faults_healed` are exempt, because faults legitimately
-//! waste them (a worker crashes with its grant in flight, a reply is lost); the figure
+//! waste them (a worker crashes with its grant in flight, a reply is lost), and so is a grant
+//! made after it to a worker still down from a crash of the fault phase (`crashed`, not yet
+//! `restarted`): its acquire was sent before it died, and the fault wasted it; the figure
 //! `wasted_grants` ([`crate::figures::Figures`]) counts those too, with the same [`Grants`]
 //! tracker.
 
@@ -38,6 +40,15 @@ pub struct Grant {
     pub expires_at_us: u64,
     /// Whether it was granted after `faults_healed`.
     pub after_heal: bool,
+    /// Whether its owner was down (crashed, not yet restarted) when it was granted.
+    pub owner_down: bool,
+}
+
+impl Grant {
+    /// Whether the checker judges it: granted after the heal, to a worker that was up.
+    pub fn judged(&self) -> bool {
+        self.after_heal && !self.owner_down
+    }
 }
 
 /// A grant whose lease expired unused.
@@ -54,6 +65,8 @@ pub struct Unused {
 #[derive(Debug, Clone, Default)]
 pub struct Grants {
     healed: bool,
+    /// Nodes crashed and not yet restarted.
+    down: BTreeSet<Node>,
     /// Grants not yet acted on, by job and epoch.
     open: BTreeMap<(JobId, Epoch), Grant>,
     /// The same grants, by expiry, so that each line finds the expired ones in O(log n).
@@ -79,6 +92,12 @@ impl Grants {
         }
         match &entry.event {
             Event::FaultsHealed {} => self.healed = true,
+            Event::Crashed { target, .. } => {
+                self.down.insert(*target);
+            }
+            Event::Restarted { target } => {
+                self.down.remove(target);
+            }
             Event::Granted { job, epoch, owner, expires_at_us, .. } => {
                 let grant = Grant {
                     line,
@@ -87,6 +106,7 @@ impl Grants {
                     owner: *owner,
                     expires_at_us: *expires_at_us,
                     after_heal: self.healed,
+                    owner_down: self.down.contains(owner),
                 };
                 self.open.insert((*job, *epoch), grant);
                 self.by_expiry.insert((*expires_at_us, *job, *epoch));
@@ -148,7 +168,7 @@ impl UsefulGrants {
     pub(crate) fn absorb(&mut self, line: usize, entry: &Entry) {
         let first = &mut self.first;
         self.grants.observe(line, entry, |unused| {
-            if unused.grant.after_heal && first.is_none() {
+            if unused.grant.judged() && first.is_none() {
                 *first = Some(violation(unused));
             }
         });
@@ -164,7 +184,7 @@ impl UsefulGrants {
         if let Some(violation) = &self.first {
             return Err(violation.clone());
         }
-        let late = self.grants.expired_by(now_us).filter(|grant| grant.after_heal).min_by_key(|grant| grant.line);
+        let late = self.grants.expired_by(now_us).filter(|grant| grant.judged()).min_by_key(|grant| grant.line);
         match late {
             Some(grant) => Err(violation(Unused { grant: *grant, seen_line: None })),
             None => Ok(()),
@@ -277,6 +297,40 @@ mod tests {
         assert_eq!(violation.invariant, Invariant::UsefulGrants);
         assert_eq!(violation.lines, vec![granted]);
         assert!(violation.message.contains("w1's grant of j1 under e1"), "{}", violation.message);
+    }
+
+    // A grant after the heal to a worker still down from a crash of the fault phase is exempt,
+    // and counted as wasted after the heal; once the worker restarted, its grants are judged.
+    #[test]
+    fn grants_to_a_worker_down_from_the_fault_phase_are_exempt() {
+        let story = |restart_at_us: u64| {
+            let mut history = History::new(2, 2);
+            history.at(0).arrived(J1);
+            history.at(2).crashed(w(1), crate::history::CrashPoint::AtRandom, None);
+            if restart_at_us < 5 {
+                history.at(restart_at_us).restarted(w(1));
+            }
+            history.at(5).faults_healed();
+            let granted = history.at(10).granted(J1, E1, w(1), 1_010);
+            history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+            history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
+            history.at(1_030).requeued(J1, E2, 1, Some(batch(1, 0)));
+            history.at(1_040).granted(J1, E3, w(2), 2_040);
+            history.at(1_060).executing(w(2), J1, E3);
+            history.at(1_070).applied(J1, E3, O7);
+            history.at(1_080).completed(J1, O7, E3, None);
+            if restart_at_us >= 5 {
+                history.at(restart_at_us).restarted(w(1));
+            }
+            (history, granted)
+        };
+        let (history, _) = story(1_100);
+        assert!(check_history(&history.entries).is_ok());
+        assert_eq!(wasted(&history.entries), (1, 1));
+        let (history, granted) = story(3);
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::UsefulGrants);
+        assert_eq!(violation.lines.first(), Some(&granted));
     }
 
     // Grants made before the heal are exempt from the check, but counted as wasted; a regrant
