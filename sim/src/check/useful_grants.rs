@@ -257,6 +257,10 @@ mod tests {
         assert_eq!(violation.job, Some(J1));
         assert_eq!(violation.lines, vec![granted, reclaimed]);
         assert_eq!(wasted(&history.entries), (1, 1));
+        let mut figures = crate::figures::Figures::of(&history.entries);
+        assert_eq!((figures.wasted_grants, figures.wasted_grants_after_heal), (1, 1));
+        figures.add_counts(&figures.clone());
+        assert_eq!((figures.wasted_grants, figures.wasted_grants_after_heal), (2, 2));
     }
 
     // Acting at the expiry instant is too late; a lookup by another node under the same epoch
