@@ -46,6 +46,8 @@ pub(crate) struct History {
     /// Who holds each job's latest lease (its latest grant or reclaim): the `from` of the table's
     /// and the ledger's answers that name no batch.
     holder: BTreeMap<JobId, Node>,
+    /// Batches with a `listed` line.
+    listed: BTreeSet<BatchId>,
 }
 
 impl History {
@@ -56,8 +58,13 @@ impl History {
 
     /// A history whose line 1 is a `run` line with these limits and `params`.
     pub fn with_params(batch_max: usize, capacity: usize, params: &str) -> History {
-        let mut history =
-            History { entries: Vec::new(), now_us: 0, unfinished: BTreeSet::new(), holder: BTreeMap::new() };
+        let mut history = History {
+            entries: Vec::new(),
+            now_us: 0,
+            unfinished: BTreeSet::new(),
+            holder: BTreeMap::new(),
+            listed: BTreeSet::new(),
+        };
         let run = Event::Run {
             history_version: crate::history::HISTORY_VERSION,
             seed: 1,
@@ -129,8 +136,17 @@ impl History {
         self.push(Node::Table, Event::Renewed { from, job, epoch, expires_at_us })
     }
 
+    /// Writes a `listed` line showing the one lease `batch` fences first, unless the batch was
+    /// listed already: a test that cares about the listing writes it with [`History::listed`].
+    fn list_if_new(&mut self, batch: BatchId, job: JobId, epoch: Epoch, expires_at_us: u64) {
+        if !self.listed.contains(&batch) {
+            self.listed(batch, &[(job, epoch, expires_at_us)]);
+        }
+    }
+
     /// The table hands `job`'s lease (`epoch`, expiring at `expires_at_us`) to `batch`'s
-    /// reclaimer under `new_epoch`, for one ttl from now.
+    /// reclaimer under `new_epoch`, for one ttl from now. The first fence of a batch that was not
+    /// listed writes its listing first (one line more).
     pub fn reclaimed(
         &mut self,
         job: JobId,
@@ -139,6 +155,7 @@ impl History {
         new_epoch: Epoch,
         batch: BatchId,
     ) -> usize {
+        self.list_if_new(batch, job, epoch, expires_at_us);
         let new_expires_at_us = self.now_us + TTL_US;
         let reclaimer = Node::Reclaimer(batch.reclaimer.0);
         self.holder.insert(job, reclaimer);
@@ -148,16 +165,19 @@ impl History {
 
     /// The table refuses `batch`'s fence of `job` at `expected`: the job is at `current` now.
     pub fn lost_race(&mut self, job: JobId, expected: Epoch, current: Epoch, batch: BatchId) -> usize {
+        self.list_if_new(batch, job, expected, 0);
         self.push(Node::Table, Event::LostRace { job, expected, current, batch })
     }
 
     /// The table refuses `batch`'s fence of `job` at `expected`: the lease runs to `expires_at_us`.
     pub fn not_expired(&mut self, job: JobId, expected: Epoch, expires_at_us: u64, batch: BatchId) -> usize {
+        self.list_if_new(batch, job, expected, expires_at_us);
         self.push(Node::Table, Event::NotExpired { job, expected, expires_at_us, batch })
     }
 
     /// The table lists `leases` (job, epoch, expiry) to `batch`'s reclaimer.
     pub fn listed(&mut self, batch: BatchId, leases: &[(JobId, Epoch, u64)]) -> usize {
+        self.listed.insert(batch);
         let reclaimer = Node::Reclaimer(batch.reclaimer.0);
         let leases = leases
             .iter()
@@ -296,9 +316,9 @@ impl History {
 pub(crate) const STORY_GRANTED: usize = 3;
 pub(crate) const STORY_EXECUTING: usize = 4;
 pub(crate) const STORY_APPLIED: usize = 5;
-pub(crate) const STORY_RECLAIMED: usize = 7;
-pub(crate) const STORY_LOOKED_UP: usize = 8;
-pub(crate) const STORY_TERMINAL: usize = 10;
+pub(crate) const STORY_RECLAIMED: usize = 8;
+pub(crate) const STORY_LOOKED_UP: usize = 9;
+pub(crate) const STORY_TERMINAL: usize = 11;
 
 /// A correct history (batch_max 2, capacity 2, ttl 1 000 us): worker w1 applies j1's effect and
 /// crashes before completing; at its expiry r1 reclaims the lease and adopts the output.
@@ -310,10 +330,11 @@ pub(crate) const STORY_TERMINAL: usize = 10;
 ///  4 t=20     w1 executing j1 e1
 ///  5 t=30     effect_applied j1 e1 o7
 ///  6 t=40     crashed w1 after_effect j1
-///  7 t=1_010  reclaimed j1 e1 (expired 1_010) as e2 by r1 batch r1#0, expires 2_010
-///  8 t=1_020  looked_up j1 e2 found o7, batch r1#0
-///  9 t=1_020  r1 adopted j1 o7 e2
-/// 10 t=1_030  terminal completed j1 o7 e2, batch r1#0
+///  7 t=1_010  listed to r1, batch r1#0: j1 e1 (expired 1_010)
+///  8 t=1_010  reclaimed j1 e1 (expired 1_010) as e2 by r1 batch r1#0, expires 2_010
+///  9 t=1_020  looked_up j1 e2 found o7, batch r1#0
+/// 10 t=1_020  r1 adopted j1 o7 e2
+/// 11 t=1_030  terminal completed j1 o7 e2, batch r1#0
 /// ```
 pub(crate) fn crash_after_effect_story() -> History {
     let mut history = History::new(2, 2);
@@ -324,7 +345,7 @@ pub(crate) fn crash_after_effect_story() -> History {
     assert_eq!(history.at(40).crashed(w(1), CrashPoint::AfterEffect, Some(J1)), 6);
     assert_eq!(history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0)), STORY_RECLAIMED);
     assert_eq!(history.at(1_020).looked_up(J1, E2, Some(O7), None, Some(batch(1, 0))), STORY_LOOKED_UP);
-    assert_eq!(history.at(1_020).adopted(r(1), J1, O7, E2), 9);
+    assert_eq!(history.at(1_020).adopted(r(1), J1, O7, E2), 10);
     assert_eq!(history.at(1_030).completed(J1, O7, E2, Some(batch(1, 0))), STORY_TERMINAL);
     history
 }

@@ -235,7 +235,7 @@ pub(crate) fn outcome_name(outcome: OutcomeKind) -> &'static str {
 pub struct Checkers {
     facts: facts::Facts,
     lookups: adopt_before_repeat::Lookups,
-    conflicts: bounded_batch::Conflicts,
+    batches: bounded_batch::Batches,
     situations: coverage::Situations,
     useful_grants: useful_grants::UsefulGrants,
     dead_letters: honest_dead_letters::DeadLetters,
@@ -254,7 +254,7 @@ impl Checkers {
         Checkers {
             facts: facts::Facts::new(),
             lookups: adopt_before_repeat::Lookups::default(),
-            conflicts: bounded_batch::Conflicts::default(),
+            batches: bounded_batch::Batches::default(),
             situations: coverage::Situations::default(),
             useful_grants: useful_grants::UsefulGrants::default(),
             dead_letters: honest_dead_letters::DeadLetters::default(),
@@ -272,7 +272,7 @@ impl Checkers {
         self.useful_grants.absorb(line, entry);
         self.dead_letters.absorb(line, entry);
         self.lookups.absorb(line, entry);
-        self.conflicts.absorb(&self.facts, line, entry);
+        self.batches.absorb(&self.facts, line, entry);
         self.facts.absorb(line, entry);
         verdict
     }
@@ -283,7 +283,7 @@ impl Checkers {
         no_unexpired_reclaim::check(facts, line, entry)?;
         fencing::check(facts, line, entry)?;
         self_fencing::check(facts, line, entry)?;
-        self.conflicts.check(facts, line, entry)?;
+        self.batches.check(facts, line, entry)?;
         no_duplicate_effect::check(facts, line, entry)?;
         self.lookups.check(facts, line, entry)?;
         consistency::check(facts, line, entry)?;
@@ -402,7 +402,7 @@ mod tests {
         let mut checkers = Checkers::new();
         for (index, entry) in story.entries.iter().enumerate() {
             checkers.observe(index + 1, entry).expect("a correct history");
-            let expected = if index + 1 >= 2 && index + 1 < 10 { 1 } else { 0 };
+            let expected = if index + 1 >= 2 && index + 1 < 11 { 1 } else { 0 };
             assert_eq!(checkers.unfinished(), expected, "after line {}", index + 1);
         }
         assert_eq!(checkers.check_liveness(5_000), Ok(()));

@@ -243,7 +243,8 @@ mod tests {
     fn grant_abandoned_unused_fails() {
         let (mut history, granted) = granted_after_heal();
         history.at(20).abandoned(w(1), J1, E1, AbandonReason::SelfFenced);
-        let reclaimed = history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        let listed = history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010)]);
+        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
         history.at(1_030).requeued(J1, E2, 1, Some(batch(1, 0)));
         history.at(1_040).granted(J1, E3, w(2), 2_040);
@@ -255,7 +256,7 @@ mod tests {
         assert_eq!(violation.invariant, Invariant::UsefulGrants, "{violation}");
         assert!(!violation.invariant.is_safety());
         assert_eq!(violation.job, Some(J1));
-        assert_eq!(violation.lines, vec![granted, reclaimed]);
+        assert_eq!(violation.lines, vec![granted, listed]);
         assert_eq!(wasted(&history.entries), (1, 1));
         let mut figures = crate::figures::Figures::of(&history.entries);
         assert_eq!((figures.wasted_grants, figures.wasted_grants_after_heal), (1, 1));
