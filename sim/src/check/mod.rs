@@ -78,7 +78,9 @@ pub enum Invariant {
     /// `always`: no effect is executed for an operation whose output was, or should have been,
     /// adopted.
     AdoptBeforeRepeat,
-    /// `always`: no renewal, completion, reclaim or applied effect carries a stale epoch.
+    /// `always`: no renewal, completion, requeue, dead-letter, quarantine, reclaim or applied
+    /// effect is accepted with a stale epoch, or (for a requeue or terminal outcome) without the
+    /// live lease.
     Fencing,
     /// `always`: a completed job's output is the output the ledger holds for its operation.
     Consistency,
