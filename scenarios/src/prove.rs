@@ -6,7 +6,7 @@
 
 use lease_sim::check::{Coverage, Invariant, Violation, KNOWN_DEFECTS};
 use lease_sim::history::{Entry, Event};
-use lease_sim::runner::{self, SeedResult, Target};
+use lease_sim::runner::{self, Finding, SeedResult, Target};
 use lease_sim::scenario::Scenario;
 use lease_sim::world::{self, RunReport, Verdict};
 use std::sync::atomic::AtomicBool;
@@ -57,6 +57,11 @@ fn is_known_defect(invariant: Invariant) -> bool {
     KNOWN_DEFECTS.contains(&invariant)
 }
 
+/// Whether a sweep's finding is of a known defect.
+fn is_known(finding: Finding) -> bool {
+    matches!(finding, Finding::Violated(invariant) if is_known_defect(invariant))
+}
+
 /// Sweeps `scenario` over its seeds; panics with every failing seed's reproduce command, or with
 /// the situations the sweep never reached (unless it replays a single `LEASE_SEED`). Failures of
 /// a known defect are printed, not failed on. Returns the coverage.
@@ -69,7 +74,7 @@ pub fn sweep_holds_and_covers(scenario: Scenario, default_seeds: u64) -> Coverag
     let (known, failures): (Vec<_>, Vec<_>) = results
         .iter()
         .filter_map(|result: &SeedResult| result.failure.as_ref())
-        .partition(|failure| is_known_defect(failure.invariant));
+        .partition(|failure| is_known(failure.invariant));
     let failures: Vec<String> = failures
         .iter()
         .map(|f| format!("seed {} broke {}: {}\n  reproduce: {}", f.seed, f.invariant, f.message, f.reproduce))
