@@ -151,11 +151,12 @@ impl DeadLetters {
                 }
             }
             Event::Requeued { job, epoch, .. } => self.release(*job, *epoch),
-            Event::Terminal { job, epoch, outcome, .. } => {
-                self.release(*job, *epoch);
+            Event::Terminal { job, outcome, .. } => {
                 if *outcome == OutcomeKind::DeadLettered && self.first.is_none() {
                     self.first = self.judge(line, *job).err();
                 }
+                // A job ends once (one_terminal): its attempts are judged, and forgotten.
+                self.attempts.remove(job);
             }
             _ => {}
         }
