@@ -1,12 +1,9 @@
 //! The shared proof steps: sweep a scenario and demand that it held and reached its situations;
 //! run a scripted seed and read its history.
-//!
-//! Failures of the invariants in [`KNOWN_DEFECTS`] (lost work the simulator's nodes still cause)
-//! are printed and tolerated here until that list is emptied; every other failure fails the test.
 
-use lease_sim::check::{Coverage, Invariant, Violation, KNOWN_DEFECTS};
+use lease_sim::check::Coverage;
 use lease_sim::history::{Entry, Event};
-use lease_sim::runner::{self, Finding, SeedResult, Target};
+use lease_sim::runner::{self, SeedResult, Target};
 use lease_sim::scenario::Scenario;
 use lease_sim::world::{self, RunReport, Verdict};
 use std::sync::atomic::AtomicBool;
@@ -52,44 +49,21 @@ impl Seeds {
     }
 }
 
-/// Whether a failure is of a known defect, tolerated for now (see the module doc).
-fn is_known_defect(invariant: Invariant) -> bool {
-    KNOWN_DEFECTS.contains(&invariant)
-}
-
-/// Whether a sweep's finding is of a known defect.
-fn is_known(finding: Finding) -> bool {
-    matches!(finding, Finding::Violated(invariant) if is_known_defect(invariant))
-}
-
 /// Sweeps `scenario` over its seeds; panics with every failing seed's reproduce command, or with
-/// the situations the sweep never reached (unless it replays a single `LEASE_SEED`). Failures of
-/// a known defect are printed, not failed on. Returns the coverage.
+/// the situations the sweep never reached (unless it replays a single `LEASE_SEED`). Returns the
+/// coverage.
 pub fn sweep_holds_and_covers(scenario: Scenario, default_seeds: u64) -> Coverage {
     let target = Target::new(scenario);
     let choice = Seeds::from_env(default_seeds);
     let seeds = choice.sweep(scenario, default_seeds);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(2);
     let (results, _) = runner::sweep(target, &seeds, threads, &AtomicBool::new(false), &|_| {});
-    let (known, failures): (Vec<_>, Vec<_>) = results
+    let failures: Vec<String> = results
         .iter()
         .filter_map(|result: &SeedResult| result.failure.as_ref())
-        .partition(|failure| is_known(failure.invariant));
-    let failures: Vec<String> = failures
-        .iter()
         .map(|f| format!("seed {} broke {}: {}\n  reproduce: {}", f.seed, f.invariant, f.message, f.reproduce))
         .collect();
     assert!(failures.is_empty(), "{} of {} seeds failed:\n{}", failures.len(), seeds.len(), failures.join("\n"));
-    if !known.is_empty() {
-        let listed: Vec<String> = known.iter().map(|f| format!("{} ({})", f.seed, f.invariant)).collect();
-        println!(
-            "{}: {} of {} seeds lost work, a known defect tolerated for now: {}",
-            scenario.name(),
-            known.len(),
-            seeds.len(),
-            listed.join(", ")
-        );
-    }
     let mut coverage = Coverage::default();
     for result in &results {
         coverage.merge(&result.coverage);
@@ -107,30 +81,16 @@ pub fn sweep_holds_and_covers(scenario: Scenario, default_seeds: u64) -> Coverag
     coverage
 }
 
-/// The violation of a failed run, if any.
-fn violation(report: &RunReport) -> Option<&Violation> {
-    match &report.verdict {
-        Verdict::Held | Verdict::Crash(_) => None,
-        Verdict::Safety(violation) | Verdict::Liveness(violation) => Some(violation),
-    }
-}
-
-/// Runs the scripted seed of `scenario` and demands that it held (a known defect is printed, not
-/// failed on).
+/// Runs the scripted seed of `scenario` and demands that it held.
 pub fn scripted(scenario: Scenario, seed: u64) -> RunReport {
     let report = world::run(scenario.params(seed, None));
-    let reproduce = Target::new(scenario).reproduce(seed);
-    if let Verdict::Crash(crash) = &report.verdict {
-        panic!("{crash}\n  reproduce: {reproduce}");
-    }
-    match violation(&report) {
-        None => {}
-        Some(violation) if is_known_defect(violation.invariant) => {
-            println!("{}: a known defect, tolerated for now: {violation}\n  reproduce: {reproduce}", scenario.name())
+    match &report.verdict {
+        Verdict::Held => report,
+        Verdict::Safety(violation) | Verdict::Liveness(violation) => {
+            panic!("{violation}\n  reproduce: {}", Target::new(scenario).reproduce(seed))
         }
-        Some(violation) => panic!("{violation}\n  reproduce: {reproduce}"),
+        Verdict::Crash(crash) => panic!("{crash}\n  reproduce: {}", Target::new(scenario).reproduce(seed)),
     }
-    report
 }
 
 /// The entries of `history` that match `pick`.
@@ -170,22 +130,6 @@ macro_rules! assert_trace_snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    // Proves the tolerance of KNOWN_DEFECTS hides nothing it should not: the lost work it
-    // tolerates is still caught, here on a seed known to lose it (w1 abandons a grant to a stale
-    // long poll 8 ms after the heal). When this fails, the node fix has landed: empty
-    // KNOWN_DEFECTS and delete this test.
-    #[test]
-    fn the_known_lost_work_is_still_caught() {
-        let report = world::run(Scenario::ClockDrift.params(0, None));
-        let caught = violation(&report).map(|violation| violation.invariant);
-        assert_eq!(
-            caught,
-            Some(Invariant::UsefulGrants),
-            "clock-drift seed 0 no longer loses work: if the node fix landed, empty KNOWN_DEFECTS and delete this test"
-        );
-        assert!(!KNOWN_DEFECTS.iter().any(|invariant| invariant.is_safety()), "only liveness may be tolerated");
-    }
 
     // A sweep below its default seed count is refused, saying so; a replay of one seed is not.
     #[test]

@@ -13,7 +13,6 @@
 //! `seed-S.reproduce` file (its `--scenario`, `--seed`, and `--bug` if any).
 
 use lease_core::Bug;
-use lease_sim::check::KNOWN_DEFECTS;
 use lease_sim::runner::Target;
 use lease_sim::scenario::Scenario;
 use lease_sim::world::Verdict;
@@ -43,16 +42,6 @@ impl Regression {
             (Verdict::Held, None) => Ok(()),
             (Verdict::Safety(_) | Verdict::Liveness(_) | Verdict::Crash(_), Some(_)) => Ok(()),
             (Verdict::Crash(crash), None) => Err(format!("line {}: {crash}\n  reproduce: {reproduce}", self.line)),
-            (Verdict::Safety(violation) | Verdict::Liveness(violation), None)
-                if KNOWN_DEFECTS.contains(&violation.invariant) =>
-            {
-                // Tolerated until the node fix lands: see `KNOWN_DEFECTS`.
-                println!(
-                    "line {}: a known defect, tolerated for now: {violation}\n  reproduce: {reproduce}",
-                    self.line
-                );
-                Ok(())
-            }
             (Verdict::Safety(violation) | Verdict::Liveness(violation), None) => {
                 Err(format!("line {}: failed again: {violation}\n  reproduce: {reproduce}", self.line))
             }

@@ -3,8 +3,7 @@
 //! `LEASE_SEEDS=N` sweeps N seeds instead of the default; `LEASE_SEED=S` runs exactly seed S.
 
 use lease_core::Bug;
-use lease_sim::check::KNOWN_DEFECTS;
-use lease_sim::runner::{self, Finding, SeedResult, Target};
+use lease_sim::runner::{self, SeedResult, Target};
 use lease_sim::scenario::Scenario;
 use lease_sim::shard::{SeedPlan, Shard};
 use std::process::Command;
@@ -23,15 +22,10 @@ fn sweep(target: Target, seeds: &[u64], threads: usize) -> Vec<SeedResult> {
     runner::sweep(target, seeds, threads, &AtomicBool::new(false), &|_| {}).0
 }
 
-/// Demands every seed held, except for the known defects that `cargo test` tolerates for now
-/// (`lease_sim::check::KNOWN_DEFECTS`).
 fn assert_all_held(target: Target, results: &[SeedResult]) {
     let failures: Vec<String> = results
         .iter()
         .filter_map(|result| result.failure.as_ref())
-        .filter(
-            |failure| !matches!(failure.invariant, Finding::Violated(invariant) if KNOWN_DEFECTS.contains(&invariant)),
-        )
         .map(|failure| {
             format!(
                 "seed {} broke {}: {}\n  reproduce: {}",
@@ -106,12 +100,7 @@ fn same_seed_gives_a_byte_identical_history_whatever_the_thread_count() {
 fn a_failure_replays_from_its_printed_command() {
     let target = Target { scenario: Scenario::Swarm, bug: Some(Bug::Canary) };
     let results = sweep(target, &(0..200).collect::<Vec<_>>(), 2);
-    // The canary breaks a safety rule; lost work (a liveness finding) may fail a seed before it.
-    let failure = results
-        .iter()
-        .filter_map(|result| result.failure.clone())
-        .find(|failure| matches!(failure.invariant, Finding::Violated(invariant) if invariant.is_safety()))
-        .expect("the canary fails some seed in 200");
+    let failure = results.iter().find_map(|result| result.failure.clone()).expect("the canary fails some seed in 200");
     let args: Vec<&str> = failure.reproduce.split_whitespace().skip_while(|word| *word != "--").skip(1).collect();
     let output = Command::new(env!("CARGO_BIN_EXE_lease-sim")).args(&args).output().expect("lease-sim runs");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -2,8 +2,7 @@
 //! any starting seed. Seed counts are deterministic, so this is a stable test, not a timed one.
 
 use lease_core::Bug;
-use lease_sim::check::KNOWN_DEFECTS;
-use lease_sim::runner::{self, Finding};
+use lease_sim::runner;
 use lease_sim::scenario::Scenario;
 use std::sync::atomic::AtomicBool;
 
@@ -24,7 +23,7 @@ fn every_planted_bug_is_caught_within_its_seed_budget() {
     for bug in Bug::ALL {
         let mut seeds: Vec<u64> = Vec::new();
         for from in STARTS {
-            let catch = hunt(bug, from, &stop);
+            let catch = runner::hunt(Scenario::Swarm, bug, from, BUDGET_SEEDS, 2, &stop);
             let invariant =
                 catch.invariant.unwrap_or_else(|| panic!("{bug} escaped {BUDGET_SEEDS} seeds from seed {from}"));
             assert!(
@@ -42,34 +41,12 @@ fn every_planted_bug_is_caught_within_its_seed_budget() {
     println!("{}", report.join("\n"));
 }
 
-/// Hunts `bug` from `from`, passing over seeds that failed only by a known defect that `cargo
-/// test` tolerates for now (`lease_sim::check::KNOWN_DEFECTS`): such a seed did not catch the bug.
-fn hunt(bug: Bug, from: u64, stop: &AtomicBool) -> runner::Catch {
-    let end = from + BUDGET_SEEDS;
-    let mut start = from;
-    loop {
-        let mut catch = runner::hunt(Scenario::Swarm, bug, start, end - start, 2, stop);
-        catch.seeds_to_failure += start - from;
-        let Some((Finding::Violated(invariant), seed)) = catch.invariant.zip(catch.first_failing_seed) else {
-            return catch;
-        };
-        if !KNOWN_DEFECTS.contains(&invariant) {
-            return catch;
-        }
-        if seed + 1 >= end {
-            return runner::Catch { invariant: None, first_failing_seed: None, reproduce: None, ..catch };
-        }
-        start = seed + 1;
-    }
-}
-
 /// The invariants a planted bug may be caught by: the rule it breaks.
 fn expected(bug: Bug) -> &'static [&'static str] {
     match bug {
-        Bug::ReclaimBoundaryOffByOne | Bug::ReclaimByReclaimerClock => &["no_unexpired_reclaim"],
-        // A fence without its compare-and-set may displace a lease other than the one its batch
-        // listed (bounded_batch) before it displaces an unexpired one.
-        Bug::ReclaimWithoutCas => &["no_unexpired_reclaim", "bounded_batch"],
+        Bug::ReclaimBoundaryOffByOne | Bug::ReclaimByReclaimerClock | Bug::ReclaimWithoutCas => {
+            &["no_unexpired_reclaim"]
+        }
         Bug::CompleteWithoutEpochCheck | Bug::RenewWithoutEpochCheck | Bug::LedgerWithoutFence => &["fencing"],
         Bug::ReclaimSkipsAdoption => &["adopt_before_repeat"],
         Bug::UnboundedReclaimBatch | Bug::ConflictDoesNotStopBatch => &["bounded_batch"],

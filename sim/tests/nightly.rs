@@ -45,12 +45,6 @@ fn json(stdout: &str) -> serde_json::Value {
     serde_json::from_str(stdout).unwrap_or_else(|error| panic!("not one JSON object ({error}):\n{stdout}"))
 }
 
-/// Whether a failure's invariant is a known defect that `cargo test` tolerates for now
-/// (`lease_sim::check::KNOWN_DEFECTS`).
-fn is_known_defect(invariant: &str) -> bool {
-    lease_sim::check::KNOWN_DEFECTS.iter().any(|known| known.name() == invariant)
-}
-
 fn failing_seeds(summary: &serde_json::Value) -> Vec<(u64, String)> {
     summary["failures"]
         .as_array()
@@ -76,7 +70,7 @@ fn every_failing_seed_leaves_files_that_replay_it() {
     assert_eq!(summary["failures_written"].as_u64(), Some(failures.len() as u64));
     let files = std::fs::read_dir(&dir_arg).unwrap().count();
     assert_eq!(files, 3 * failures.len(), "three files per failing seed, and nothing else");
-    for (seed, invariant) in failures.iter().filter(|(_, invariant)| !is_known_defect(invariant)) {
+    for (seed, invariant) in &failures {
         let file = |extension: &str| Path::new(&dir_arg).join(format!("seed-{seed}.{extension}"));
         let trace = std::fs::read_to_string(file("trace")).unwrap();
         assert!(trace.contains(&format!("SAFETY VIOLATION: {invariant}")), "seed {seed}'s trace ends with it");
@@ -173,9 +167,8 @@ fn the_runner_runs_each_shard_of_a_range_exactly_once() {
 fn a_time_boxed_sweep_from_the_date_stops_and_names_its_base() {
     let (code, stdout, stderr) =
         lease_sim(&["sweep", "--scenario", "calm", "--duration", "1s", "--seed-from-date", "--shard", "1/4", "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
     let summary = json(&stdout);
-    let known_only = failing_seeds(&summary).iter().all(|(_, invariant)| is_known_defect(invariant));
-    assert!(code == Some(0) || (code == Some(2) && known_only), "{code:?}: {stderr}{stdout}");
     assert_eq!(summary["ended"].as_str(), Some("time_up"));
     assert_eq!(summary["duration_s"].as_u64(), Some(1));
     let date = summary["seed_base_date"].as_str().expect("the date is named");

@@ -173,19 +173,6 @@ impl FromStr for Invariant {
     }
 }
 
-/// The invariants that the simulator's own nodes still break, for a known reason, while the fix
-/// is made elsewhere. `cargo test`'s sweeps and scripted runs report these failures but do not
-/// fail on them; everything else (`lease-sim run`, `sweep`, `check`, `hunt`, the nightly) judges
-/// them in full. A scenario test (`the_known_lost_work_is_still_caught`) fails as soon as the
-/// defect is gone, so that this list is emptied then, and the tolerance with it.
-///
-/// - `useful_grants`: the table hands jobs to long polls whose worker stopped waiting for them
-///   (an acquire that timed out, or one sent by a worker's previous life); the worker abandons
-///   the grant at once (`self_fenced`: its estimate of the expiry starts from the old request),
-///   or never hears of it, and the job waits a whole lease;
-/// - `honest_dead_letters`: the dead-letters that those wasted grants lead to.
-pub const KNOWN_DEFECTS: [Invariant; 2] = [Invariant::UsefulGrants, Invariant::HonestDeadLetters];
-
 /// A broken invariant, with the history lines that show it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Violation {
