@@ -50,6 +50,10 @@ pub enum Bug {
     /// The ledger raises an operation's fence on a lookup only when it finds an output, so a stale
     /// writer whose call lands after an empty lookup by a newer epoch is not fenced.
     LookupFencesOnlyWhenFound,
+    /// The worker counts a granted or renewed lease from when the answer arrived, not from when
+    /// it asked: an answer delayed on its way stretches the worker's estimate of the lease past
+    /// the table's (Graphile Worker's issue 222, a renewal answered late).
+    LeaseCountedFromReply,
     /// The table dead-letters one attempt late: a job gets `attempts_max + 1` worker grants.
     DeadLetterOneLate,
     /// A requeue forgets to drop the lease's expiry from the table's index, so a later reclaim
@@ -62,7 +66,7 @@ pub enum Bug {
 
 impl Bug {
     /// Every planted bug, in catalogue order.
-    pub const ALL: [Bug; 17] = [
+    pub const ALL: [Bug; 18] = [
         Bug::ReclaimBoundaryOffByOne,
         Bug::ReclaimByReclaimerClock,
         Bug::CompleteWithoutEpochCheck,
@@ -78,6 +82,7 @@ impl Bug {
         Bug::RenewGrace,
         Bug::LookupFencesOnlyWhenFound,
         Bug::DeadLetterOneLate,
+        Bug::LeaseCountedFromReply,
         Bug::RequeueKeepsExpiry,
         Bug::Canary,
     ];
@@ -100,6 +105,7 @@ impl Bug {
             Bug::RenewGrace => "renew-grace",
             Bug::LookupFencesOnlyWhenFound => "lookup-fences-only-when-found",
             Bug::DeadLetterOneLate => "dead-letter-one-late",
+            Bug::LeaseCountedFromReply => "lease-counted-from-reply",
             Bug::RequeueKeepsExpiry => "requeue-keeps-expiry",
             Bug::Canary => "canary",
         }

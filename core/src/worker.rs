@@ -311,7 +311,8 @@ impl Worker {
         match reply {
             WorkerReply::Renewed(Renewal::Renewed { .. }) => {
                 // The table extended from when it got the request, which is after we sent it.
-                let act_until = (renew.sent_at + self.config.lease_ttl).saturating_sub(self.config.drift_margin);
+                let asked = if self.bugs.on(Bug::LeaseCountedFromReply) { now } else { renew.sent_at };
+                let act_until = (asked + self.config.lease_ttl).saturating_sub(self.config.drift_margin);
                 held.act_until = held.act_until.max(act_until);
             }
             WorkerReply::Renewed(Renewal::Refused(_)) => self.abandon(Abandon::LeaseLost),
@@ -325,7 +326,8 @@ impl Worker {
                 let lease = grant.lease;
                 assert_eq!(lease.owner, Owner::Worker(self.id), "granted a lease for another owner");
                 let op = OpId::for_job(lease.job);
-                let act_until = (inflight.sent_at + self.config.lease_ttl).saturating_sub(self.config.drift_margin);
+                let asked = if self.bugs.on(Bug::LeaseCountedFromReply) { now } else { inflight.sent_at };
+                let act_until = (asked + self.config.lease_ttl).saturating_sub(self.config.drift_margin);
                 let next_heartbeat = now + self.config.heartbeat_every;
                 self.held = Some(Held { job: lease.job, epoch: lease.epoch, act_until, next_heartbeat, renew: None });
                 // On a first attempt no earlier holder can have produced an output: skip the lookup.

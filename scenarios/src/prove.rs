@@ -8,20 +8,54 @@ use lease_sim::scenario::Scenario;
 use lease_sim::world::{self, RunReport, Verdict};
 use std::sync::atomic::AtomicBool;
 
-/// The seeds a sweep runs: `LEASE_SEED` alone, or the first `LEASE_SEEDS` (default `default`).
-pub fn seeds(default: u64) -> Vec<u64> {
-    if let Some(seed) = std::env::var("LEASE_SEED").ok().and_then(|s| s.parse().ok()) {
-        return vec![seed];
+/// The seeds a sweep runs, from the environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seeds {
+    /// `LEASE_SEED=S`: replay exactly seed S. A replay is exempt from the coverage requirement:
+    /// one seed cannot be asked to reach every situation of its scenario.
+    Replay(u64),
+    /// The first `count` seeds: `LEASE_SEEDS`, or the test's default. A sweep must reach its
+    /// scenario's situations, so `count` may not be below the default (see [`Seeds::sweep`]).
+    First(u64),
+}
+
+impl Seeds {
+    /// `LEASE_SEED` alone, else the first `LEASE_SEEDS` (default `default`).
+    pub fn from_env(default: u64) -> Seeds {
+        if let Some(seed) = std::env::var("LEASE_SEED").ok().and_then(|s| s.parse().ok()) {
+            return Seeds::Replay(seed);
+        }
+        Seeds::First(std::env::var("LEASE_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default))
     }
-    let count = std::env::var("LEASE_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
-    (0..count).collect()
+
+    /// The seeds to sweep for `scenario`, whose coverage needs `default` seeds. A `LEASE_SEEDS`
+    /// below the default never drops the coverage requirement silently: it is refused, with a
+    /// message that says so.
+    pub fn sweep(self, scenario: Scenario, default: u64) -> Vec<u64> {
+        match self {
+            Seeds::Replay(seed) => vec![seed],
+            Seeds::First(count) => {
+                assert!(
+                    count >= default,
+                    "LEASE_SEEDS={count} is below the {default} seeds that {} needs to prove it reaches {:?}; a \
+                     smaller sweep would drop that requirement. Sweep at least {default} seeds, or replay one \
+                     seed with LEASE_SEED=S (a replay is exempt from coverage)",
+                    scenario.name(),
+                    scenario.situations(),
+                );
+                (0..count).collect()
+            }
+        }
+    }
 }
 
 /// Sweeps `scenario` over its seeds; panics with every failing seed's reproduce command, or with
-/// the situations the sweep never reached. Returns the coverage.
+/// the situations the sweep never reached (unless it replays a single `LEASE_SEED`). Returns the
+/// coverage.
 pub fn sweep_holds_and_covers(scenario: Scenario, default_seeds: u64) -> Coverage {
     let target = Target::new(scenario);
-    let seeds = seeds(default_seeds);
+    let choice = Seeds::from_env(default_seeds);
+    let seeds = choice.sweep(scenario, default_seeds);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(2);
     let (results, _) = runner::sweep(target, &seeds, threads, &AtomicBool::new(false), &|_| {});
     let failures: Vec<String> = results
@@ -34,7 +68,7 @@ pub fn sweep_holds_and_covers(scenario: Scenario, default_seeds: u64) -> Coverag
     for result in &results {
         coverage.merge(&result.coverage);
     }
-    if seeds.len() as u64 >= default_seeds {
+    if let Seeds::First(_) = choice {
         let missing: Vec<&str> =
             scenario.situations().iter().copied().filter(|situation| coverage.get(situation) == 0).collect();
         assert!(
@@ -91,4 +125,21 @@ macro_rules! assert_trace_snapshot {
             insta::assert_snapshot!($scenario.name(), trace);
         });
     }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A sweep below its default seed count is refused, saying so; a replay of one seed is not.
+    #[test]
+    fn a_smaller_sweep_never_drops_the_coverage_requirement() {
+        assert_eq!(Seeds::Replay(7).sweep(Scenario::Calm, 300), vec![7]);
+        assert_eq!(Seeds::First(3).sweep(Scenario::Calm, 3), vec![0, 1, 2]);
+        let refused = std::panic::catch_unwind(|| Seeds::First(10).sweep(Scenario::ReclaimerRace, 300));
+        let message = *refused.expect_err("a smaller sweep is refused").downcast::<String>().unwrap();
+        assert!(message.contains("LEASE_SEEDS=10 is below the 300 seeds"), "{message}");
+        assert!(message.contains("reclaimer_lost_race"), "{message}");
+        assert!(message.contains("LEASE_SEED=S"), "{message}");
+    }
 }

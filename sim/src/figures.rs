@@ -53,6 +53,12 @@ pub struct Figures {
     pub reclaims: u64,
     /// Crashes, at protocol points or at random.
     pub crashes: u64,
+    /// Grants never acted on: the lease expired before its worker looked the job up or started
+    /// the effect (see [`crate::check::useful_grants`]). Each one is a job that waited a whole
+    /// lease for nothing, and an attempt spent towards its dead-letter.
+    pub wasted_grants: u64,
+    /// The wasted grants made after the faults healed, when none should be.
+    pub wasted_grants_after_heal: u64,
     /// From arrival to first grant.
     pub queue_wait: Spread,
     /// From arrival to terminal outcome.
@@ -97,6 +103,7 @@ impl Figures {
                 _ => {}
             }
         }
+        (figures.wasted_grants, figures.wasted_grants_after_heal) = crate::check::useful_grants::wasted(history);
         figures.queue_wait = Spread::of(waits);
         figures.end_to_end = Spread::of(delays);
         figures
@@ -114,6 +121,8 @@ impl Figures {
         self.adoptions += other.adoptions;
         self.reclaims += other.reclaims;
         self.crashes += other.crashes;
+        self.wasted_grants += other.wasted_grants;
+        self.wasted_grants_after_heal += other.wasted_grants_after_heal;
         self.events += other.events;
     }
 }

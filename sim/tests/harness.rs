@@ -184,10 +184,12 @@ fn a_written_history_checks_clean_and_a_corrupt_one_is_refused() {
 // its seed and parameters before the world starts, then the panic, and exits 4 too.
 #[test]
 fn a_panic_in_a_world_exits_4_with_its_seed() {
-    let (code, stdout, stderr) = lease_sim(&["sweep", "--seeds", "0..6", "--bug", "requeue-keeps-expiry", "--json"]);
+    // Seeds 2..=5 panic; the lease's ghost expiry can also show first as a wrong listing
+    // (conformance, exit 1), as it does on seeds 0 and 1.
+    let (code, stdout, stderr) = lease_sim(&["sweep", "--seeds", "2..7", "--bug", "requeue-keeps-expiry", "--json"]);
     assert_eq!(code, Some(4), "{stdout}{stderr}");
     let summary: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON summary");
-    assert_eq!(summary["runs"].as_u64(), Some(6), "the sweep went on after the first panic");
+    assert_eq!(summary["runs"].as_u64(), Some(5), "the sweep went on after the first panic");
     let failures = summary["failures"].as_array().expect("failures");
     assert!(!failures.is_empty());
     for failure in failures {

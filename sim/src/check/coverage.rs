@@ -10,12 +10,13 @@
 //! | `adopted_by_worker` | an `adopted` from a worker (`wN`) |
 //! | `adopted_by_reclaimer` | an `adopted` from a reclaimer (`rN`) |
 //! | `crash_after_effect_adopted` | an `adopted` for job J after a `crashed` at point `after_effect` for J |
-//! | `reclaimer_lost_race` | a `lost_race` |
+//! | `reclaimer_lost_race` | a `lost_race`: another reclaimer, or the holder, moved the job on first |
+//! | `fence_not_expired` | a `not_expired`: the fence found its listed lease unexpired. A correct table never answers so (a listed lease had expired, and an expired lease is never renewed); a table bug such as `renew-grace` does |
 //! | `stale_effect_fenced` | an `effect_rejected` with reason `fenced` |
 //! | `stale_write_refused` | a `refused` with reason `stale_epoch` |
 //! | `batch_stopped_on_conflict` | a `batch_stopped` |
 //! | `paused_worker_woke_after_expiry` | a `resumed` worker that, when `paused`, held a lease that has expired by now |
-//! | `full_batch` | a batch's `reclaimed` count reaching `batch_max` |
+//! | `full_batch` | a batch's `reclaimed` count reaching `batch_max`, when `batch_max` is 2 or more (a batch of one is always full, and proves nothing about the bound) |
 //! | `dead_lettered` | a `terminal` dead_lettered |
 //! | `quarantined` | a `terminal` quarantined |
 //! | `rejected_arrival` | a `rejected` |
@@ -37,6 +38,7 @@ const ADOPTED_BY_WORKER: &str = "adopted_by_worker";
 const ADOPTED_BY_RECLAIMER: &str = "adopted_by_reclaimer";
 const CRASH_AFTER_EFFECT_ADOPTED: &str = "crash_after_effect_adopted";
 const RECLAIMER_LOST_RACE: &str = "reclaimer_lost_race";
+const FENCE_NOT_EXPIRED: &str = "fence_not_expired";
 const STALE_EFFECT_FENCED: &str = "stale_effect_fenced";
 const STALE_WRITE_REFUSED: &str = "stale_write_refused";
 const BATCH_STOPPED_ON_CONFLICT: &str = "batch_stopped_on_conflict";
@@ -71,6 +73,7 @@ impl Coverage {
         ADOPTED_BY_RECLAIMER,
         CRASH_AFTER_EFFECT_ADOPTED,
         RECLAIMER_LOST_RACE,
+        FENCE_NOT_EXPIRED,
         STALE_EFFECT_FENCED,
         STALE_WRITE_REFUSED,
         BATCH_STOPPED_ON_CONFLICT,
@@ -129,6 +132,7 @@ impl Situations {
         match &entry.event {
             Event::Adopted { job, .. } => self.adopted(entry.node, *job),
             Event::LostRace { .. } => self.coverage.bump(RECLAIMER_LOST_RACE),
+            Event::NotExpired { .. } => self.coverage.bump(FENCE_NOT_EXPIRED),
             Event::EffectRejected { reason: EffectRejectReason::Fenced, .. } => self.coverage.bump(STALE_EFFECT_FENCED),
             Event::Refused { reason: RefuseReason::StaleEpoch, .. } => self.coverage.bump(STALE_WRITE_REFUSED),
             Event::BatchStopped { .. } => self.coverage.bump(BATCH_STOPPED_ON_CONFLICT),
@@ -142,7 +146,8 @@ impl Situations {
             Event::Reclaimed { job, batch, .. } => {
                 self.coverage.bump(RECLAIMED);
                 let so_far = facts.batch(*batch).map_or(0, |batch| batch.reclaimed);
-                if so_far + 1 == facts.limits().batch_max {
+                let batch_max = facts.limits().batch_max;
+                if batch_max >= 2 && so_far + 1 == batch_max {
                     self.coverage.bump(FULL_BATCH);
                 }
                 self.release(*job);
@@ -212,8 +217,8 @@ impl Situations {
 
 #[cfg(test)]
 mod tests {
-    use super::super::check_history;
     use super::super::fixtures::*;
+    use super::super::{check_history, Checkers, Invariant};
     use super::Coverage;
     use crate::history::{AbandonReason, CrashPoint, EffectRejectReason, RefuseReason, RefusedRequest};
 
@@ -223,9 +228,9 @@ mod tests {
         let coverage = Coverage::default();
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
         assert!(Coverage::SITUATIONS.iter().all(|name| coverage.0.get(name) == Some(&0)));
-        assert_eq!(Coverage::SITUATIONS.len(), 18);
+        assert_eq!(Coverage::SITUATIONS.len(), 19);
         assert_eq!(Coverage::SITUATIONS[0], "adopted_by_worker");
-        assert_eq!(Coverage::SITUATIONS[17], "reclaimer_crashed");
+        assert_eq!(Coverage::SITUATIONS[18], "reclaimer_crashed");
     }
 
     // Merging adds counts name by name.
@@ -255,11 +260,13 @@ mod tests {
         history.at(20).executing(w(1), J1, E1);
         history.at(30).applied(J1, E1, O7);
         history.at(40).crashed(w(1), CrashPoint::AfterEffect, Some(J1));
-        // w2 renews, then pauses past its lease and wakes up to find it gone.
+        // w2 renews, then pauses past its lease and wakes up to find it gone; r1 takes both
+        // leases, and r2, listing after r1 took j1, loses the race for j2.
         history.at(500).renewed(J2, E1, 1_500);
         history.at(600).paused(w(2));
-        history.at(1_500).listed(batch(2, 0), &[(J1, E1, 1_010), (J2, E1, 1_500)]);
+        history.at(1_500).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_500)]);
         history.at(1_500).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        history.at(1_500).listed(batch(2, 0), &[(J2, E1, 1_500)]);
         history.at(1_500).reclaimed(J2, E1, 1_500, E2, batch(1, 0));
         history.at(1_500).lost_race(J2, E1, E2, batch(2, 0));
         history.at(1_510).looked_up(J1, E2, Some(O7), None, Some(batch(1, 0)));
@@ -305,7 +312,8 @@ mod tests {
         history
     }
 
-    // A history holding each situation counts each one, exactly as often as it happened.
+    // A history holding each situation counts each one, exactly as often as it happened; the
+    // one a correct world never shows (fence_not_expired) is counted in the next test.
     #[test]
     fn every_situation_is_counted() {
         let coverage = check_history(&every_situation().entries).expect("a correct history");
@@ -314,6 +322,7 @@ mod tests {
             ("adopted_by_reclaimer", 1),
             ("crash_after_effect_adopted", 1),
             ("reclaimer_lost_race", 1),
+            ("fence_not_expired", 0),
             ("stale_effect_fenced", 1),
             ("stale_write_refused", 1),
             ("batch_stopped_on_conflict", 1),
@@ -334,6 +343,57 @@ mod tests {
             assert_eq!(coverage.get(name), count, "{name}");
         }
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
+    }
+
+    // A batch of one is always full: it is not counted, while a batch_max of 2 filled is; a lost
+    // race and a lease found unexpired are different situations. A correct table never finds a
+    // listed lease unexpired (it was listed as expired, and an expired lease is never renewed),
+    // so that one is counted from a table that answers it, which conformance reports.
+    #[test]
+    fn full_batches_count_from_two_and_fence_answers_apart() {
+        let coverage = |batch_max: usize| {
+            assert!(batch_max <= 2);
+            let mut history = History::new(batch_max, 3);
+            for job in [J1, J2] {
+                history.at(0).arrived(job);
+                history.at(10).granted(job, E1, w(1), 1_010);
+            }
+            let expired = &[(J1, E1, 1_010), (J2, E1, 1_010)][..batch_max];
+            history.at(1_010).listed(batch(1, 0), expired);
+            history.at(1_010).listed(batch(2, 0), expired);
+            history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+            history.at(1_010).lost_race(J1, E1, E2, batch(2, 0));
+            check_history(&history.entries).unwrap()
+        };
+        assert_eq!(coverage(1).get("full_batch"), 0);
+        assert_eq!(coverage(1).get("reclaimer_lost_race"), 1);
+        assert_eq!(coverage(1).get("fence_not_expired"), 0);
+        let mut history = History::new(2, 3);
+        for job in [J1, J2] {
+            history.at(0).arrived(job);
+            history.at(10).granted(job, E1, w(1), 1_010);
+        }
+        history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        history.at(1_010).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        let coverage = check_history(&history.entries).unwrap();
+        assert_eq!(coverage.get("full_batch"), 1);
+        let mut history = History::new(2, 3);
+        history.at(0).arrived(J1);
+        history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010)]);
+        let unexpired = history.at(1_010).not_expired(J1, E1, 2_010, batch(1, 0));
+        let mut checkers = Checkers::new();
+        for (index, entry) in history.entries.iter().enumerate() {
+            match checkers.observe(index + 1, entry) {
+                Err(violation) if index + 1 == unexpired => {
+                    assert_eq!(violation.invariant, Invariant::Conformance, "{violation}");
+                }
+                verdict => assert_eq!(verdict, Ok(()), "line {}", index + 1),
+            }
+        }
+        assert_eq!(checkers.coverage().get("fence_not_expired"), 1);
+        assert_eq!(checkers.coverage().get("reclaimer_lost_race"), 0);
     }
 
     // A worker that wakes before its lease expired, or that held nothing, is not counted.

@@ -6,16 +6,20 @@
 //! - a `granted` or `reclaimed` whose new epoch does not exceed the current one;
 //! - a `renewed` whose epoch is not current, of a lease that is not live, or at a table time at
 //!   or after the lease's expiry (renewed after it expired);
-//! - a `terminal` completed, or an `already_completed` answer (an idempotent success), with an
-//!   epoch that is not current: a stale worker's completion must be refused, not acknowledged;
+//! - an `already_completed` answer (an idempotent success) with an epoch that is not current: a
+//!   stale worker's completion must be refused, not acknowledged;
+//! - a `requeued`, or a `terminal` of any outcome (completed, dead_lettered, quarantined), under
+//!   an epoch that is not current, or of a job that holds no live lease (queued, never leased, or
+//!   ended): every request that acts on a job carries an epoch, and the table accepts it only
+//!   from the lease's holder;
 //! - a `reclaimed` whose `epoch` (the lease it displaced) is not current: the compare-and-set
 //!   failed;
 //! - an `effect_applied` whose epoch is below the ledger's fence for the operation, the highest
 //!   epoch of any `looked_up` or `effect_applied` of it so far.
 
 use super::facts::{Facts, JobFacts};
-use super::{Invariant, Violation};
-use crate::history::{Entry, Event, OutcomeKind};
+use super::{outcome_name, Invariant, Violation};
+use crate::history::{Entry, Event};
 use lease_core::{Epoch, JobId, OpId};
 
 /// Judges one entry; see the module doc.
@@ -27,8 +31,9 @@ pub(crate) fn check(facts: &Facts, line: usize, entry: &Entry) -> Result<(), Vio
             new_epoch(facts, line, *job, *next)
         }
         Event::Renewed { job, epoch, .. } => renewal(facts, line, entry.t_us, *job, *epoch),
-        Event::Terminal { job, outcome: OutcomeKind::Completed, epoch, .. }
-        | Event::AlreadyCompleted { job, epoch, .. } => completion(facts, line, *job, *epoch),
+        Event::Terminal { job, outcome, epoch, .. } => holder(facts, line, *job, *epoch, outcome_name(*outcome)),
+        Event::Requeued { job, epoch, .. } => holder(facts, line, *job, *epoch, "requeued"),
+        Event::AlreadyCompleted { job, epoch, .. } => completion(facts, line, *job, *epoch),
         Event::EffectApplied { job, op, epoch, .. } => effect(facts, line, *job, *op, *epoch),
         _ => Ok(()),
     }
@@ -78,6 +83,21 @@ fn renewal(facts: &Facts, line: usize, t_us: u64, job: JobId, epoch: Epoch) -> R
     let message =
         format!("renewed {job} under {epoch} at t={t_us}us, after its lease expired at t={}us", live.expires_at_us);
     Err(violation(job, Some(live.line), line, message))
+}
+
+/// A requeue or terminal outcome: accepted only from the live lease's holder, under its epoch.
+fn holder(facts: &Facts, line: usize, job: JobId, epoch: Epoch, what: &str) -> Result<(), Violation> {
+    let (current, current_line) = current(facts, job);
+    if epoch != current {
+        let message = format!("{what} {job} under stale {epoch}; its current epoch is {current}");
+        return Err(violation(job, current_line, line, message));
+    }
+    let job_facts = facts.job(job);
+    if job_facts.and_then(JobFacts::live_term).is_some() {
+        return Ok(());
+    }
+    let ended = job_facts.and_then(|facts| facts.unleased_line);
+    Err(violation(job, ended, line, format!("{what} {job} under {epoch}, which held no live lease")))
 }
 
 fn completion(facts: &Facts, line: usize, job: JobId, epoch: Epoch) -> Result<(), Violation> {
@@ -221,6 +241,66 @@ mod tests {
         history.at(1_030).effect_rejected(J1, E1, O7, EffectRejectReason::Fenced);
         history.at(1_040).requeued(J1, E2, 1, Some(batch(1, 0)));
         assert!(check_history(&history.entries).is_ok());
+    }
+
+    // A requeue, dead-letter or quarantine under the current epoch of a live lease passes; under
+    // a stale epoch, or once the lease was requeued, each is reported.
+    #[test]
+    fn requeue_dead_letter_and_quarantine_need_the_live_lease() {
+        // w1 holds j1 under e1: its effect o7 was applied, then its dependency answered "failed".
+        let worker = |attempts_max: u32| {
+            let mut history = History::with_attempts_max(2, 2, attempts_max);
+            history.at(0).arrived(J1);
+            history.at(10).granted(J1, E1, w(1), 1_010);
+            history.at(15).executing(w(1), J1, E1);
+            history.at(20).applied(J1, E1, O7);
+            history.at(25).failed_after_effect(J1, E1);
+            history
+        };
+        // Each act of w1, and the attempts_max under which the table answers it so: a requeue
+        // of the last attempt is a dead-letter.
+        type Act = fn(&mut History, lease_core::Epoch) -> usize;
+        let acts: [(Act, u32); 3] = [
+            (|history, epoch| history.requeued(J1, epoch, 1, None), 3),
+            (|history, epoch| history.dead_lettered(J1, epoch, 1, None), 1),
+            (|history, epoch| history.completed(J1, O7, epoch, None), 3),
+        ];
+        for (act, attempts_max) in acts {
+            let mut history = worker(attempts_max);
+            act(history.at(30), E1);
+            check_history(&history.entries).unwrap_or_else(|violation| panic!("{violation}"));
+            let mut history = worker(attempts_max);
+            let reclaimed = history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+            let stale = act(history.at(1_020), E1);
+            assert_fencing(&history, vec![reclaimed, stale]);
+            let mut history = worker(3);
+            let requeued = history.at(30).requeued(J1, E1, 1, None);
+            let unleased = act(history.at(40), E1);
+            assert_fencing(&history, vec![requeued, unleased]);
+        }
+        // Only a reclaimer quarantines: r1 reclaims j1 under e2, and its lookup shows w1's o7
+        // with the dependency's rival o8.
+        let reclaimer = || {
+            let mut history = worker(3);
+            history.at(26).rival(J1, E1, O8);
+            history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+            history.at(1_020).looked_up(J1, E2, Some(O7), Some(O8), Some(batch(1, 0)));
+            history
+        };
+        let quarantine = |history: &mut History, epoch| history.quarantined(J1, epoch, [O7, O8], Some(batch(1, 0)));
+        let mut history = reclaimer();
+        quarantine(history.at(1_030), E2);
+        check_history(&history.entries).unwrap_or_else(|violation| panic!("{violation}"));
+        let mut history = reclaimer();
+        let reclaimed = history.at(2_010).reclaimed(J1, E2, 2_010, E3, batch(2, 0));
+        let stale = quarantine(history.at(2_020), E2);
+        assert_fencing(&history, vec![reclaimed, stale]);
+        // Only its holder ends a lease, and a reclaimer that saw a conflict never requeues: the
+        // requeued lease's quarantine comes from w1 (which conformance would report next).
+        let mut history = worker(3);
+        let requeued = history.at(30).requeued(J1, E1, 1, None);
+        let unleased = history.at(40).quarantined(J1, E1, [O7, O8], None);
+        assert_fencing(&history, vec![requeued, unleased]);
     }
 
     // A grant that does not raise the epoch is reported.

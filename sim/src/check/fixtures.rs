@@ -3,8 +3,8 @@
 //!
 //! The builder fills in what a world would record anyway, so that a story reads as its events:
 //! the backlog of an arrival, the attempt of a grant, the `from` of an answer (the holder of that
-//! job and epoch), and the `listed` line that opens a reclaim batch. A `reclaimed` or `lost_race`
-//! of a batch the story never listed is preceded by that batch's listing at that instant: the
+//! job and epoch), and the `listed` line that opens a reclaim batch. A fence (`reclaimed`,
+//! `lost_race`, `not_expired`) of a batch the story never listed is preceded by that batch's listing at that instant: the
 //! live leases the story has expired by then, earliest first, at most `batch_max` (the listing
 //! the table would give). A story that lists its batch itself gets no second listing.
 
@@ -68,11 +68,21 @@ pub(crate) struct History {
 impl History {
     /// A history whose line 1 is a `run` line with these limits, and 3 attempts per job.
     pub fn new(batch_max: usize, capacity: usize) -> History {
-        History::with_attempts_max(batch_max, capacity, 3)
+        History::with_settings(batch_max, capacity, 3, "")
     }
 
     /// A history whose line 1 is a `run` line with these limits.
     pub fn with_attempts_max(batch_max: usize, capacity: usize, attempts_max: u32) -> History {
+        History::with_settings(batch_max, capacity, attempts_max, "")
+    }
+
+    /// A history whose line 1 is a `run` line with these limits and `params`, and 3 attempts.
+    pub fn with_params(batch_max: usize, capacity: usize, params: &str) -> History {
+        History::with_settings(batch_max, capacity, 3, params)
+    }
+
+    /// A history whose line 1 is a `run` line with these limits and `params`.
+    pub fn with_settings(batch_max: usize, capacity: usize, attempts_max: u32, params: &str) -> History {
         let mut history = History {
             entries: Vec::new(),
             now_us: 0,
@@ -93,10 +103,15 @@ impl History {
             lease_ttl_us: TTL_US,
             attempts_max,
             bug: None,
-            params: String::new(),
+            params: params.to_string(),
         };
         history.push(Node::World, run);
         history
+    }
+
+    /// Whether a `faults_healed` line was written.
+    pub fn healed(&self) -> bool {
+        self.entries.iter().any(|entry| matches!(entry.event, Event::FaultsHealed {}))
     }
 
     /// Sets the time of the following entries.
@@ -198,7 +213,8 @@ impl History {
     }
 
     /// The table hands `job`'s lease (`epoch`, expiring at `expires_at_us`) to `batch`'s
-    /// reclaimer under `new_epoch`, for one ttl from now.
+    /// reclaimer under `new_epoch`, for one ttl from now. The first fence of a batch that was not
+    /// listed writes its listing first (one line more).
     pub fn reclaimed(
         &mut self,
         job: JobId,
@@ -381,6 +397,18 @@ impl History {
 
     pub fn resumed(&mut self, target: Node) -> usize {
         self.push(Node::World, Event::Resumed { target })
+    }
+
+    pub fn partitioned(&mut self, target: Node, peer: Option<Node>) -> usize {
+        self.push(Node::World, Event::Partitioned { target, peer })
+    }
+
+    pub fn healed_link(&mut self, target: Node, peer: Option<Node>) -> usize {
+        self.push(Node::World, Event::Healed { target, peer })
+    }
+
+    pub fn restarted(&mut self, target: Node) -> usize {
+        self.push(Node::World, Event::Restarted { target })
     }
 
     pub fn faults_healed(&mut self) -> usize {

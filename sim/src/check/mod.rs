@@ -8,7 +8,10 @@
 //! - `always` (safety, checked on every entry): [`one_terminal`], [`no_unexpired_reclaim`],
 //!   [`no_duplicate_effect`], [`adopt_before_repeat`], [`fencing`], [`consistency`],
 //!   [`bounded_batch`], [`bounded_queue`], [`self_fencing`], [`conformance`];
-//! - `eventually` (liveness, checked once after the faults heal): [`liveness`];
+//! - `eventually` (liveness, judged after the faults heal): [`liveness`], and the two that say no
+//!   work was lost, [`useful_grants`] and [`honest_dead_letters`]. These two follow the history
+//!   line by line like the safety checkers, but a failure of theirs does not stop the world: it
+//!   is kept, and the liveness check reports it (exit status 2);
 //! - `sometimes` (coverage, counted so a sweep shows the interesting situations happened):
 //!   [`coverage`].
 //!
@@ -23,7 +26,7 @@
 //!    from the spec that no other invariant saw. So a stale worker that executes is reported as `self_fencing`, and a
 //!    reclaimer that completes a conflicting job as `bounded_batch`, not as the `consistency`
 //!    failure that follows from it;
-//! 2. the coverage counters look at the entry;
+//! 2. the coverage counters look at the entry, and the lost-work checkers fold it in;
 //! 3. the facts the history has established (each job's epoch and lease expiries, each
 //!    operation's fence and applied output; module `facts`) and each checker's own memory absorb
 //!    the entry, whether or not it broke a rule, so the checkers stay coherent if the caller goes
@@ -45,11 +48,13 @@ pub mod consistency;
 pub mod coverage;
 mod facts;
 pub mod fencing;
+pub mod honest_dead_letters;
 pub mod liveness;
 pub mod no_duplicate_effect;
 pub mod no_unexpired_reclaim;
 pub mod one_terminal;
 pub mod self_fencing;
+pub mod useful_grants;
 
 #[cfg(test)]
 mod fixtures;
@@ -76,7 +81,9 @@ pub enum Invariant {
     /// `always`: no effect is executed for an operation whose output was, or should have been,
     /// adopted.
     AdoptBeforeRepeat,
-    /// `always`: no renewal, completion, reclaim or applied effect carries a stale epoch.
+    /// `always`: no renewal, completion, requeue, dead-letter, quarantine, reclaim or applied
+    /// effect is accepted with a stale epoch, or (for a requeue or terminal outcome) without the
+    /// live lease.
     Fencing,
     /// `always`: a completed job's output is the output the ledger holds for its operation.
     Consistency,
@@ -91,6 +98,10 @@ pub enum Invariant {
     Conformance,
     /// `eventually`: after the faults heal, every accepted job reaches a terminal outcome.
     Liveness,
+    /// `eventually`: every grant made after the faults heal is acted on before its lease expires.
+    UsefulGrants,
+    /// `eventually`: a job dead-letters only with evidence that each of its attempts was genuine.
+    HonestDeadLetters,
 }
 
 impl Invariant {
@@ -109,7 +120,7 @@ impl Invariant {
     ];
 
     /// Every invariant, safety first.
-    pub const ALL: [Invariant; 11] = [
+    pub const ALL: [Invariant; 13] = [
         Invariant::OneTerminal,
         Invariant::NoUnexpiredReclaim,
         Invariant::NoDuplicateEffect,
@@ -121,6 +132,8 @@ impl Invariant {
         Invariant::SelfFencing,
         Invariant::Conformance,
         Invariant::Liveness,
+        Invariant::UsefulGrants,
+        Invariant::HonestDeadLetters,
     ];
 
     /// The stable snake_case name, as in histories, reports and the command line.
@@ -137,12 +150,14 @@ impl Invariant {
             Invariant::SelfFencing => "self_fencing",
             Invariant::Conformance => "conformance",
             Invariant::Liveness => "liveness",
+            Invariant::UsefulGrants => "useful_grants",
+            Invariant::HonestDeadLetters => "honest_dead_letters",
         }
     }
 
     /// Whether this is a safety (`always`) invariant rather than liveness (`eventually`).
     pub fn is_safety(self) -> bool {
-        self != Invariant::Liveness
+        !matches!(self, Invariant::Liveness | Invariant::UsefulGrants | Invariant::HonestDeadLetters)
     }
 }
 
@@ -231,9 +246,11 @@ pub(crate) fn outcome_name(outcome: OutcomeKind) -> &'static str {
 pub struct Checkers {
     facts: facts::Facts,
     lookups: adopt_before_repeat::Lookups,
-    conflicts: bounded_batch::Conflicts,
+    batches: bounded_batch::Batches,
     conformance: conformance::Conformance,
     situations: coverage::Situations,
+    useful_grants: useful_grants::UsefulGrants,
+    dead_letters: honest_dead_letters::DeadLetters,
     last_line: usize,
 }
 
@@ -249,9 +266,11 @@ impl Checkers {
         Checkers {
             facts: facts::Facts::new(),
             lookups: adopt_before_repeat::Lookups::default(),
-            conflicts: bounded_batch::Conflicts::default(),
+            batches: bounded_batch::Batches::default(),
             conformance: conformance::Conformance::default(),
             situations: coverage::Situations::default(),
+            useful_grants: useful_grants::UsefulGrants::default(),
+            dead_letters: honest_dead_letters::DeadLetters::default(),
             last_line: 0,
         }
     }
@@ -263,8 +282,10 @@ impl Checkers {
         self.last_line = line;
         let verdict = self.judge(line, entry);
         self.situations.observe(&self.facts, entry);
+        self.useful_grants.absorb(line, entry);
+        self.dead_letters.absorb(line, entry);
         self.lookups.absorb(line, entry);
-        self.conflicts.absorb(&self.facts, line, entry);
+        self.batches.absorb(&self.facts, line, entry);
         self.conformance.absorb(line, entry);
         self.facts.absorb(line, entry);
         verdict
@@ -276,7 +297,7 @@ impl Checkers {
         no_unexpired_reclaim::check(facts, line, entry)?;
         fencing::check(facts, line, entry)?;
         self_fencing::check(facts, line, entry)?;
-        self.conflicts.check(facts, line, entry)?;
+        self.batches.check(facts, line, entry)?;
         no_duplicate_effect::check(facts, line, entry)?;
         self.lookups.check(facts, line, entry)?;
         consistency::check(facts, line, entry)?;
@@ -284,10 +305,18 @@ impl Checkers {
         self.conformance.check(line, entry)
     }
 
-    /// Liveness, after the faults healed: every accepted (`arrived`) job has a `terminal` entry.
-    /// `now_us` is the time of the check; the message lists up to 5 unfinished jobs and says how
-    /// many there are.
+    /// Liveness, after the faults healed, at `now_us`. Lost work is reported first, as the
+    /// cause of what follows: the earliest of an unused grant made after the heal
+    /// ([`useful_grants`]) and a dead-letter without evidence ([`honest_dead_letters`]) found so
+    /// far; then a grant made after the heal whose lease expired unused by `now_us`; then
+    /// [`liveness`]: every accepted (`arrived`) job has a `terminal` entry (the message lists up
+    /// to 5 unfinished jobs and says how many there are).
     pub fn check_liveness(&self, now_us: u64) -> Result<(), Violation> {
+        let lost = [self.useful_grants.first(), self.dead_letters.check().err()];
+        if let Some(first) = lost.into_iter().flatten().min_by_key(|violation| violation.lines.last().copied()) {
+            return Err(first);
+        }
+        self.useful_grants.check(now_us)?;
         liveness::check(&self.facts, now_us)
     }
 
@@ -344,8 +373,11 @@ mod tests {
         assert_eq!(Invariant::SAFETY.len(), 10);
         assert!(Invariant::SAFETY.contains(&Invariant::Conformance));
         assert!(Invariant::SAFETY.iter().all(|invariant| invariant.is_safety()));
-        assert!(!Invariant::Liveness.is_safety());
-        assert!(!Invariant::SAFETY.contains(&Invariant::Liveness));
+        let eventually = [Invariant::Liveness, Invariant::UsefulGrants, Invariant::HonestDeadLetters];
+        for invariant in Invariant::ALL {
+            assert_eq!(invariant.is_safety(), !eventually.contains(&invariant), "{invariant}");
+            assert_eq!(Invariant::SAFETY.contains(&invariant), invariant.is_safety(), "{invariant}");
+        }
     }
 
     // A violation prints its invariant, job, message and lines on one line.

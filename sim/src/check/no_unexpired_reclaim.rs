@@ -100,12 +100,12 @@ mod tests {
         story.at(0).arrived(J1);
         story.at(10).granted(J1, E1, w(1), 1_010);
         story.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
-        let first = story.at(2_010).reclaimed(J1, E2, 2_010, E3, batch(2, 0));
+        let second = story.at(2_010).reclaimed(J1, E2, 2_010, E3, batch(2, 0));
         assert!(check_history(&story.entries).is_ok());
-        let second = story.at(3_009).reclaimed(J1, E3, 3_010, E4, batch(2, 1));
+        let third = story.at(3_009).reclaimed(J1, E3, 3_010, E4, batch(2, 1));
         let violation = check_history(&story.entries).unwrap_err();
         assert_eq!(violation.invariant, Invariant::NoUnexpiredReclaim);
-        assert_eq!(violation.lines, vec![first, second]);
+        assert_eq!(violation.lines, vec![second, third]);
     }
 
     // A job that was requeued holds no lease, so nothing of it can be reclaimed.

@@ -228,7 +228,7 @@ pub(crate) fn print_counts(figures: &Figures, sim_us: Option<u64>) {
     let sim = sim_us.map(|us| format!(" sim_s={:.3}", us as f64 / 1e6)).unwrap_or_default();
     println!(
         "figures: accepted={} rejected={} completed={} dead_lettered={} quarantined={} attempts={} executions={} \
-         adoptions={} reclaims={} crashes={} events={}{sim}",
+         adoptions={} reclaims={} crashes={} wasted_grants={} wasted_grants_after_heal={} events={}{sim}",
         figures.accepted,
         figures.rejected,
         figures.completed,
@@ -239,6 +239,8 @@ pub(crate) fn print_counts(figures: &Figures, sim_us: Option<u64>) {
         figures.adoptions,
         figures.reclaims,
         figures.crashes,
+        figures.wasted_grants,
+        figures.wasted_grants_after_heal,
         figures.events,
     );
 }
