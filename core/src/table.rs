@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 pub const RECLAIM_TICK: Span = Span::from_ms(50);
 
 /// How long past its expiry the planted [`Bug::RenewGrace`] still renews a lease.
-pub const RENEW_GRACE: Span = Span::from_ms(10);
+pub const RENEW_GRACE: Span = Span::from_ms(25);
 
 /// The table's limits. Every one is named, checked, and shown in a history's `run` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

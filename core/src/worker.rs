@@ -202,8 +202,11 @@ pub enum WorkerAction {
 struct InFlight {
     id: RequestId,
     request: WorkerRequest,
+    /// When the first copy left: when it was decided, until [`Worker::handle_sent`] says later.
     sent_at: Time,
     deadline: Time,
+    /// Whether the first copy is known to have left (or a later copy was decided).
+    departed: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -291,6 +294,32 @@ impl Worker {
     pub fn handle_timeout(&mut self, now: Time) {
         self.advance(now);
         self.tick(now);
+    }
+
+    /// The first copy of request `id` left only at `now`: the process stalled between deciding the
+    /// request and sending it (a GC pause in the middle of a write). Every answer to it comes
+    /// after it left, so its lease estimate and its wait are counted from then: an acquire that a
+    /// pause held back is still awaited when it finally leaves, and its grant is used, instead of
+    /// being taken for lost and asked afresh while the table grants both. Later copies change
+    /// nothing: the estimate stays that of the first.
+    pub fn handle_sent(&mut self, now: Time, id: RequestId) {
+        self.advance(now);
+        let timeout = |worker: &Worker, inflight: &InFlight| now + worker.timeout(inflight.request);
+        if let Some(mut inflight) = self.main.filter(|inflight| inflight.id == id && !inflight.departed) {
+            inflight.sent_at = inflight.sent_at.max(now);
+            inflight.deadline = inflight.deadline.max(timeout(self, &inflight));
+            inflight.departed = true;
+            self.main = Some(inflight);
+        }
+        if let Some(mut held) = self.held {
+            if let Some(mut renew) = held.renew.filter(|renew| renew.id == id && !renew.departed) {
+                renew.sent_at = renew.sent_at.max(now);
+                renew.deadline = renew.deadline.max(timeout(self, &renew));
+                renew.departed = true;
+                held.renew = Some(renew);
+                self.held = Some(held);
+            }
+        }
     }
 
     /// A reply arrived for request `id`.
@@ -387,7 +416,7 @@ impl Worker {
         let id = RequestId(self.next_request);
         self.next_request += 1;
         self.actions.push_back(WorkerAction::Send(id, request));
-        InFlight { id, request, sent_at: now, deadline: now + self.timeout(request) }
+        InFlight { id, request, sent_at: now, deadline: now + self.timeout(request), departed: false }
     }
 
     /// How long to wait for an answer to `request`.
@@ -421,7 +450,7 @@ impl Worker {
             let usable_until = inflight.sent_at + self.config.grant_usable_for();
             if inflight.request != WorkerRequest::Acquire || answered_by < usable_until {
                 self.actions.push_back(WorkerAction::Send(inflight.id, inflight.request));
-                self.main = Some(InFlight { deadline: answered_by, ..inflight });
+                self.main = Some(InFlight { deadline: answered_by, departed: true, ..inflight });
             }
         }
         self.heartbeat(now);

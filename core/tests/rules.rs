@@ -1691,3 +1691,31 @@ fn a_quarantine_without_two_different_outputs_is_misuse() {
     assert_eq!(error, Err(TableError::NotAConflict { job: job(1), output: OutputId(7) }));
     assert!(table.terminal(job(1)).is_none());
 }
+
+#[test]
+fn an_acquire_held_back_by_a_pause_is_awaited_from_when_it_left_and_its_grant_used() {
+    // Proves handle_sent: an acquire decided at 0 that a pause keeps from leaving until 5_000 is
+    // still the one awaited when the worker wakes (no fresh acquire under a new id, which would
+    // get a second job while the first grant went unused), and its lease is counted from 5_000:
+    // a grant at 5_050 is acted on, and the worker stops by 5_000 + ttl - margin, not earlier.
+    let config = worker_config();
+    let mut worker = Worker::new(W1, config, Bugs::NONE, t(0)).unwrap();
+    let (acquire, request) = one_send(drain_worker(&mut worker));
+    assert_eq!(request, WorkerRequest::Acquire);
+    worker.handle_sent(t(5_000), acquire);
+    assert_eq!(drain_worker(&mut worker), vec![], "nothing new: the acquire just left");
+    assert_eq!(worker.poll_timeout(), t(5_000) + config.request_timeout + config.acquire_wait);
+    worker.handle_reply(t(5_050), acquire, granted(W1, 1, 1, t(5_050) + config.lease_ttl));
+    let (_, request) = one_send(drain_worker(&mut worker));
+    assert_eq!(request, WorkerRequest::Execute { op: op(1), epoch: Epoch(1) });
+    let act_until = t(5_000) + config.lease_ttl - config.drift_margin;
+    assert!(worker.poll_timeout() <= act_until);
+    worker.handle_timeout(act_until - Span(1));
+    assert_eq!(worker.holding(), Some((job(1), Epoch(1))), "still acting before its estimate");
+    // A later copy's departure does not stretch the estimate: only the first copy's counts.
+    worker.handle_sent(act_until, acquire);
+    worker.handle_timeout(act_until);
+    let abandoned = drain_worker(&mut worker);
+    let why = Abandon::SelfFenced;
+    assert!(abandoned.contains(&WorkerAction::Abandoned { job: job(1), epoch: Epoch(1), why }), "{abandoned:?}");
+}

@@ -59,6 +59,8 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                             send(&endpoint, table_addr(), wire, Request::Worker(n, request)).await
                         }
                     }
+                    // A pause may have held the message back: tell the worker when it left.
+                    worker.handle_sent(clock.local(ctx.now()), id);
                 }
                 WorkerAction::Adopted { job, op, output, epoch } => {
                     ctx.record(node, Event::Adopted { job, op, output, epoch })
