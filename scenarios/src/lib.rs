@@ -24,6 +24,7 @@ pub mod paused_worker_wakes_to_find_every_write_fenced;
 pub mod slow_dependency_never_duplicates_an_effect;
 pub mod swarm_holds_every_invariant;
 pub mod two_reclaimers_race_and_exactly_one_wins;
+pub mod unworkable_parameters_are_refused_not_run;
 pub mod workers_cut_off_from_the_ledger_keep_every_invariant;
 pub mod workers_cut_off_from_the_table_keep_every_invariant;
 

@@ -327,7 +327,8 @@ fn run_world(params: Params) -> RunReport {
     let runtime = Runtime::with_seed_and_config(params.seed, config);
     let chaos = runtime.create_node().name("chaos").build();
     let bugs = planted(&params);
-    let table = LeaseTable::with_bugs(params.table, bugs).expect("scenario parameters are valid");
+    let table =
+        LeaseTable::with_bugs(params.table, bugs).unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
     let rng = Xoshiro256PlusPlus::seed_from_u64(params.seed ^ 0x0c4a_05e5);
     let state = State {
         table,

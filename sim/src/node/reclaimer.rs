@@ -18,7 +18,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
     let local = clock.local(ctx.now());
     let mut reclaimer =
         Reclaimer::numbering_batches_from(ReclaimerId(n), ctx.params.reclaimer, ctx.bugs, local, first_batch)
-            .expect("scenario parameters are valid");
+            .unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
     loop {
         while let Some(action) = reclaimer.poll() {
             match action {

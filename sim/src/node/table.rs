@@ -100,7 +100,7 @@ impl Sessions {
 pub(super) async fn main(ctx: Arc<Ctx>) {
     let Some(endpoint) = bind(table_addr()).await else { return };
     let worker = ctx.params.worker;
-    worker.validate().expect("scenario parameters are valid");
+    worker.validate().unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
     let wait_us = worker.acquire_wait.min(worker.acquire_hold_max()).as_us();
     // In arrival order; every wait is the same length, so also in order of running out.
     let mut parked: VecDeque<Parked> = VecDeque::new();

@@ -15,7 +15,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
     let Some(endpoint) = bind(crate::net::worker_addr(n)).await else { return };
     let clock = ctx.params.worker_clocks[n as usize];
     let mut worker = Worker::new(WorkerId(n), ctx.params.worker, ctx.bugs, clock.local(ctx.now()))
-        .expect("scenario parameters are valid");
+        .unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
     loop {
         while let Some(action) = worker.poll() {
             match action {

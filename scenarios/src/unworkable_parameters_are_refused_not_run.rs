@@ -1,0 +1,35 @@
+//! Proves that a world with parameters that cannot work is refused, not run: a lease table with
+//! no capacity, a worker whose grants could never be used, a reclaimer that would scan without
+//! pause. A harness that ran such a world would "prove" a protocol under conditions the core
+//! promises to reject. How: each unworkable setting on an otherwise valid scenario, and the run's
+//! verdict, which must be a crash naming the broken limit (the core's `ConfigError`, raised when
+//! the node is built), never a held run.
+
+#[cfg(test)]
+mod tests {
+    use lease_core::Span;
+    use lease_sim::scenario::{Params, Scenario};
+    use lease_sim::world::{self, Verdict};
+
+    fn refused(name: &str, break_it: impl Fn(&mut Params), needle: &str) {
+        let mut params = Scenario::Calm.params(3, None);
+        params.jobs = 3;
+        break_it(&mut params);
+        let report = world::run(params);
+        match &report.verdict {
+            Verdict::Crash(crash) => assert!(crash.message.contains(needle), "{name}: {crash}"),
+            other => panic!("{name}: an unworkable world was run to {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_unworkable_limit_is_refused() {
+        refused("no capacity", |p| p.table.capacity = 0, "capacity");
+        refused("no batch", |p| p.table.batch_max = 0, "batch_max");
+        refused("no attempts", |p| p.table.attempts_max = 0, "attempts_max");
+        refused("a margin as long as the lease", |p| p.worker.drift_margin = p.worker.lease_ttl, "drift_margin");
+        refused("a hold no grant survives", |p| p.worker.acquire_wait = p.worker.lease_ttl, "acquire_wait");
+        refused("a reclaimer that never waits", |p| p.reclaimer.scan_every = Span::ZERO, "scan_every");
+        refused("a reclaimer that never times out", |p| p.reclaimer.request_timeout = Span::ZERO, "request_timeout");
+    }
+}
