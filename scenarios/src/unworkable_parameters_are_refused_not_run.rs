@@ -28,6 +28,11 @@ mod tests {
         refused("no batch", |p| p.table.batch_max = 0, "batch_max");
         refused("no attempts", |p| p.table.attempts_max = 0, "attempts_max");
         refused("a margin as long as the lease", |p| p.worker.drift_margin = p.worker.lease_ttl, "drift_margin");
+        refused(
+            "a heartbeat too late to keep the lease",
+            |p| p.worker.heartbeat_every = Span(p.worker.lease_ttl.0 - p.worker.drift_margin.0),
+            "heartbeat_every",
+        );
         refused("a hold no grant survives", |p| p.worker.acquire_wait = p.worker.lease_ttl, "acquire_wait");
         refused("a reclaimer that never waits", |p| p.reclaimer.scan_every = Span::ZERO, "scan_every");
         refused("a reclaimer that never times out", |p| p.reclaimer.request_timeout = Span::ZERO, "request_timeout");
