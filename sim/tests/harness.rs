@@ -135,6 +135,11 @@ fn bad_arguments_exit_3_with_a_clear_message() {
         (&["run", "--seed", "-1"], "error"),
         (&["check", "/nonexistent-file.jsonl"], "cannot read"),
         (&["frobnicate"], "error"),
+        (&["hunt", "--starts", "0"], "--starts must be at least 1"),
+        (&["hunt", "--budget", "0"], "--budget must be from 1"),
+        (&["hunt", "--budget", "100001"], "--budget must be from 1"),
+        (&["hunt", "--bug", "nope"], "unknown planted bug"),
+        (&["sweep", "--require-coverage", "--seeds", "3..1"], "reversed"),
     ];
     for (args, needle) in cases {
         let (code, _, stderr) = lease_sim(args);
