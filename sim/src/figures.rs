@@ -68,8 +68,23 @@ pub struct Figures {
 }
 
 impl Figures {
-    /// Reads the figures from a history.
+    /// Reads the figures from a history alone (a file, an outside run).
     pub fn of(history: &[Entry]) -> Figures {
+        let mut figures = Figures::counted(history);
+        (figures.wasted_grants, figures.wasted_grants_after_heal) = crate::check::useful_grants::wasted(history);
+        figures
+    }
+
+    /// A simulated run's figures: the wasted grants are the ones its checkers already counted,
+    /// so the history is not followed a second time for them.
+    pub fn of_run(report: &crate::world::RunReport) -> Figures {
+        let mut figures = Figures::counted(&report.history);
+        (figures.wasted_grants, figures.wasted_grants_after_heal) = report.wasted_grants;
+        figures
+    }
+
+    /// Every figure but the wasted grants.
+    fn counted(history: &[Entry]) -> Figures {
         let mut figures = Figures { events: history.len() as u64, ..Figures::default() };
         let mut arrived = BTreeMap::new();
         let mut waits = Vec::new();
@@ -103,7 +118,6 @@ impl Figures {
                 _ => {}
             }
         }
-        (figures.wasted_grants, figures.wasted_grants_after_heal) = crate::check::useful_grants::wasted(history);
         figures.queue_wait = Spread::of(waits);
         figures.end_to_end = Spread::of(delays);
         figures

@@ -69,6 +69,9 @@ pub struct RunReport {
     pub verdict: Verdict,
     /// The interesting situations reached.
     pub coverage: Coverage,
+    /// Grants that expired unused, as the checkers counted them: over the whole run, and among
+    /// those granted after the heal (the `wasted_grants` figures).
+    pub wasted_grants: (u64, u64),
     /// Simulated time at the end, in microseconds.
     pub sim_us: u64,
     /// What the simulator did.
@@ -307,17 +310,20 @@ pub fn run(params: Params) -> RunReport {
 /// The report of a world that panicked: whatever its context had recorded.
 fn crashed(params: Params, message: String) -> RunReport {
     let ctx = SELF.with(|cell| cell.borrow_mut().take());
-    let (history, coverage) = match ctx {
+    let (history, coverage, wasted_grants) = match ctx {
         Some(ctx) => {
             // The lock may be poisoned by the very panic: the state is still the last one written.
             let mut state = ctx.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            (std::mem::take(&mut state.history), state.checkers.coverage().clone())
+            let history = std::mem::take(&mut state.history);
+            let wasted = state.checkers.wasted_grants(history.last().map_or(0, |entry| entry.t_us));
+            (history, state.checkers.coverage().clone(), wasted)
         }
-        None => (Vec::new(), Coverage::default()),
+        None => (Vec::new(), Coverage::default(), (0, 0)),
     };
     let sim_us = history.last().map_or(0, |entry| entry.t_us);
     let events = Events { messages: 0, timers: 0, history: history.len() as u64 };
-    RunReport { params, history, verdict: Verdict::Crash(Crash { message }), coverage, sim_us, events }
+    let verdict = Verdict::Crash(Crash { message });
+    RunReport { params, history, verdict, coverage, wasted_grants, sim_us, events }
 }
 
 fn run_world(params: Params) -> RunReport {
@@ -362,14 +368,15 @@ fn run_world(params: Params) -> RunReport {
             let mut state = ctx.state();
             let history = std::mem::take(&mut state.history);
             let coverage = state.checkers.coverage().clone();
+            let wasted_grants = state.checkers.wasted_grants(history.last().map_or(0, |entry| entry.t_us));
             drop(state);
             SELF.with(|cell| *cell.borrow_mut() = None);
-            (verdict, history, coverage, sim_us, events)
+            (verdict, history, coverage, wasted_grants, sim_us, events)
         }
     });
-    let (verdict, history, coverage, sim_us, mut events) = verdict;
+    let (verdict, history, coverage, wasted_grants, sim_us, mut events) = verdict;
     events.history = history.len() as u64;
-    RunReport { params, history, verdict, coverage, sim_us, events }
+    RunReport { params, history, verdict, coverage, wasted_grants, sim_us, events }
 }
 
 fn planted(params: &Params) -> Bugs {

@@ -230,3 +230,18 @@ fn require_coverage_exits_5_when_a_required_situation_was_never_reached() {
     let (code, stdout, _) = lease_sim(&["sweep", "--scenario", "calm", "--seeds", "0..2", "--require-coverage"]);
     assert_eq!(code, Some(0), "calm requires nothing:\n{stdout}");
 }
+
+// Proves a run's wasted-grant figures, counted by its checkers as the history grew, are exactly
+// what a reader of the history alone counts (`Figures::of`, as `lease-sim check` would).
+#[test]
+fn a_runs_figures_agree_with_its_history_read_alone() {
+    let target = Target::new(Scenario::Swarm);
+    let mut wasted = 0;
+    for seed in seeds(40) {
+        let report = target.run(seed);
+        let alone = lease_sim::figures::Figures::of(&report.history);
+        assert_eq!(lease_sim::figures::Figures::of_run(&report), alone, "seed {seed}");
+        wasted += alone.wasted_grants;
+    }
+    assert!(wasted > 0, "the swarm wastes some grants in its fault phase, so the comparison means something");
+}

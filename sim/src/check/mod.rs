@@ -320,6 +320,13 @@ impl Checkers {
         liveness::check(&self.facts, now_us)
     }
 
+    /// Grants that expired unused (the `wasted_grants` figures), counted as the history was
+    /// observed, with those whose lease had expired by `end_us`: over the whole run, and among
+    /// those granted after the heal. The same as [`useful_grants::wasted`] of the history.
+    pub fn wasted_grants(&self, end_us: u64) -> (u64, u64) {
+        self.useful_grants.wasted_by(end_us)
+    }
+
     /// Accepted jobs without a terminal outcome yet.
     pub fn unfinished(&self) -> usize {
         self.facts.backlog()

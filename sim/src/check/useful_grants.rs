@@ -140,38 +140,43 @@ impl Grants {
 
 /// How many grants of `history` expired unused: over the whole run, and among those granted
 /// after `faults_healed`. A grant still open at the last line counts if its lease had expired
-/// by then.
+/// by then. A run's checkers count the same as they go ([`super::Checkers::wasted_grants`]).
 pub fn wasted(history: &[Entry]) -> (u64, u64) {
-    let mut grants = Grants::new();
-    let (mut all, mut after_heal) = (0, 0);
-    let mut count = |grant: &Grant| {
-        all += 1;
-        after_heal += u64::from(grant.after_heal);
-    };
+    let mut tracker = UsefulGrants::default();
     for (index, entry) in history.iter().enumerate() {
-        grants.observe(index + 1, entry, |unused| count(&unused.grant));
+        tracker.absorb(index + 1, entry);
     }
-    let end_us = history.last().map_or(0, |entry| entry.t_us);
-    grants.expired_by(end_us).for_each(count);
-    (all, after_heal)
+    tracker.wasted_by(history.last().map_or(0, |entry| entry.t_us))
 }
 
-/// The checker: the tracker, and the first unused grant made after the heal.
+/// The checker: the tracker, the first unused grant made after the heal, and the count of
+/// unused grants (the `wasted_grants` figures).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct UsefulGrants {
     grants: Grants,
     first: Option<Violation>,
+    /// Grants found unused so far: all of them, and those granted after the heal.
+    wasted: (u64, u64),
 }
 
 impl UsefulGrants {
     /// Folds in the entry at `line`, remembering the first grant after the heal found unused.
     pub(crate) fn absorb(&mut self, line: usize, entry: &Entry) {
-        let first = &mut self.first;
+        let (first, wasted) = (&mut self.first, &mut self.wasted);
         self.grants.observe(line, entry, |unused| {
+            count(wasted, &unused.grant);
             if unused.grant.judged() && first.is_none() {
                 *first = Some(violation(unused));
             }
         });
+    }
+
+    /// The grants found unused, with those still open whose lease expired by `end_us`: over the
+    /// whole run, and among those granted after the heal.
+    pub(crate) fn wasted_by(&self, end_us: u64) -> (u64, u64) {
+        let mut wasted = self.wasted;
+        self.grants.expired_by(end_us).for_each(|grant| count(&mut wasted, grant));
+        wasted
     }
 
     /// The first grant after the heal found unused at a history line, if any.
@@ -190,6 +195,11 @@ impl UsefulGrants {
             None => Ok(()),
         }
     }
+}
+
+fn count(wasted: &mut (u64, u64), grant: &Grant) {
+    wasted.0 += 1;
+    wasted.1 += u64::from(grant.after_heal);
 }
 
 fn violation(unused: Unused) -> Violation {

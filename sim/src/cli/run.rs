@@ -30,7 +30,7 @@ pub(super) fn run(target: Target, seed: u64, history: Option<&Path>, trace: bool
     if trace {
         print!("{}", crate::render::render(&report.history));
     }
-    let figures = Figures::of(&report.history);
+    let figures = Figures::of_run(&report);
     print_figures(&figures, report.sim_us);
     println!("sometimes: {}", coverage_line(&report.coverage));
     if let Some(writer) = writer {
