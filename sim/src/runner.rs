@@ -147,7 +147,7 @@ impl SeedResult {
             seed,
             failure,
             coverage: report.coverage.clone(),
-            figures: Figures::of_run(&report),
+            figures: Figures::of_run(report),
             sim_us: report.sim_us,
         }
     }

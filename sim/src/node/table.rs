@@ -236,29 +236,17 @@ fn serve_worker(
         WorkerRequest::Acquire => {
             // The wire id carries the worker's incarnation: a restarted worker's requests are new.
             let acquired = table.acquire_for(now, WorkerId(n), RequestId(id)).expect(misuse);
-            match acquired {
+            events.push(match acquired {
                 Acquired::Granted(grant) => {
-                    let lease = grant.lease;
-                    events.push(Event::Granted {
-                        job: lease.job,
-                        epoch: lease.epoch,
-                        owner: from,
-                        expires_at_us: lease.expires_at.0,
-                        attempt: grant.attempt,
-                    });
+                    let (job, epoch, expires_at_us, attempt) = granted(grant);
+                    Event::Granted { job, epoch, owner: from, expires_at_us, attempt }
                 }
                 Acquired::Regranted(grant) => {
-                    let lease = grant.lease;
-                    events.push(Event::Regranted {
-                        job: lease.job,
-                        epoch: lease.epoch,
-                        owner: from,
-                        expires_at_us: lease.expires_at.0,
-                        attempt: grant.attempt,
-                    });
+                    let (job, epoch, expires_at_us, attempt) = granted(grant);
+                    Event::Regranted { job, epoch, owner: from, expires_at_us, attempt }
                 }
-                Acquired::Empty => events.push(Event::AcquireEmpty { owner: from }),
-            }
+                Acquired::Empty => Event::AcquireEmpty { owner: from },
+            });
             WorkerReply::Acquired(acquired)
         }
         WorkerRequest::Renew { job, epoch } => {
@@ -352,6 +340,12 @@ fn serve_reclaimer(
         }
         ReclaimRequest::Lookup { .. } => panic!("harness bug: {request:?} routed to the table"),
     }
+}
+
+/// What a `granted` or `regranted` line says of a grant: job, epoch, expiry, attempt.
+fn granted(grant: lease_core::Grant) -> (JobId, Epoch, u64, u32) {
+    let lease = grant.lease;
+    (lease.job, lease.epoch, lease.expires_at.0, grant.attempt)
 }
 
 fn completed(
