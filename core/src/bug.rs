@@ -60,13 +60,26 @@ pub enum Bug {
     /// scan meets an expiry with no live lease: the table's own assertion fires. Proves that a
     /// panic inside a world is a finding with its seed, not the end of a sweep.
     RequeueKeepsExpiry,
+    /// The table fences a listed lease by comparing its epoch alone, not checking that the job is
+    /// still leased: a job its holder handed back (requeued) or ended between the listing and the
+    /// fence is taken by the reclaimer anyway, out of the queue or out of its end. The window
+    /// is `window_list_to_fence`.
+    FenceChecksEpochOnly,
+    /// The table takes a hand-back (a requeue, as a failure report is) by job id alone: no epoch
+    /// check, and a job that already ended is put back in the queue (Solid Queue's issue 589, a
+    /// failure report arriving after the job finished). The window is `window_stale_hand_back`.
+    HandBackByJobId,
+    /// A requeue that finds the job out of attempts dead-letters it without checking whether it
+    /// already ended: a late copy of the requeue that dead-lettered a job ends it a second time.
+    /// The window is `window_late_duplicate`.
+    DeadLetterIgnoresTerminal,
     /// About one seed in twenty records a second terminal outcome: proves failures get reported.
     Canary,
 }
 
 impl Bug {
     /// Every planted bug, in catalogue order.
-    pub const ALL: [Bug; 18] = [
+    pub const ALL: [Bug; 21] = [
         Bug::ReclaimBoundaryOffByOne,
         Bug::ReclaimByReclaimerClock,
         Bug::CompleteWithoutEpochCheck,
@@ -84,6 +97,9 @@ impl Bug {
         Bug::DeadLetterOneLate,
         Bug::LeaseCountedFromReply,
         Bug::RequeueKeepsExpiry,
+        Bug::FenceChecksEpochOnly,
+        Bug::HandBackByJobId,
+        Bug::DeadLetterIgnoresTerminal,
         Bug::Canary,
     ];
 
@@ -107,6 +123,9 @@ impl Bug {
             Bug::DeadLetterOneLate => "dead-letter-one-late",
             Bug::LeaseCountedFromReply => "lease-counted-from-reply",
             Bug::RequeueKeepsExpiry => "requeue-keeps-expiry",
+            Bug::FenceChecksEpochOnly => "fence-checks-epoch-only",
+            Bug::HandBackByJobId => "hand-back-by-job-id",
+            Bug::DeadLetterIgnoresTerminal => "dead-letter-ignores-terminal",
             Bug::Canary => "canary",
         }
     }

@@ -399,6 +399,11 @@ impl LeaseTable {
         }
     }
 
+    /// Worker grants the job has had so far.
+    pub fn attempts(&self, job: JobId) -> Option<u32> {
+        Some(self.jobs.get(&job)?.attempts)
+    }
+
     /// The job's current epoch.
     pub fn epoch(&self, job: JobId) -> Option<Epoch> {
         Some(self.jobs.get(&job)?.epoch)
@@ -549,7 +554,10 @@ impl LeaseTable {
     pub fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, TableError> {
         self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
-        let skip_epoch = self.bugs.on(Bug::RequeueWithoutEpochCheck);
+        if let Some(planted) = self.planted_requeue(job, epoch) {
+            return Ok(planted);
+        }
+        let skip_epoch = self.bugs.on(Bug::RequeueWithoutEpochCheck) || self.bugs.on(Bug::HandBackByJobId);
         if let Err(refusal) = self.leased(job, epoch, skip_epoch)? {
             return Ok(Requeue::Refused(refusal));
         }
@@ -571,6 +579,29 @@ impl LeaseTable {
         }
         self.queue.push_back(job);
         Ok(Requeue::Requeued { attempts })
+    }
+
+    /// What a requeue of an ended job does under the planted [`Bug::HandBackByJobId`] (puts it back
+    /// in the queue) or [`Bug::DeadLetterIgnoresTerminal`] (dead-letters it again); `None` when
+    /// neither is planted, or the job has not ended.
+    fn planted_requeue(&mut self, job: JobId, epoch: Epoch) -> Option<Requeue> {
+        let record = self.jobs.get(&job)?;
+        let JobState::Terminal(_) = record.state else { return None };
+        if self.bugs.on(Bug::DeadLetterIgnoresTerminal)
+            && record.epoch == epoch
+            && record.attempts >= self.config.attempts_max
+        {
+            let attempts = record.attempts;
+            return Some(Requeue::DeadLettered(Terminal { job, epoch, outcome: Outcome::DeadLettered { attempts } }));
+        }
+        if self.bugs.on(Bug::HandBackByJobId) {
+            let attempts = record.attempts;
+            self.record_mut(job).state = JobState::Queued;
+            self.backlog += 1;
+            self.queue.push_back(job);
+            return Some(Requeue::Requeued { attempts });
+        }
+        None
     }
 
     /// Lists leases that have expired by the table's clock, earliest first, at most `batch_max`.
@@ -618,6 +649,22 @@ impl LeaseTable {
                 assert!(inserted);
                 return Ok(Fencing::Won { expired: ended, lease });
             }
+        }
+        let unleased = !matches!(record.state, JobState::Leased(_));
+        if self.bugs.on(Bug::FenceChecksEpochOnly) && record.epoch == expected && unleased {
+            // Only the epoch is compared: the handed-back or ended job goes to the reclaimer.
+            if let JobState::Terminal(_) = record.state {
+                self.backlog += 1;
+            }
+            self.queue.retain(|&queued| queued != job);
+            let ended = Lease { job, owner: Owner::Reclaimer(reclaimer), epoch: expected, expires_at: now };
+            let lease = Lease { epoch: expected.next(), expires_at: now + self.config.lease_ttl, ..ended };
+            let record = self.record_mut(job);
+            record.epoch = lease.epoch;
+            record.state = JobState::Leased(lease);
+            let inserted = self.expiries.insert((lease.expires_at, job));
+            assert!(inserted);
+            return Ok(Fencing::Won { expired: ended, lease });
         }
         let JobState::Leased(lease) = record.state else {
             return Ok(Fencing::LostRace { current: record.epoch });

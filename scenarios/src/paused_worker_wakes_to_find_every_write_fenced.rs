@@ -23,7 +23,7 @@ mod tests {
         let history = &report.history;
         let mut checked = 0;
         for (index, entry) in history.iter().enumerate() {
-            let Event::Paused { target: worker @ Node::Worker(_) } = entry.event else { continue };
+            let Event::Paused { target: worker @ Node::Worker(_), .. } = entry.event else { continue };
             let Some(resumed) = history[index..].iter().position(|e| e.event == Event::Resumed { target: worker })
             else {
                 continue;

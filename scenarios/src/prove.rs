@@ -53,6 +53,25 @@ impl Seeds {
 /// the situations the sweep never reached (unless it replays a single `LEASE_SEED`). Returns the
 /// coverage.
 pub fn sweep_holds_and_covers(scenario: Scenario, default_seeds: u64) -> Coverage {
+    sweep_holds_and_reaches(scenario, default_seeds).coverage
+}
+
+/// What a sweep that held reached: every situation's count, and how many of its seeds reached
+/// each at least once.
+#[derive(Debug, Clone)]
+pub struct Reach {
+    /// Seeds run.
+    pub runs: u64,
+    /// Counts, all seeds together.
+    pub coverage: Coverage,
+    /// Seeds that reached each situation at least once.
+    pub seeds_reaching: Coverage,
+    /// Whether the seeds were the default ones (no `LEASE_SIM_SEEDS` override).
+    pub default_seeds: bool,
+}
+
+/// As [`sweep_holds_and_covers`], and also how many seeds reached each situation.
+pub fn sweep_holds_and_reaches(scenario: Scenario, default_seeds: u64) -> Reach {
     let target = Target::new(scenario);
     let choice = Seeds::from_env(default_seeds);
     let seeds = choice.sweep(scenario, default_seeds);
@@ -65,8 +84,10 @@ pub fn sweep_holds_and_covers(scenario: Scenario, default_seeds: u64) -> Coverag
         .collect();
     assert!(failures.is_empty(), "{} of {} seeds failed:\n{}", failures.len(), seeds.len(), failures.join("\n"));
     let mut coverage = Coverage::default();
+    let mut seeds_reaching = Coverage::default();
     for result in &results {
         coverage.merge(&result.coverage);
+        seeds_reaching.merge(&result.coverage.reached());
     }
     if let Seeds::First(_) = choice {
         let missing: Vec<&str> =
@@ -78,7 +99,8 @@ pub fn sweep_holds_and_covers(scenario: Scenario, default_seeds: u64) -> Coverag
             scenario.name()
         );
     }
-    coverage
+    let default_seeds = matches!(choice, Seeds::First(_));
+    Reach { runs: results.len() as u64, coverage, seeds_reaching, default_seeds }
 }
 
 /// Runs the scripted seed of `scenario` and demands that it held.

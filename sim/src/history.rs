@@ -17,7 +17,9 @@ use std::str::FromStr;
 /// - 2: every request that reaches the table or the ledger is on a line with its answer,
 ///   including the empty ones (`duplicate`, `acquire_empty`, `listed`, `lost_race`,
 ///   `not_expired`), and each such line names the requester in `from`.
-pub const HISTORY_VERSION: u32 = 2;
+/// - 3: message faults are on the history (`delayed`, `duplicated`), and a `paused` that a strike
+///   dealt at a protocol point names the point and the job.
+pub const HISTORY_VERSION: u32 = 3;
 
 /// One lease as a reclaim listing showed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -291,6 +293,12 @@ pub enum CrashPoint {
     MidReclaim,
     /// `before_renew`: a worker decided to heartbeat. Scenarios only stall here today.
     BeforeRenew,
+    /// `before_renew_reply`: a renewal's answer reached its worker, which has not yet taken it.
+    /// Only stalls strike here.
+    BeforeRenewReply,
+    /// `after_listing`: a reclaimer has a listing of expired leases and has not fenced them yet.
+    /// Only stalls strike here.
+    AfterListing,
     /// `at_random`: the fault schedule crashed the node wherever it was.
     AtRandom,
 }
@@ -304,12 +312,67 @@ impl CrashPoint {
             CrashPoint::DuringAck => "during_ack",
             CrashPoint::MidReclaim => "mid_reclaim",
             CrashPoint::BeforeRenew => "before_renew",
+            CrashPoint::BeforeRenewReply => "before_renew_reply",
+            CrashPoint::AfterListing => "after_listing",
             CrashPoint::AtRandom => "at_random",
         }
     }
 }
 
-display_by_name!(RejectReason, EffectRejectReason, RefusedRequest, RefuseReason, AbandonReason, CrashPoint);
+/// What a message on the network is: the request it makes, or answers. `delayed`'s and
+/// `duplicated`'s `message`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageKind {
+    /// `enqueue`: the arrival generator offers a job.
+    Enqueue,
+    /// `acquire`: a worker asks for a job.
+    Acquire,
+    /// `renew`: a worker's heartbeat.
+    Renew,
+    /// `complete`: a worker or reclaimer ends a job with an output.
+    Complete,
+    /// `requeue`: a worker or reclaimer hands a job back (dead-lettered when out of attempts).
+    Requeue,
+    /// `execute`: a worker's call to the dependency through the ledger.
+    Execute,
+    /// `lookup`: a ledger lookup, which raises the operation's fence.
+    Lookup,
+    /// `list`: a reclaimer's listing of expired leases.
+    List,
+    /// `fence`: a reclaimer's compare-and-set on an expired lease.
+    Fence,
+    /// `quarantine`: a reclaimer ends a job with two outputs.
+    Quarantine,
+}
+
+impl MessageKind {
+    /// The kind as the history spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageKind::Enqueue => "enqueue",
+            MessageKind::Acquire => "acquire",
+            MessageKind::Renew => "renew",
+            MessageKind::Complete => "complete",
+            MessageKind::Requeue => "requeue",
+            MessageKind::Execute => "execute",
+            MessageKind::Lookup => "lookup",
+            MessageKind::List => "list",
+            MessageKind::Fence => "fence",
+            MessageKind::Quarantine => "quarantine",
+        }
+    }
+}
+
+display_by_name!(
+    RejectReason,
+    EffectRejectReason,
+    RefusedRequest,
+    RefuseReason,
+    AbandonReason,
+    CrashPoint,
+    MessageKind
+);
 
 /// One history line's payload. `kind` is the variant's snake_case name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -638,10 +701,17 @@ pub enum Event {
         /// The node.
         target: Node,
     },
-    /// A node's process paused.
+    /// A node's process paused: a scheduled pause, or a stall a strike dealt at a protocol
+    /// point, which `point` and `job` then name.
     Paused {
         /// The node.
         target: Node,
+        /// Where in the protocol the stall struck, when a strike dealt it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        point: Option<CrashPoint>,
+        /// The job the node was at, when a strike dealt it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<JobId>,
     },
     /// A paused node resumed.
     Resumed {
@@ -663,6 +733,42 @@ pub enum Event {
         /// The other side, for a single link.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         peer: Option<Node>,
+    },
+    /// The network held one message back for `len_us` on its way (node: world). It was sent at
+    /// `t_us`; it arrives `len_us` later than it would have, after messages sent behind it.
+    Delayed {
+        /// The sender.
+        target: Node,
+        /// The receiver.
+        peer: Node,
+        /// What the message is: a request, or the answer to one (`reply`).
+        message: MessageKind,
+        /// Whether it is the answer to a `message` request.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        reply: bool,
+        /// The job it is about, when it names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<JobId>,
+        /// How much later it arrives.
+        len_us: u64,
+    },
+    /// The network delivered one message twice (node: world): the copy arrives `gap_us` after the
+    /// original would, as a retransmission crossing the first delivery does.
+    Duplicated {
+        /// The sender.
+        target: Node,
+        /// The receiver.
+        peer: Node,
+        /// What the message is.
+        message: MessageKind,
+        /// Whether it is the answer to a `message` request.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        reply: bool,
+        /// The job it is about, when it names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<JobId>,
+        /// How long after the original the copy is sent.
+        gap_us: u64,
     },
     /// The fault phase ended: everything healed, and the system must now converge.
     FaultsHealed {},
@@ -737,6 +843,8 @@ impl Entry {
             | Event::Resumed { .. }
             | Event::Partitioned { .. }
             | Event::Healed { .. }
+            | Event::Delayed { .. }
+            | Event::Duplicated { .. }
             | Event::FaultsHealed {} => None,
         }
     }
@@ -822,12 +930,12 @@ mod tests {
         assert!(matches!(parse_jsonl(arrived), Err(HistoryError::NoRunLine)));
         let bad_node = r#"{"t_us":0,"node":"x9","kind":"faults_healed"}"#;
         assert!(matches!(parse_jsonl(bad_node), Err(HistoryError::BadLine { line: 1, .. })));
-        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":2,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
+        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":3,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
         let text = format!("{run}\n{arrived}\nnot json\n");
         assert!(matches!(parse_jsonl(&text), Err(HistoryError::BadLine { line: 3, .. })));
         assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
-        for (version, found) in [("", 1), (r#""history_version":1,"#, 1), (r#""history_version":3,"#, 3)] {
-            let other = run.replace(r#""history_version":2,"#, version);
+        for (version, found) in [("", 1), (r#""history_version":2,"#, 2), (r#""history_version":4,"#, 4)] {
+            let other = run.replace(r#""history_version":3,"#, version);
             let refused = parse_jsonl(&format!("{other}\n{arrived}\n"));
             assert!(matches!(refused, Err(HistoryError::UnknownVersion { found: f }) if f == found), "{refused:?}");
         }
@@ -838,7 +946,7 @@ mod tests {
     // each such field, after a valid `run` line.
     #[test]
     fn an_unknown_reason_why_or_point_is_a_bad_line() {
-        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":2,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
+        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":3,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
         let lines = [
             r#"{"t_us":1,"node":"table","kind":"rejected","job":1,"reason":"?"}"#,
             r#"{"t_us":1,"node":"ledger","kind":"effect_rejected","from":"w1","job":1,"op":{"job":1,"step":0},"epoch":1,"output":7,"reason":"?"}"#,

@@ -8,7 +8,7 @@
 //! event happened; `details` names the job (`j3`), epoch (`e1`), output (`o…`) and batch
 //! (`r0#5`: reclaimer 0's sixth batch). Expiries are in milliseconds on the same clock.
 
-use crate::history::{Entry, Event, Node, OutcomeKind};
+use crate::history::{Entry, Event, MessageKind, Node, OutcomeKind};
 use lease_core::{BatchId, OutputId};
 use std::fmt::Write;
 
@@ -82,6 +82,8 @@ fn kind(event: &Event) -> &'static str {
         Event::Resumed { .. } => "resumed",
         Event::Partitioned { .. } => "partitioned",
         Event::Healed { .. } => "healed",
+        Event::Delayed { .. } => "delayed",
+        Event::Duplicated { .. } => "duplicated",
         Event::FaultsHealed {} => "faults_healed",
     }
 }
@@ -104,6 +106,20 @@ fn by(from: &Node, b: &Option<BatchId>) -> String {
 
 fn output(output: &Option<OutputId>) -> String {
     output.map(|o| o.to_string()).unwrap_or_else(|| "nothing".to_string())
+}
+
+/// `renew` or `renew reply`.
+fn what(message: MessageKind, reply: bool) -> String {
+    if reply {
+        format!("{message} reply")
+    } else {
+        message.to_string()
+    }
+}
+
+/// ` j4`, when the message names a job.
+fn about(job: &Option<lease_core::JobId>) -> String {
+    job.map(|job| format!(" {job}")).unwrap_or_default()
 }
 
 fn details(event: &Event) -> String {
@@ -193,7 +209,17 @@ fn details(event: &Event) -> String {
             let job = job.map(|job| format!(" holding {job}")).unwrap_or_default();
             format!("{target} at {point}{job}")
         }
-        Event::Restarted { target } | Event::Paused { target } | Event::Resumed { target } => target.to_string(),
+        Event::Paused { target, point: Some(point), job } => {
+            let job = job.map(|job| format!(" holding {job}")).unwrap_or_default();
+            format!("{target} stalls at {point}{job}")
+        }
+        Event::Restarted { target } | Event::Paused { target, .. } | Event::Resumed { target } => target.to_string(),
+        Event::Delayed { target, peer, message, reply, job, len_us } => {
+            format!("{}{} {target} -> {peer} held back {}ms", what(*message, *reply), about(job), ms(*len_us))
+        }
+        Event::Duplicated { target, peer, message, reply, job, gap_us } => {
+            format!("{}{} {target} -> {peer} sent again {}ms later", what(*message, *reply), about(job), ms(*gap_us))
+        }
         Event::Partitioned { target, peer } | Event::Healed { target, peer } => match peer {
             Some(peer) => format!("{target} <-> {peer}"),
             None => format!("{target} <-> everyone"),

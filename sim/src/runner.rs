@@ -188,6 +188,8 @@ pub struct Summary {
     pub threads: usize,
     /// How often each interesting situation happened, all seeds together.
     pub sometimes: Coverage,
+    /// How many seeds reached each interesting situation at least once.
+    pub seeds_reaching: Coverage,
     /// Counts, all seeds together.
     pub totals: Figures,
     /// Queue wait across all seeds' p99s: the spread of per-seed p99 values.
@@ -299,6 +301,7 @@ pub struct Tally {
     /// The highest seed folded in.
     pub seed_max: Option<u64>,
     sometimes: Coverage,
+    seeds_reaching: Coverage,
     totals: Figures,
     sim_us: u64,
     queue_wait_p99s: Vec<u64>,
@@ -313,6 +316,7 @@ impl Tally {
         self.seed_min = Some(self.seed_min.map_or(result.seed, |seed| seed.min(result.seed)));
         self.seed_max = Some(self.seed_max.map_or(result.seed, |seed| seed.max(result.seed)));
         self.sometimes.merge(&result.coverage);
+        self.seeds_reaching.merge(&result.coverage.reached());
         self.totals.add_counts(&result.figures);
         self.sim_us += result.sim_us;
         self.queue_wait_p99s.push(result.figures.queue_wait.p99_us);
@@ -335,6 +339,7 @@ impl Tally {
             wall_ms: wall.as_millis() as u64,
             threads,
             sometimes: self.sometimes,
+            seeds_reaching: self.seeds_reaching,
             totals: self.totals,
             queue_wait_p99: Spread::of(self.queue_wait_p99s),
             end_to_end_p99: Spread::of(self.end_to_end_p99s),

@@ -96,6 +96,67 @@ pub struct StallRates {
     pub len_us: (u64, u64),
 }
 
+/// Faults aimed at the protocol's windows (see [`crate::check::windows`]): single messages held
+/// back or delivered twice, short stalls at the points where a window opens, and timing aimed at
+/// the expiry boundary. Short means the size of the windows: a few hundred µs up to the drift
+/// margin (`near_us`), and now and then up to ttl/4 (`far_us`), never the ttl-sized pauses that
+/// overshoot them.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct WindowFaults {
+    /// Chance a message (request or reply) is held back on its way.
+    pub delay_rate: f64,
+    /// Chance a message is delivered twice, the copy some time after the original.
+    pub duplicate_rate: f64,
+    /// Chance a hand-back (a requeue) or an acknowledgement (a completion) is delivered twice,
+    /// the copy from a drift margin up to ttl/2 after the original: after the table has moved on
+    /// (granted the job again, or ended it), where stale hand-backs and late duplicates bite.
+    pub hand_back_copy: f64,
+    /// Chance a reclaimer stalls between a listing and its fences.
+    pub after_listing: f64,
+    /// Chance a reclaimer stalls between winning a fence and looking the operation up.
+    pub after_fence: f64,
+    /// Chance a worker stalls between a renewal's answer arriving and taking it.
+    pub before_renew_reply: f64,
+    /// Chance a worker's heartbeat is held so that the renewal lands within a drift margin of its
+    /// lease's expiry, on either side.
+    pub renew_at_boundary: f64,
+    /// Chance a reclaimer's scan is timed to land just after the earliest expiry.
+    pub reclaim_at_boundary: f64,
+    /// Chance a worker's completion is held so that it reaches the table after its lease expired,
+    /// within one scan of the expiry: between a reclaimer's listing and its fence.
+    pub complete_at_boundary: f64,
+    /// Chance a worker's call to the dependency is held so that it reaches the ledger after its
+    /// lease expired, within one scan of the expiry: where a reclaimer fences and looks up.
+    pub effect_at_boundary: f64,
+    /// The upper end of a near draw: the drift margin.
+    pub near_us: u64,
+    /// The upper end of a far draw: ttl/4.
+    pub far_us: u64,
+}
+
+/// The shortest hold-back or stall a window fault deals.
+pub const WINDOW_FAULT_MIN_US: u64 = 300;
+
+impl WindowFaults {
+    /// The gap before a hand-back's late copy: from the drift margin up to ttl/2.
+    pub fn draw_late_gap_us(&self, rng: &mut impl Rng) -> u64 {
+        let near = self.near_us.max(WINDOW_FAULT_MIN_US);
+        rng.gen_range(near..=(2 * self.far_us).max(near))
+    }
+
+    /// A hold-back, gap or stall length: up to the drift margin two times in three, else up to
+    /// ttl/4.
+    pub fn draw_len_us(&self, rng: &mut impl Rng) -> u64 {
+        let near = self.near_us.max(WINDOW_FAULT_MIN_US + 1);
+        let far = self.far_us.max(near + 1);
+        if rng.gen_bool(2.0 / 3.0) {
+            rng.gen_range(WINDOW_FAULT_MIN_US..near)
+        } else {
+            rng.gen_range(near..far)
+        }
+    }
+}
+
 /// A protocol point at which a node can be struck.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Point {
@@ -109,6 +170,11 @@ pub enum Point {
     MidReclaim,
     /// A worker decided to heartbeat; the renewal has not left.
     BeforeRenew,
+    /// A renewal's answer reached its worker, which has not taken it yet. Only stalls strike here.
+    BeforeRenewReply,
+    /// A reclaimer has its listing of expired leases and has not fenced them. Only stalls strike
+    /// here: they stretch the gap between a listing and its fences.
+    AfterListing,
 }
 
 impl Point {
@@ -126,6 +192,8 @@ impl From<Point> for CrashPoint {
             Point::DuringAck => CrashPoint::DuringAck,
             Point::MidReclaim => CrashPoint::MidReclaim,
             Point::BeforeRenew => CrashPoint::BeforeRenew,
+            Point::BeforeRenewReply => CrashPoint::BeforeRenewReply,
+            Point::AfterListing => CrashPoint::AfterListing,
         }
     }
 }
@@ -199,6 +267,8 @@ pub struct Params {
     pub crash: CrashRates,
     /// Stall chances at protocol points.
     pub stall: StallRates,
+    /// Faults aimed at the protocol's windows.
+    pub windows: WindowFaults,
     /// Scripted strikes, and jobs whose dependency call also writes a rival output.
     pub script: Vec<Scripted>,
     /// Jobs whose first dependency call writes a second, different output (scripted conflicts).
@@ -324,6 +394,13 @@ impl Scenario {
                 "paused_worker_woke_after_expiry",
                 "dead_lettered",
                 "rejected_arrival",
+                "window_list_to_fence",
+                "window_fence_to_lookup",
+                "window_renew_in_flight",
+                "window_effect_to_ack",
+                "window_stale_hand_back",
+                "window_late_duplicate",
+                "window_expiry_boundary",
             ],
             Scenario::CrashAfterEffect => &["crash_after_effect_adopted", "adopted_by_reclaimer"],
             Scenario::ReclaimerRace => &["reclaimer_lost_race", "reclaimed"],
@@ -547,6 +624,11 @@ fn base(scenario: &'static str, seed: u64, bug: Option<Bug>, rng: &mut Xoshiro25
         reclaimer_clocks: exact(reclaimers),
         crash: CrashRates::default(),
         stall: StallRates::default(),
+        windows: WindowFaults {
+            near_us: lease_ttl.as_us() / 8,
+            far_us: lease_ttl.as_us() / 4,
+            ..WindowFaults::default()
+        },
         script: Vec::new(),
         rival_jobs: Vec::new(),
         restart_delay_us: lease_ttl.as_us(),
@@ -622,7 +704,7 @@ fn swarm(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
         params.dependency.slow_factor = rng.gen_range(5..=40);
     }
     if failing {
-        params.dependency.fail_rate = rng.gen_range(0.0..0.3);
+        params.dependency.fail_rate = rng.gen_range(0.0..0.4);
         params.dependency.lost_reply_rate = rng.gen_range(0.0..0.15);
     }
     if surge {
@@ -631,6 +713,31 @@ fn swarm(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     }
     if rivals {
         params.dependency.rival_rate = rng.gen_range(0.0..0.05);
+    }
+    // Drawn after every older switch, so that a seed keeps the faults it had before these.
+    let (messages, aimed, late_copies) = (rng.gen_bool(0.5), rng.gen_bool(0.5), rng.gen_bool(0.85));
+    aim_at_windows(params, rng, messages, aimed, late_copies);
+}
+
+/// The window faults: single messages held back or doubled (`messages`), and short stalls and
+/// boundary timing (`aimed`), at rates drawn per seed.
+fn aim_at_windows(params: &mut Params, rng: &mut Xoshiro256PlusPlus, messages: bool, aimed: bool, late_copies: bool) {
+    let windows = &mut params.windows;
+    if messages {
+        windows.delay_rate = rng.gen_range(0.005..0.05);
+        windows.duplicate_rate = rng.gen_range(0.005..0.05);
+    }
+    if late_copies {
+        windows.hand_back_copy = rng.gen_range(0.1..0.5);
+    }
+    if aimed {
+        windows.after_listing = rng.gen_range(0.05..0.5);
+        windows.after_fence = rng.gen_range(0.05..0.5);
+        windows.effect_at_boundary = rng.gen_range(0.01..0.1);
+        windows.complete_at_boundary = rng.gen_range(0.02..0.15);
+        windows.before_renew_reply = rng.gen_range(0.02..0.2);
+        windows.renew_at_boundary = rng.gen_range(0.01..0.1);
+        windows.reclaim_at_boundary = rng.gen_range(0.05..0.3);
     }
 }
 
@@ -716,6 +823,34 @@ impl Params {
                 " stall_effect={:.3} stall_ack={:.3} stall_renew={:.3} stall_us={}..{}",
                 st.before_effect, st.before_ack, st.before_renew, st.len_us.0, st.len_us.1
             );
+        }
+        if self.windows.delay_rate > 0.0 || self.windows.duplicate_rate > 0.0 {
+            let w = &self.windows;
+            let _ = write!(out, " msg_delay={:.3} msg_duplicate={:.3}", w.delay_rate, w.duplicate_rate);
+        }
+        if self.windows.hand_back_copy > 0.0 {
+            let _ = write!(out, " msg_hand_back_copy={:.3}", self.windows.hand_back_copy);
+        }
+        let w = &self.windows;
+        let aimed = [w.after_listing, w.after_fence, w.before_renew_reply, w.renew_at_boundary];
+        let boundary = [w.reclaim_at_boundary, w.effect_at_boundary, w.complete_at_boundary];
+        if aimed.into_iter().chain(boundary).any(|rate| rate > 0.0) {
+            let _ = write!(
+                out,
+                " stall_listing={:.3} stall_fence={:.3} stall_renew_reply={:.3} aim_renew={:.3} aim_reclaim={:.3} \
+                 aim_effect={:.3} aim_complete={:.3}",
+                w.after_listing,
+                w.after_fence,
+                w.before_renew_reply,
+                w.renew_at_boundary,
+                w.reclaim_at_boundary,
+                w.effect_at_boundary,
+                w.complete_at_boundary
+            );
+        }
+        let any = [w.delay_rate, w.duplicate_rate, w.after_listing, w.after_fence, w.before_renew_reply];
+        if any.iter().any(|&rate| rate > 0.0) {
+            let _ = write!(out, " window_us={}..{}..{}", WINDOW_FAULT_MIN_US, w.near_us, w.far_us);
         }
         for scripted in &self.script {
             let strike = match scripted.strike {

@@ -116,6 +116,9 @@ pub(crate) struct State {
     pub ledger: EffectLedger,
     /// The seed's stream for decisions made while the world runs.
     pub rng: Xoshiro256PlusPlus,
+    /// The network's own stream, for faults on single messages: kept apart, so that holding a
+    /// message back never shifts a crash or a dependency draw.
+    wire: Xoshiro256PlusPlus,
     /// Whether the fault phase is still on.
     pub faults_on: bool,
     /// Whether every job has been offered and answered.
@@ -181,23 +184,139 @@ impl Ctx {
             Point::AfterEffect => crash.after_effect,
             Point::DuringAck => crash.during_ack,
             Point::MidReclaim => crash.mid_reclaim,
-            Point::BeforeRenew => 0.0,
+            Point::BeforeRenew | Point::BeforeRenewReply | Point::AfterListing => 0.0,
         };
         if crash_rate > 0.0 && state.rng.gen_bool(crash_rate.min(1.0)) {
             return Some(Strike::Crash);
         }
         let stall = &self.params.stall;
-        let stall_rate = match point {
-            Point::BeforeEffect => stall.before_effect,
-            Point::DuringAck => stall.before_ack,
-            Point::BeforeRenew => stall.before_renew,
-            Point::AfterEffect | Point::MidReclaim => 0.0,
+        let windows = &self.params.windows;
+        let (stall_rate, short) = match point {
+            Point::BeforeEffect => (stall.before_effect, false),
+            Point::DuringAck => (stall.before_ack, false),
+            Point::BeforeRenew => (stall.before_renew, false),
+            Point::BeforeRenewReply => (windows.before_renew_reply, true),
+            Point::AfterListing => (windows.after_listing, true),
+            Point::MidReclaim => (windows.after_fence, true),
+            Point::AfterEffect => (0.0, false),
         };
         if stall_rate > 0.0 && state.rng.gen_bool(stall_rate.min(1.0)) {
+            if short {
+                return Some(Strike::Stall(windows.draw_len_us(&mut state.rng)));
+            }
             let (min, max) = stall.len_us;
             return Some(Strike::Stall(state.rng.gen_range(min..=max.max(min))));
         }
         None
+    }
+
+    /// What the network does to one message sent now: how long it holds it back, if at all, and
+    /// how long after it a second copy follows, if one does. A hand-back or acknowledgement of a
+    /// job (`hand_back`) may also get a late copy. Nothing during the heal.
+    pub fn message_fault(&self, hand_back: Option<JobId>) -> (Option<u64>, Option<u64>) {
+        let windows = &self.params.windows;
+        let mut state = self.state();
+        // A hand-back of a job out of attempts is a dead-letter on its way: whenever the seed
+        // deals late copies at all, it gets one, for dead-letters are few and their copies are
+        // the window.
+        let out_of_attempts = |state: &State, job| {
+            state.table.attempts(job).is_some_and(|attempts| attempts >= self.params.table.attempts_max)
+        };
+        let copy_rate = match hand_back {
+            Some(job) if windows.hand_back_copy > 0.0 && out_of_attempts(&state, job) => 1.0,
+            Some(_) => windows.hand_back_copy,
+            None => 0.0,
+        };
+        let rates = [windows.delay_rate, windows.duplicate_rate, windows.hand_back_copy];
+        if !state.faults_on || rates.iter().all(|&rate| rate <= 0.0) {
+            return (None, None);
+        }
+        let wire = &mut state.wire;
+        let delay =
+            (windows.delay_rate > 0.0 && wire.gen_bool(windows.delay_rate.min(1.0))).then(|| windows.draw_len_us(wire));
+        let mut copy = (windows.duplicate_rate > 0.0 && wire.gen_bool(windows.duplicate_rate.min(1.0)))
+            .then(|| windows.draw_len_us(wire));
+        if copy.is_none() && copy_rate > 0.0 && wire.gen_bool(copy_rate) {
+            copy = Some(windows.draw_late_gap_us(wire));
+        }
+        (delay, copy)
+    }
+
+    /// How long a worker holds the heartbeat it just decided on for `job`, so that the renewal
+    /// lands within a drift margin of the lease's expiry (either side), when the seed aims one
+    /// there; `None` otherwise.
+    pub fn renew_hold_us(&self, job: JobId) -> Option<u64> {
+        let rate = self.params.windows.renew_at_boundary;
+        let now = self.now();
+        let mut state = self.state();
+        if !state.faults_on || rate <= 0.0 || !state.rng.gen_bool(rate.min(1.0)) {
+            return None;
+        }
+        let expires_at = state.table.lease(job)?.expires_at.0;
+        let margin = self.params.worker.drift_margin.as_us().max(2);
+        let lands_at = (expires_at + margin / 2).checked_sub(state.rng.gen_range(0..margin))?;
+        lands_at.checked_sub(now.0 + self.one_way_us()).filter(|&hold| hold > 0)
+    }
+
+    /// How long a worker holds the dependency call it just decided on for `job`, so that the call
+    /// reaches the ledger after the lease expired, within one reclaim scan of the expiry, when the
+    /// seed aims one there; `None` otherwise.
+    pub fn effect_hold_us(&self, job: JobId) -> Option<u64> {
+        self.past_expiry_hold_us(job, self.params.windows.effect_at_boundary)
+    }
+
+    /// How long a worker holds the completion it just decided on for `job`, so that it reaches
+    /// the table after the lease expired, within one reclaim scan of the expiry, when the seed
+    /// aims one there; `None` otherwise.
+    pub fn complete_hold_us(&self, job: JobId) -> Option<u64> {
+        self.past_expiry_hold_us(job, self.params.windows.complete_at_boundary)
+    }
+
+    /// With chance `rate`, a hold that makes a message sent now about `job` land after its lease
+    /// expires, within one reclaim scan of the expiry.
+    fn past_expiry_hold_us(&self, job: JobId, rate: f64) -> Option<u64> {
+        let now = self.now();
+        let mut state = self.state();
+        if !state.faults_on || rate <= 0.0 || !state.rng.gen_bool(rate.min(1.0)) {
+            return None;
+        }
+        let expires_at = state.table.lease(job)?.expires_at.0;
+        let scan_us = self.params.reclaimer.scan_every.as_us().max(2);
+        let lands_at = expires_at + state.rng.gen_range(0..scan_us);
+        lands_at.checked_sub(now.0 + self.one_way_us()).filter(|&hold| hold > 0)
+    }
+
+    /// How long a reclaimer holds the scan it just decided on, so that the listing lands just
+    /// after the earliest expiry (within half a drift margin), when the seed aims one there and
+    /// that expiry comes before the next scan; `None` otherwise.
+    pub fn listing_hold_us(&self) -> Option<u64> {
+        let rate = self.params.windows.reclaim_at_boundary;
+        let now = self.now();
+        let mut state = self.state();
+        if !state.faults_on || rate <= 0.0 || !state.rng.gen_bool(rate.min(1.0)) {
+            return None;
+        }
+        let earliest = state.table.poll_timeout()?.0;
+        let margin = self.params.worker.drift_margin.as_us().max(2);
+        let lands_at = earliest + state.rng.gen_range(0..margin / 2);
+        let hold = lands_at.checked_sub(now.0 + self.one_way_us())?;
+        (hold > 0 && hold <= self.params.reclaimer.scan_every.as_us()).then_some(hold)
+    }
+
+    /// Runs `task` on the world's own node, `after_us` from now: the network carrying a message
+    /// it held back, which no pause, crash or restart of the sender touches.
+    pub fn after(&self, after_us: u64, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.armed();
+        self.chaos.spawn(async move {
+            sleep(Duration::from_micros(after_us)).await;
+            task.await;
+        });
+    }
+
+    /// The middle of the network's one-way latency: how long a message aimed at a time takes.
+    fn one_way_us(&self) -> u64 {
+        let (min, max) = self.params.latency_us;
+        (min + max) / 2
     }
 
     /// Whether the dependency's call for `job` also writes a rival output.
@@ -208,9 +327,10 @@ impl Ctx {
         self.chance(self.params.dependency.rival_rate)
     }
 
-    /// Stalls the calling node's process for `len_us`: it does nothing, not even heartbeat.
-    pub async fn stall(&self, node: Node, len_us: u64) {
-        self.record(Node::World, Event::Paused { target: node });
+    /// Stalls the calling node's process for `len_us` at `point`, working on `job`: it does
+    /// nothing, not even heartbeat.
+    pub async fn stall(&self, node: Node, point: Point, job: JobId, len_us: u64) {
+        self.record(Node::World, Event::Paused { target: node, point: Some(point.into()), job: Some(job) });
         self.sleep_us(len_us).await;
         self.record(Node::World, Event::Resumed { target: node });
     }
@@ -340,6 +460,7 @@ fn run_world(params: Params) -> RunReport {
         table,
         ledger: EffectLedger::with_bugs(bugs),
         rng,
+        wire: Xoshiro256PlusPlus::seed_from_u64(params.seed ^ 0x3e55_a9e5),
         faults_on: true,
         arrivals_done: false,
         history: Vec::with_capacity(params.jobs as usize * 12),
@@ -536,7 +657,7 @@ fn inject(ctx: &Arc<Ctx>, fault: Fault) {
             if !ctx.state().paused.insert(node) {
                 return;
             }
-            ctx.record(Node::World, Event::Paused { target: node });
+            ctx.record(Node::World, Event::Paused { target: node, point: None, job: None });
             Handle::current().pause(sim_id(ctx, node));
             undo_later(ctx, len_us, move |ctx| resume(ctx, node));
         }

@@ -26,10 +26,12 @@
 //! | `reclaimed` | a `reclaimed` |
 //! | `worker_crashed` | a `crashed` whose target is a worker |
 //! | `reclaimer_crashed` | a `crashed` whose target is a reclaimer |
+//! | `window_*` | the seven protocol windows: see [`super::windows`] |
 //!
 //! A worker holds a lease from its latest `granted` until the job is reclaimed, requeued or ends.
 
 use super::facts::Facts;
+use super::windows::{self, Windows};
 use crate::history::{AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Node, OutcomeKind, RefuseReason};
 use lease_core::{Epoch, JobId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -88,11 +90,24 @@ impl Coverage {
         RECLAIMED,
         WORKER_CRASHED,
         RECLAIMER_CRASHED,
+        windows::LIST_TO_FENCE,
+        windows::FENCE_TO_LOOKUP,
+        windows::RENEW_IN_FLIGHT,
+        windows::EFFECT_TO_ACK,
+        windows::STALE_HAND_BACK,
+        windows::LATE_DUPLICATE,
+        windows::EXPIRY_BOUNDARY,
     ];
 
     /// How often `name` happened; zero for a name never reached or unknown.
     pub fn get(&self, name: &str) -> u64 {
         self.0.get(name).copied().unwrap_or(0)
+    }
+
+    /// One for every situation reached at least once, zero for the rest: merged over a sweep's
+    /// seeds, how many seeds reached each.
+    pub fn reached(&self) -> Coverage {
+        Coverage(self.0.iter().map(|(&name, &count)| (name, u64::from(count > 0))).collect())
     }
 
     /// Adds `other`'s counts to these (a sweep merging its runs).
@@ -102,7 +117,7 @@ impl Coverage {
         }
     }
 
-    fn bump(&mut self, name: &'static str) {
+    pub(crate) fn bump(&mut self, name: &'static str) {
         *self.0.entry(name).or_insert(0) += 1;
     }
 }
@@ -119,6 +134,8 @@ pub(crate) struct Situations {
     paused: BTreeMap<u32, (JobId, Epoch)>,
     /// Jobs whose node crashed right after their effect was accepted, not yet adopted.
     crashed_after_effect: BTreeSet<JobId>,
+    /// The protocol windows' detectors.
+    windows: Windows,
 }
 
 impl Situations {
@@ -129,6 +146,7 @@ impl Situations {
 
     /// Counts what `entry` shows, against the facts before it.
     pub(crate) fn observe(&mut self, facts: &Facts, entry: &Entry) {
+        self.windows.observe(facts, entry, &mut self.coverage);
         match &entry.event {
             Event::Adopted { job, .. } => self.adopted(entry.node, *job),
             Event::LostRace { .. } => self.coverage.bump(RECLAIMER_LOST_RACE),
@@ -137,7 +155,7 @@ impl Situations {
             Event::Refused { reason: RefuseReason::StaleEpoch, .. } => self.coverage.bump(STALE_WRITE_REFUSED),
             Event::BatchStopped { .. } => self.coverage.bump(BATCH_STOPPED_ON_CONFLICT),
             Event::Granted { job, epoch, owner: Node::Worker(worker), .. } => self.hold(*worker, *job, *epoch),
-            Event::Paused { target: Node::Worker(worker) } => {
+            Event::Paused { target: Node::Worker(worker), .. } => {
                 if let Some(&lease) = self.holding.get(worker) {
                     self.paused.insert(*worker, lease);
                 }
@@ -228,9 +246,10 @@ mod tests {
         let coverage = Coverage::default();
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
         assert!(Coverage::SITUATIONS.iter().all(|name| coverage.0.get(name) == Some(&0)));
-        assert_eq!(Coverage::SITUATIONS.len(), 19);
+        assert_eq!(Coverage::SITUATIONS.len(), 26);
         assert_eq!(Coverage::SITUATIONS[0], "adopted_by_worker");
         assert_eq!(Coverage::SITUATIONS[18], "reclaimer_crashed");
+        assert_eq!(Coverage::SITUATIONS[19..], super::windows::WINDOWS);
     }
 
     // Merging adds counts name by name.
@@ -337,6 +356,13 @@ mod tests {
             ("reclaimed", 3),
             ("worker_crashed", 2),
             ("reclaimer_crashed", 1),
+            ("window_list_to_fence", 0),
+            ("window_fence_to_lookup", 0),
+            ("window_renew_in_flight", 1),
+            ("window_effect_to_ack", 2),
+            ("window_stale_hand_back", 0),
+            ("window_late_duplicate", 2),
+            ("window_expiry_boundary", 2),
         ];
         assert_eq!(expected.len(), Coverage::SITUATIONS.len());
         for (name, count) in expected {

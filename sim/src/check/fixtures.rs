@@ -392,7 +392,7 @@ impl History {
     }
 
     pub fn paused(&mut self, target: Node) -> usize {
-        self.push(Node::World, Event::Paused { target })
+        self.push(Node::World, Event::Paused { target, point: None, job: None })
     }
 
     pub fn resumed(&mut self, target: Node) -> usize {

@@ -107,7 +107,7 @@ impl DeadLetters {
                 // stay down until they restart.
                 self.faults.retain(|fault, _| matches!(fault, Fault::Down(_)));
             }
-            Event::Crashed { target, .. } | Event::Paused { target } => {
+            Event::Crashed { target, .. } | Event::Paused { target, .. } => {
                 self.fault(line, entry.t_us, Fault::Down(*target))
             }
             Event::Restarted { target } | Event::Resumed { target } => {
@@ -116,6 +116,16 @@ impl DeadLetters {
             Event::Partitioned { target, peer } => self.fault(line, entry.t_us, Fault::Cut(*target, *peer)),
             Event::Healed { target, peer } => {
                 self.faults.remove(&Fault::Cut(*target, *peer));
+            }
+            // A message to or from the holder held back or doubled: a network fault on it, over
+            // in an instant, so evidence for the leases it stands now and forgotten after.
+            Event::Delayed { target, peer, .. } | Event::Duplicated { target, peer, .. } => {
+                let fault = Fault::Cut(*target, Some(*peer));
+                for attempt in self.attempts.values_mut().flatten() {
+                    if attempt.held && entry.t_us < attempt.expires_at_us && fault.hits(attempt.owner) {
+                        attempt.evidence.get_or_insert(Evidence::Fault(line));
+                    }
+                }
             }
             Event::Granted { job, epoch, owner, expires_at_us, .. } => {
                 let in_force = self.faults.iter().find(|(fault, _)| fault.hits(*owner)).map(|(_, &line)| line);
@@ -212,11 +222,14 @@ impl DeadLetters {
     }
 }
 
-/// Whether a `run` line's `params` include packet loss, or latency above the calm range.
+/// Whether a `run` line's `params` include packet loss, messages held back or doubled, or latency
+/// above the calm range.
 fn has_network_faults(params: &str) -> bool {
     params.split_whitespace().any(|pair| {
-        if let Some(loss) = pair.strip_prefix("loss=") {
-            return loss.parse::<f64>().is_ok_and(|loss| loss > 0.0);
+        for rate in ["loss=", "msg_delay=", "msg_duplicate=", "msg_hand_back_copy="] {
+            if let Some(value) = pair.strip_prefix(rate) {
+                return value.parse::<f64>().is_ok_and(|value| value > 0.0);
+            }
         }
         let Some(range) = pair.strip_prefix("latency_us=") else { return false };
         let top = range.split_once("..").and_then(|(_, top)| top.parse::<u64>().ok());
@@ -395,5 +408,8 @@ mod tests {
         assert!(has_network_faults("loss=0.000 latency_us=1000..10001"));
         assert!(!has_network_faults("dep_latency_us=2000..40000 loss=0.000 latency_us=1000..10000"));
         assert!(!has_network_faults(""));
+        assert!(has_network_faults("loss=0.000 msg_delay=0.010 msg_duplicate=0.000 latency_us=1000..10000"));
+        assert!(has_network_faults("loss=0.000 msg_delay=0.000 msg_duplicate=0.020"));
+        assert!(!has_network_faults("loss=0.000 msg_delay=0.000 msg_duplicate=0.000"));
     }
 }

@@ -55,6 +55,7 @@ pub mod no_unexpired_reclaim;
 pub mod one_terminal;
 pub mod self_fencing;
 pub mod useful_grants;
+pub mod windows;
 
 #[cfg(test)]
 mod fixtures;

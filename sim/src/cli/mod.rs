@@ -264,6 +264,17 @@ pub(crate) fn print_figures(figures: &Figures, sim_us: u64) {
     );
 }
 
+/// The protocol windows, as the share of seeds that reached each:
+/// `windows (seeds reaching, of 2000): window_list_to_fence=131 (6.5%) ...`.
+pub(crate) fn windows_line(seeds_reaching: &crate::check::Coverage, runs: u64) -> String {
+    let share = |count: u64| 100.0 * count as f64 / runs.max(1) as f64;
+    let windows = crate::check::windows::WINDOWS.iter().map(|&name| {
+        let count = seeds_reaching.get(name);
+        format!("{name}={count} ({:.1}%)", share(count))
+    });
+    format!("windows (seeds reaching, of {runs}): {}", windows.collect::<Vec<_>>().join(" "))
+}
+
 pub(crate) fn coverage_line(coverage: &crate::check::Coverage) -> String {
     coverage.0.iter().map(|(name, count)| format!("{name}={count}")).collect::<Vec<_>>().join(" ")
 }

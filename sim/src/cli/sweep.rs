@@ -348,6 +348,7 @@ fn print_summary(report: &Report) {
         ms(summary.end_to_end_p99.max_us)
     );
     println!("sometimes: {}", coverage_line(&summary.sometimes));
+    println!("{}", super::windows_line(&summary.seeds_reaching, summary.runs));
     if let Some(scenario) = crate::scenario::Scenario::from_name(summary.scenario) {
         let wanted = scenario.situations();
         let missing = &report.never_reached;

@@ -18,16 +18,26 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
     for job in 0..ctx.params.jobs {
         ctx.sleep_us(gap_us(&ctx)).await;
         let job = JobId(job as u64);
-        loop {
+        'offer: loop {
             offers += 1;
-            send(&endpoint, table_addr(), offers, Request::Enqueue(job)).await;
-            match receive(&ctx, &endpoint, OFFER_TIMEOUT_US).await {
-                Err(()) => return,
-                Ok(Some(envelope)) if envelope.id == offers => {
-                    let Reply::Enqueued(_) = envelope.body else { panic!("arrivals got {:?}", envelope.body) };
-                    break;
+            send(&ctx, &endpoint, table_addr(), offers, Request::Enqueue(job)).await;
+            // A late answer to an earlier offer is skipped, and the wait for this one goes on: a
+            // new offer per stray answer would feed itself, one stray answer per offer, forever.
+            let deadline = ctx.now().0 + OFFER_TIMEOUT_US;
+            loop {
+                let wait_us = deadline.saturating_sub(ctx.now().0);
+                if wait_us == 0 {
+                    continue 'offer;
                 }
-                Ok(_) => continue,
+                match receive(&ctx, &endpoint, wait_us).await {
+                    Err(()) => return,
+                    Ok(Some(envelope)) if envelope.id == offers => {
+                        let Reply::Enqueued(_) = envelope.body else { panic!("arrivals got {:?}", envelope.body) };
+                        break 'offer;
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => continue 'offer,
+                }
             }
         }
     }

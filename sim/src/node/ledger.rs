@@ -6,6 +6,7 @@
 //! "failed" after the effect happened (a timeout after the fact), or write a second, different
 //! output for the same operation (a non-idempotent dependency), which the ledger keeps as a rival.
 
+use super::wire::Letter;
 use super::{bind, Envelope};
 use crate::history::{EffectRejectReason, Event, Node};
 use crate::net::{ledger_addr, Reply, Request, TAG};
@@ -23,6 +24,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
     while let Ok((payload, from)) = endpoint.recv_from_raw(TAG).await {
         let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the ledger");
         let id = envelope.id;
+        let letter = Letter::request(&envelope.body, Node::Ledger);
         let reply = match envelope.body {
             Request::Worker(n, WorkerRequest::Lookup { op, epoch }) => {
                 Reply::Worker(WorkerReply::Looked(lookup(&ctx, Node::Worker(n), op, epoch, None)))
@@ -30,14 +32,13 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             Request::Reclaimer(n, ReclaimRequest::Lookup { batch, op, epoch }) => {
                 Reply::Reclaimer(ReclaimReply::Looked(lookup(&ctx, Node::Reclaimer(n), op, epoch, Some(batch))))
             }
-            Request::Worker(n, WorkerRequest::Execute { op, epoch }) => {
-                let caller = Node::Worker(n);
-                madsim::task::spawn(execute(ctx.clone(), endpoint.clone(), from, caller, id, op, epoch));
+            Request::Worker(_, WorkerRequest::Execute { op, epoch }) => {
+                madsim::task::spawn(execute(ctx.clone(), endpoint.clone(), from, letter, id, op, epoch));
                 continue;
             }
             other => panic!("harness bug: {other:?} routed to the ledger"),
         };
-        let _ = endpoint.send_to_raw(from, TAG, Box::new(Envelope { id, body: reply })).await;
+        super::wire::post(&ctx, &endpoint, from, letter.answer(), id, reply).await;
     }
 }
 
@@ -55,7 +56,8 @@ fn lookup(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, batch: Option<lease_cor
 }
 
 /// One call to the dependency, on its own task so that slow calls overlap.
-async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, to: SocketAddr, caller: Node, id: u64, op: OpId, epoch: Epoch) {
+async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, to: SocketAddr, letter: Letter, id: u64, op: OpId, epoch: Epoch) {
+    let caller = letter.from;
     let dependency = ctx.params.dependency;
     let latency_us = {
         let mut state = ctx.state();
@@ -89,7 +91,7 @@ async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, to: SocketAddr, caller: Node
         }
     };
     let reply = Reply::Worker(WorkerReply::Executed(execution));
-    let _ = endpoint.send_to_raw(to, TAG, Box::new(Envelope { id, body: reply })).await;
+    super::wire::post(&ctx, &endpoint, to, letter.answer(), id, reply).await;
 }
 
 /// The dependency's own second write: `from` is the ledger, no worker asked for it.

@@ -6,6 +6,7 @@ mod arrivals;
 mod ledger;
 mod reclaimer;
 mod table;
+mod wire;
 mod worker;
 
 use crate::history::Node;
@@ -34,9 +35,12 @@ async fn bind(addr: SocketAddr) -> Option<Endpoint> {
     Endpoint::bind(addr).await.ok()
 }
 
-/// Sends a request; a send that fails (a dead network) is the same as a lost message.
-async fn send(endpoint: &Endpoint, to: SocketAddr, id: u64, body: Request) {
-    let _ = endpoint.send_to_raw(to, TAG, Box::new(Envelope { id, body })).await;
+/// Sends a request to the table or the ledger, through the network's faults; a send that fails
+/// (a dead network) is the same as a lost message.
+async fn send(ctx: &Ctx, endpoint: &Endpoint, to: SocketAddr, id: u64, body: Request) {
+    let peer = if to == crate::net::table_addr() { Node::Table } else { Node::Ledger };
+    let letter = wire::Letter::request(&body, peer);
+    wire::post(ctx, endpoint, to, letter, id, body).await
 }
 
 /// Receives one reply within `wait_us`: `Ok(Some)` a reply, `Ok(None)` the wait ran out,

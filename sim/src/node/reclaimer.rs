@@ -27,7 +27,13 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                         ReclaimRequest::Lookup { .. } => ledger_addr(),
                         _ => table_addr(),
                     };
-                    send(&endpoint, to, wire_id(incarnation, id.0), Request::Reclaimer(n, request)).await;
+                    if let ReclaimRequest::ListExpired { .. } = request {
+                        // A scan timed to land just after an expiry, when the seed aims one there.
+                        if let Some(hold_us) = ctx.listing_hold_us() {
+                            ctx.sleep_us(hold_us).await;
+                        }
+                    }
+                    send(&ctx, &endpoint, to, wire_id(incarnation, id.0), Request::Reclaimer(n, request)).await;
                 }
                 // The table records its answer to the fence (`lost_race`, `not_expired`).
                 ReclaimAction::LostRace { .. } => {}
@@ -42,9 +48,8 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
         }
         let wake = clock.global(reclaimer.poll_timeout());
         let Ok(received) = receive(&ctx, &endpoint, wake.0.saturating_sub(ctx.now().0)).await else { return };
-        let now = clock.local(ctx.now());
         let Some(envelope) = received else {
-            reclaimer.handle_timeout(now);
+            reclaimer.handle_timeout(clock.local(ctx.now()));
             continue;
         };
         if envelope.id >> INCARNATION_SHIFT != incarnation {
@@ -55,12 +60,26 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
         if let Some(job) = fence_won(&reclaimer, id, &reply) {
             match ctx.strike(Point::MidReclaim, job) {
                 Some(Strike::Crash) => return ctx.crash(node, Point::MidReclaim, Some(job)),
-                Some(Strike::Stall(len_us)) => ctx.stall(node, len_us).await,
+                Some(Strike::Stall(len_us)) => ctx.stall(node, Point::MidReclaim, job, len_us).await,
                 None => {}
             }
         }
-        reclaimer.handle_reply(now, id, reply);
+        if let Some(job) = listing_taken(&reclaimer, id, &reply) {
+            if let Some(Strike::Stall(len_us)) = ctx.strike(Point::AfterListing, job) {
+                ctx.stall(node, Point::AfterListing, job, len_us).await;
+            }
+        }
+        // Read the clock after any stall: the reclaimer takes the answer when it wakes.
+        reclaimer.handle_reply(clock.local(ctx.now()), id, reply);
     }
+}
+
+/// The first job of a listing that answers the listing in flight and found expired leases: the
+/// reclaimer is about to fence them.
+fn listing_taken(reclaimer: &Reclaimer, id: RequestId, reply: &ReclaimReply) -> Option<JobId> {
+    let ReclaimReply::Listed(leases) = reply else { return None };
+    let Some(ReclaimRequest::ListExpired { .. }) = reclaimer.awaiting(id) else { return None };
+    leases.first().map(|lease| lease.job)
 }
 
 /// The job the reclaimer just fenced, as it will take it: `reply` must be a won fence answering

@@ -19,6 +19,7 @@
 //! on the table's scale first ([`on_table_scale`]), as a table comparing wall clocks would read it.
 
 use super::bind;
+use super::wire::Letter;
 use crate::clock::on_table_scale;
 use crate::history::{Event, Listing, Node, RefuseReason, RefusedRequest};
 use crate::net::{table_addr, Envelope, INCARNATION_SHIFT, TAG};
@@ -138,7 +139,8 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 if !first.alive(&ctx) {
                     continue; // Its connection was reset: nobody to answer.
                 }
-                reply(&endpoint, first.from, first.id, Reply::Worker(WorkerReply::Acquired(Acquired::Empty))).await;
+                let empty = Reply::Worker(WorkerReply::Acquired(Acquired::Empty));
+                reply(&ctx, &endpoint, first.from, first.id, acquire_letter(first.worker), empty).await;
             }
             continue;
         };
@@ -163,12 +165,13 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                     continue;
                 }
                 sessions.answered(worker, id, &answer);
-                reply(&endpoint, from, id, answer).await;
+                reply(&ctx, &endpoint, from, id, acquire_letter(worker), answer).await;
                 continue;
             }
         }
+        let letter = Letter::request(&envelope.body, Node::Table);
         let answer = serve(&ctx, id, envelope.body);
-        reply(&endpoint, from, id, answer).await;
+        reply(&ctx, &endpoint, from, id, letter, answer).await;
         // Anything may have made a job grantable (an arrival, a requeue): serve the held first.
         while let Some(first) = parked.front() {
             if !first.alive(&ctx) {
@@ -181,14 +184,20 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             }
             let first = parked.pop_front().expect("checked");
             sessions.answered(first.worker, first.id, &answer);
-            reply(&endpoint, first.from, first.id, answer).await;
+            reply(&ctx, &endpoint, first.from, first.id, acquire_letter(first.worker), answer).await;
         }
     }
 }
 
-async fn reply(endpoint: &madsim::net::Endpoint, to: SocketAddr, id: u64, body: Reply) {
-    // A lost reply is normal: the caller times out and asks again.
-    let _ = endpoint.send_to_raw(to, TAG, Box::new(Envelope { id, body })).await;
+/// Answers the request `letter` describes, through the network's faults. A lost reply is normal:
+/// the caller times out and asks again.
+async fn reply(ctx: &Ctx, endpoint: &madsim::net::Endpoint, to: SocketAddr, id: u64, letter: Letter, body: Reply) {
+    super::wire::post(ctx, endpoint, to, letter.answer(), id, body).await
+}
+
+/// Worker `n`'s acquire, as the network carries it.
+fn acquire_letter(n: u32) -> Letter {
+    Letter::request(&Request::Worker(n, WorkerRequest::Acquire), Node::Table)
 }
 
 /// Answers one request to the table; `id` is its wire id, the same for every copy.

@@ -29,34 +29,47 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                             }
                             // The decision to execute is made now; a stall delays only the call.
                             ctx.record(node, Event::Executing { job: op.job, op, epoch });
-                            if let Some(Strike::Stall(len_us)) = strike {
-                                ctx.stall(node, len_us).await;
+                            let hold = match strike {
+                                Some(Strike::Stall(len_us)) => Some(len_us),
+                                _ => ctx.effect_hold_us(op.job),
+                            };
+                            if let Some(len_us) = hold {
+                                ctx.stall(node, Point::BeforeEffect, op.job, len_us).await;
                             }
-                            send(&endpoint, ledger_addr(), wire, Request::Worker(n, request)).await;
+                            send(&ctx, &endpoint, ledger_addr(), wire, Request::Worker(n, request)).await;
                         }
                         WorkerRequest::Complete { job, .. } => {
                             let strike = ctx.strike(Point::DuringAck, job);
-                            if let Some(Strike::Stall(len_us)) = strike {
-                                ctx.stall(node, len_us).await;
+                            let hold = match strike {
+                                Some(Strike::Stall(len_us)) => Some(len_us),
+                                Some(Strike::Crash) => None,
+                                None => ctx.complete_hold_us(job),
+                            };
+                            if let Some(len_us) = hold {
+                                ctx.stall(node, Point::DuringAck, job, len_us).await;
                             }
-                            send(&endpoint, table_addr(), wire, Request::Worker(n, request)).await;
+                            send(&ctx, &endpoint, table_addr(), wire, Request::Worker(n, request)).await;
                             if strike == Some(Strike::Crash) {
                                 return ctx.crash(node, Point::DuringAck, Some(job));
                             }
                         }
                         WorkerRequest::Lookup { .. } => {
-                            send(&endpoint, ledger_addr(), wire, Request::Worker(n, request)).await
+                            send(&ctx, &endpoint, ledger_addr(), wire, Request::Worker(n, request)).await
                         }
                         WorkerRequest::Renew { job, .. } => {
                             match ctx.strike(Point::BeforeRenew, job) {
                                 Some(Strike::Crash) => return ctx.crash(node, Point::BeforeRenew, Some(job)),
-                                Some(Strike::Stall(len_us)) => ctx.stall(node, len_us).await,
-                                None => {}
+                                Some(Strike::Stall(len_us)) => ctx.stall(node, Point::BeforeRenew, job, len_us).await,
+                                None => {
+                                    if let Some(hold_us) = ctx.renew_hold_us(job) {
+                                        ctx.stall(node, Point::BeforeRenew, job, hold_us).await;
+                                    }
+                                }
                             }
-                            send(&endpoint, table_addr(), wire, Request::Worker(n, request)).await
+                            send(&ctx, &endpoint, table_addr(), wire, Request::Worker(n, request)).await
                         }
                         WorkerRequest::Acquire | WorkerRequest::Requeue { .. } => {
-                            send(&endpoint, table_addr(), wire, Request::Worker(n, request)).await
+                            send(&ctx, &endpoint, table_addr(), wire, Request::Worker(n, request)).await
                         }
                     }
                     // A pause may have held the message back: tell the worker when it left.
@@ -72,9 +85,8 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
         }
         let wake = clock.global(worker.poll_timeout());
         let Ok(received) = receive(&ctx, &endpoint, wake.0.saturating_sub(ctx.now().0)).await else { return };
-        let now = clock.local(ctx.now());
         let Some(envelope) = received else {
-            worker.handle_timeout(now);
+            worker.handle_timeout(clock.local(ctx.now()));
             continue;
         };
         if envelope.id >> INCARNATION_SHIFT != incarnation {
@@ -85,11 +97,26 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
         if let Some(job) = effect_accepted(&worker, id, &reply) {
             match ctx.strike(Point::AfterEffect, job) {
                 Some(Strike::Crash) => return ctx.crash(node, Point::AfterEffect, Some(job)),
-                Some(Strike::Stall(len_us)) => ctx.stall(node, len_us).await,
+                Some(Strike::Stall(len_us)) => ctx.stall(node, Point::AfterEffect, job, len_us).await,
                 None => {}
             }
         }
-        worker.handle_reply(now, id, reply);
+        if let Some(job) = renewal_answered(&worker, id, &reply) {
+            if let Some(Strike::Stall(len_us)) = ctx.strike(Point::BeforeRenewReply, job) {
+                ctx.stall(node, Point::BeforeRenewReply, job, len_us).await;
+            }
+        }
+        // Read the clock after any stall: the worker takes the answer when it wakes.
+        worker.handle_reply(clock.local(ctx.now()), id, reply);
+    }
+}
+
+/// The job whose renewal `reply` answers: the renewal in flight, whatever the table said.
+fn renewal_answered(worker: &Worker, id: RequestId, reply: &WorkerReply) -> Option<JobId> {
+    let WorkerReply::Renewed(_) = reply else { return None };
+    match worker.awaiting(id) {
+        Some(WorkerRequest::Renew { job, .. }) => Some(job),
+        _ => None,
     }
 }
 

@@ -29,7 +29,11 @@ fn replace(story: &mut History, line: usize, event: Event) {
 /// never happened.
 fn erase(story: &mut History, line: usize) {
     let entry = &mut story.entries[line - 1];
-    *entry = Entry { t_us: entry.t_us, node: Node::World, event: Event::Paused { target: Node::Worker(99) } };
+    *entry = Entry {
+        t_us: entry.t_us,
+        node: Node::World,
+        event: Event::Paused { target: Node::Worker(99), point: None, job: None },
+    };
 }
 
 /// Asserts every safety check reports `rule` of conformance, first, at `line`.

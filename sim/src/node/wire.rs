@@ -1,0 +1,107 @@
+//! What the network does to single messages during the fault phase: it may hold one back for a
+//! short while, or deliver it twice, the copy some time after the original (a retransmission
+//! crossing the first delivery). Requests and replies alike. Both are drawn from the world's wire
+//! stream at the seed's rates ([`crate::scenario::WindowFaults`]) and written to the history
+//! (`delayed`, `duplicated`) when they happen, so a reader sees why a message came late.
+//!
+//! A message held back is the network's: it travels on the world's own node, so a pause, crash or
+//! restart of its sender after it left does not touch it. A partition in force when it finally
+//! goes on drops it, as any message crossing the cut.
+
+use super::Envelope;
+use crate::history::{Event, MessageKind, Node};
+use crate::net::{Request, TAG};
+use crate::world::Ctx;
+use lease_core::{JobId, ReclaimRequest, WorkerRequest};
+use madsim::net::Endpoint;
+use std::net::SocketAddr;
+
+/// Who sends what to whom: what the history says of a message held back or doubled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Letter {
+    /// The sender.
+    pub from: Node,
+    /// The receiver.
+    pub to: Node,
+    /// The request it makes or answers.
+    pub message: MessageKind,
+    /// Whether it is the answer.
+    pub reply: bool,
+    /// The job it is about, when it names one.
+    pub job: Option<JobId>,
+}
+
+impl Letter {
+    /// `request`, on its way to `to`.
+    pub fn request(request: &Request, to: Node) -> Letter {
+        let (from, message, job) = match request {
+            Request::Enqueue(job) => (Node::Arrivals, MessageKind::Enqueue, Some(*job)),
+            Request::Worker(n, request) => {
+                let (message, job) = match *request {
+                    WorkerRequest::Acquire => (MessageKind::Acquire, None),
+                    WorkerRequest::Renew { job, .. } => (MessageKind::Renew, Some(job)),
+                    WorkerRequest::Lookup { op, .. } => (MessageKind::Lookup, Some(op.job)),
+                    WorkerRequest::Execute { op, .. } => (MessageKind::Execute, Some(op.job)),
+                    WorkerRequest::Complete { job, .. } => (MessageKind::Complete, Some(job)),
+                    WorkerRequest::Requeue { job, .. } => (MessageKind::Requeue, Some(job)),
+                };
+                (Node::Worker(*n), message, job)
+            }
+            Request::Reclaimer(n, request) => {
+                let (message, job) = match *request {
+                    ReclaimRequest::ListExpired { .. } => (MessageKind::List, None),
+                    ReclaimRequest::Fence { lease, .. } => (MessageKind::Fence, Some(lease.job)),
+                    ReclaimRequest::Lookup { op, .. } => (MessageKind::Lookup, Some(op.job)),
+                    ReclaimRequest::Complete { job, .. } => (MessageKind::Complete, Some(job)),
+                    ReclaimRequest::Requeue { job, .. } => (MessageKind::Requeue, Some(job)),
+                    ReclaimRequest::Quarantine { job, .. } => (MessageKind::Quarantine, Some(job)),
+                };
+                (Node::Reclaimer(*n), message, job)
+            }
+        };
+        Letter { from, to, message, reply: false, job }
+    }
+
+    /// The answer to this request, on its way back.
+    pub fn answer(self) -> Letter {
+        Letter { from: self.to, to: self.from, reply: true, ..self }
+    }
+}
+
+/// Sends `body` with wire id `id` to `to`, through the network's faults.
+pub(super) async fn post<T>(ctx: &Ctx, endpoint: &Endpoint, to: SocketAddr, letter: Letter, id: u64, body: T)
+where
+    T: Clone + Send + Sync + 'static,
+{
+    let envelope = Envelope { id, body };
+    let hand_back = matches!(letter.message, MessageKind::Requeue | MessageKind::Complete) && !letter.reply;
+    let hand_back = letter.job.filter(|_| hand_back);
+    let (delay, copy) = ctx.message_fault(hand_back);
+    let Letter { from, to: peer, message, reply, job } = letter;
+    let copied = copy.map(|gap_us| (gap_us, envelope.clone()));
+    match delay {
+        Some(len_us) => {
+            ctx.record(Node::World, Event::Delayed { target: from, peer, message, reply, job, len_us });
+            later(ctx, endpoint, to, len_us, envelope);
+        }
+        // A send that fails (a dead network) is the same as a lost message.
+        None => drop(endpoint.send_to_raw(to, TAG, Box::new(envelope)).await),
+    }
+    // The copy is made once the original has left the sender, never before: a sender paused
+    // in the middle of its send holds the original, and the network has nothing to copy yet.
+    if let Some((gap_us, envelope)) = copied {
+        ctx.record(Node::World, Event::Duplicated { target: from, peer, message, reply, job, gap_us });
+        later(ctx, endpoint, to, delay.unwrap_or(0) + gap_us, envelope);
+    }
+}
+
+/// Sends `envelope` from the sender's endpoint `after_us` from now, on the network's own task.
+fn later<T>(ctx: &Ctx, endpoint: &Endpoint, to: SocketAddr, after_us: u64, envelope: Envelope<T>)
+where
+    T: Send + Sync + 'static,
+{
+    let endpoint = endpoint.clone();
+    ctx.after(after_us, async move {
+        let _ = endpoint.send_to_raw(to, TAG, Box::new(envelope)).await;
+    });
+}
