@@ -281,3 +281,83 @@ impl Windows {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::check_history;
+    use super::super::fixtures::*;
+    use crate::history::{RefuseReason, RefusedRequest};
+
+    /// The windows `history` reaches, by name, in [`super::WINDOWS`] order.
+    fn reached(history: &History) -> Vec<u64> {
+        let coverage = check_history(&history.entries).expect("a correct history");
+        super::WINDOWS.iter().map(|name| coverage.get(name)).collect()
+    }
+
+    // Proves the three windows the coverage fixture never opens are counted exactly there:
+    // j1's completion lands between r1's listing and its fence (list→fence); w2's stale effect
+    // reaches the ledger between r1's fence and its lookup (fence→lookup); w3's failure report
+    // is copied, and the copy comes after j3 was granted again (a stale hand-back, and a late
+    // duplicate of a request that already moved the state on).
+    #[test]
+    fn each_window_is_counted_inside_it() {
+        let mut history = History::new(2, 8);
+        for job in [J1, J2, J3] {
+            history.at(0).arrived(job);
+        }
+        history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(10).granted(J2, E1, w(2), 1_010);
+        history.at(20).executing(w(2), J2, E1);
+        history.at(20).executing(w(1), J1, E1);
+        history.at(30).applied(J1, E1, O7);
+        history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        history.at(1_012).completed(J1, O7, E1, None);
+        history.at(1_015).lost_race(J1, E1, E1, batch(1, 0));
+        history.at(1_020).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        history.at(1_022).applied(J2, E1, O8);
+        history.at(1_030).looked_up(J2, E2, Some(O8), None, Some(batch(1, 0)));
+        history.at(1_040).adopted(r(1), J2, O8, E2);
+        history.at(1_050).completed(J2, O8, E2, Some(batch(1, 0)));
+        history.at(1_100).granted(J3, E1, w(3), 2_100);
+        history.at(1_105).executing(w(3), J3, E1);
+        history.at(1_110).dependency_failed(J3, E1);
+        history.at(1_120).requeued(J3, E1, 1, None);
+        history.at(1_130).granted(J3, E2, w(4), 2_130);
+        history.at(1_140).refused(J3, E1, RefusedRequest::Requeue, RefuseReason::StaleEpoch);
+        // list→fence, fence→lookup, renew, effect→ack, stale hand-back, late duplicate, boundary:
+        // j2's reclaim lands 10 µs after its expiry, within one margin (ttl/8).
+        assert_eq!(reached(&history), [1, 1, 0, 0, 1, 1, 1]);
+    }
+
+    // Proves the windows stay shut just outside them: the completion comes after the fence's
+    // answer, the stale effect after the lookup, the requeue's copy before anyone else holds
+    // the job (so it is still a copy, but not stale), and the reclaim lands two margins late.
+    #[test]
+    fn no_window_is_counted_just_outside_it() {
+        let mut history = History::new(2, 8);
+        for job in [J1, J2, J3] {
+            history.at(0).arrived(job);
+        }
+        history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(10).granted(J2, E1, w(2), 1_010);
+        history.at(20).executing(w(2), J2, E1);
+        history.at(20).executing(w(1), J1, E1);
+        history.at(30).applied(J1, E1, O7);
+        history.at(1_260).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        history.at(1_260).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        history.at(1_262).refused(J1, E1, RefusedRequest::Complete, RefuseReason::StaleEpoch);
+        history.at(1_270).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        history.at(1_280).looked_up(J2, E2, None, None, Some(batch(1, 0)));
+        history.at(1_285).effect_rejected(J2, E1, O8, crate::history::EffectRejectReason::Fenced);
+        history.at(1_300).looked_up(J1, E2, Some(O7), None, Some(batch(1, 0)));
+        history.at(1_305).adopted(r(1), J1, O7, E2);
+        history.at(1_310).completed(J1, O7, E2, Some(batch(1, 0)));
+        history.at(1_320).requeued(J2, E2, 1, Some(batch(1, 0)));
+        history.at(1_400).granted(J3, E1, w(3), 2_400);
+        history.at(1_405).executing(w(3), J3, E1);
+        history.at(1_410).dependency_failed(J3, E1);
+        history.at(1_420).requeued(J3, E1, 1, None);
+        history.at(1_430).refused(J3, E1, RefusedRequest::Requeue, RefuseReason::NotLeased);
+        assert_eq!(reached(&history), [0, 0, 0, 0, 0, 1, 0]);
+    }
+}
