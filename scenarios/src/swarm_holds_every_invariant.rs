@@ -38,6 +38,39 @@ mod tests {
         }
     }
 
+    // Proves the window faults strike, show in the history, and stop at the heal: over the first
+    // swarm seeds that deal them, messages are held back and doubled, and reclaimers and workers
+    // stall after a listing, after a fence and before a renewal's answer; every such line comes
+    // before `faults_healed`.
+    #[test]
+    fn window_faults_strike_in_the_fault_phase_only() {
+        use lease_sim::history::{CrashPoint, Event};
+        let mut seen = std::collections::BTreeSet::new();
+        let dealt = (0..200).map(|seed| SCENARIO.params(seed, None)).filter(|params| {
+            let w = &params.windows;
+            w.delay_rate > 0.0 && w.duplicate_rate > 0.0 && w.after_listing > 0.0 && w.before_renew_reply > 0.0
+        });
+        for params in dealt.take(20) {
+            let report = lease_sim::world::run(params);
+            let healed = report.history.iter().position(|entry| entry.event == Event::FaultsHealed {});
+            let healed = healed.expect("every run heals");
+            for (index, entry) in report.history.iter().enumerate() {
+                let name = match &entry.event {
+                    Event::Delayed { .. } => "delayed",
+                    Event::Duplicated { .. } => "duplicated",
+                    Event::Paused { point: Some(CrashPoint::AfterListing), .. } => "after_listing",
+                    Event::Paused { point: Some(CrashPoint::MidReclaim), .. } => "after_fence",
+                    Event::Paused { point: Some(CrashPoint::BeforeRenewReply), .. } => "before_renew_reply",
+                    _ => continue,
+                };
+                assert!(index < healed, "seed {}: {name} on line {} after the heal", report.params.seed, index + 1);
+                seen.insert(name);
+            }
+        }
+        let all = ["after_fence", "after_listing", "before_renew_reply", "delayed", "duplicated"];
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), all);
+    }
+
     #[test]
     fn trace_snapshot() {
         crate::assert_trace_snapshot!(SCENARIO, 12);

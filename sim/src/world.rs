@@ -219,18 +219,16 @@ impl Ctx {
         // A hand-back of a job out of attempts is a dead-letter on its way: whenever the seed
         // deals late copies at all, it gets one, for dead-letters are few and their copies are
         // the window.
-        let out_of_attempts = |state: &State, job| {
-            state.table.attempts(job).is_some_and(|attempts| attempts >= self.params.table.attempts_max)
-        };
-        let copy_rate = match hand_back {
-            Some(job) if windows.hand_back_copy > 0.0 && out_of_attempts(&state, job) => 1.0,
-            Some(_) => windows.hand_back_copy,
-            None => 0.0,
-        };
         let rates = [windows.delay_rate, windows.duplicate_rate, windows.hand_back_copy];
         if !state.faults_on || rates.iter().all(|&rate| rate <= 0.0) {
             return (None, None);
         }
+        let out_of_attempts = |job| state.table.attempts(job).is_some_and(|n| n >= self.params.table.attempts_max);
+        let copy_rate = match hand_back {
+            Some(job) if windows.hand_back_copy > 0.0 && out_of_attempts(job) => 1.0,
+            Some(_) => windows.hand_back_copy,
+            None => 0.0,
+        };
         let wire = &mut state.wire;
         let delay =
             (windows.delay_rate > 0.0 && wire.gen_bool(windows.delay_rate.min(1.0))).then(|| windows.draw_len_us(wire));
@@ -246,16 +244,11 @@ impl Ctx {
     /// lands within a drift margin of the lease's expiry (either side), when the seed aims one
     /// there; `None` otherwise.
     pub fn renew_hold_us(&self, job: JobId) -> Option<u64> {
-        let rate = self.params.windows.renew_at_boundary;
-        let now = self.now();
-        let mut state = self.state();
-        if !state.faults_on || rate <= 0.0 || !state.rng.gen_bool(rate.min(1.0)) {
-            return None;
-        }
-        let expires_at = state.table.lease(job)?.expires_at.0;
         let margin = self.params.worker.drift_margin.as_us().max(2);
-        let lands_at = (expires_at + margin / 2).checked_sub(state.rng.gen_range(0..margin))?;
-        lands_at.checked_sub(now.0 + self.one_way_us()).filter(|&hold| hold > 0)
+        self.aimed_hold_us(self.params.windows.renew_at_boundary, |state| {
+            let expires_at = state.table.lease(job)?.expires_at.0;
+            (expires_at + margin / 2).checked_sub(state.rng.gen_range(0..margin))
+        })
     }
 
     /// How long a worker holds the dependency call it just decided on for `job`, so that the call
@@ -275,32 +268,32 @@ impl Ctx {
     /// With chance `rate`, a hold that makes a message sent now about `job` land after its lease
     /// expires, within one reclaim scan of the expiry.
     fn past_expiry_hold_us(&self, job: JobId, rate: f64) -> Option<u64> {
-        let now = self.now();
-        let mut state = self.state();
-        if !state.faults_on || rate <= 0.0 || !state.rng.gen_bool(rate.min(1.0)) {
-            return None;
-        }
-        let expires_at = state.table.lease(job)?.expires_at.0;
         let scan_us = self.params.reclaimer.scan_every.as_us().max(2);
-        let lands_at = expires_at + state.rng.gen_range(0..scan_us);
-        lands_at.checked_sub(now.0 + self.one_way_us()).filter(|&hold| hold > 0)
+        self.aimed_hold_us(rate, |state| Some(state.table.lease(job)?.expires_at.0 + state.rng.gen_range(0..scan_us)))
     }
 
     /// How long a reclaimer holds the scan it just decided on, so that the listing lands just
     /// after the earliest expiry (within half a drift margin), when the seed aims one there and
     /// that expiry comes before the next scan; `None` otherwise.
     pub fn listing_hold_us(&self) -> Option<u64> {
-        let rate = self.params.windows.reclaim_at_boundary;
-        let now = self.now();
+        let margin = self.params.worker.drift_margin.as_us().max(2);
+        let hold = self.aimed_hold_us(self.params.windows.reclaim_at_boundary, |state| {
+            Some(state.table.poll_timeout()?.0 + state.rng.gen_range(0..margin / 2))
+        });
+        hold.filter(|&hold| hold <= self.params.reclaimer.scan_every.as_us())
+    }
+
+    /// With chance `rate`, during the fault phase, how long to hold a message sent now so that it
+    /// lands at the table time `lands_at` picks (from the table's state and the seed's stream);
+    /// `None` when the seed does not aim this one, or that time is already too close.
+    fn aimed_hold_us(&self, rate: f64, lands_at: impl FnOnce(&mut State) -> Option<u64>) -> Option<u64> {
+        let now = self.now().0;
         let mut state = self.state();
         if !state.faults_on || rate <= 0.0 || !state.rng.gen_bool(rate.min(1.0)) {
             return None;
         }
-        let earliest = state.table.poll_timeout()?.0;
-        let margin = self.params.worker.drift_margin.as_us().max(2);
-        let lands_at = earliest + state.rng.gen_range(0..margin / 2);
-        let hold = lands_at.checked_sub(now.0 + self.one_way_us())?;
-        (hold > 0 && hold <= self.params.reclaimer.scan_every.as_us()).then_some(hold)
+        let lands_at = lands_at(&mut state)?;
+        lands_at.checked_sub(now + self.one_way_us()).filter(|&hold| hold > 0)
     }
 
     /// Runs `task` on the world's own node, `after_us` from now: the network carrying a message

@@ -106,10 +106,7 @@ mod tests {
         let mut history = History::new(2, 2);
         history.at(0).arrived(J1);
         history.at(10).granted(J1, E1, w(1), 1_010);
-        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
-        history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
-        history.at(1_030).requeued(J1, E2, 1, Some(batch(1, 0)));
-        history.at(1_040).granted(J1, E3, w(2), 2_040);
+        history.reclaim_j1_and_grant_it_to_w2();
         history.at(1_050).looked_up(J1, E3, None, None, None);
         history.at(1_060).executing(w(2), J1, E3);
         history.at(1_070).applied(J1, E3, O8);
@@ -126,10 +123,7 @@ mod tests {
         let mut history = History::new(2, 2);
         history.at(0).arrived(J1);
         history.at(10).granted(J1, E1, w(1), 1_010);
-        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
-        history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
-        history.at(1_030).requeued(J1, E2, 1, Some(batch(1, 0)));
-        history.at(1_040).granted(J1, E3, w(2), 2_040);
+        history.reclaim_j1_and_grant_it_to_w2();
         history.at(1_050).looked_up(J1, E3, None, None, None);
         history.at(1_060).executing(w(2), J1, E3);
         history.at(1_070).applied(J1, E3, O8);

@@ -137,6 +137,16 @@ impl History {
         self.leases.insert(job, (epoch, expires_at_us));
     }
 
+    /// j1's lease under e1, expiring at 1 010, reclaimed at its expiry by r1 (batch 1/0), found
+    /// empty and requeued; then j1 granted to w2 under e3 at 1 040, until 2 040. The rescue many
+    /// checker tests start from.
+    pub fn reclaim_j1_and_grant_it_to_w2(&mut self) -> usize {
+        self.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        self.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
+        self.at(1_030).requeued(J1, E2, 1, Some(batch(1, 0)));
+        self.at(1_040).granted(J1, E3, w(2), 2_040)
+    }
+
     /// The listing the table would give now: live leases expired by now, earliest first.
     pub fn expired_now(&self) -> Vec<(JobId, Epoch, u64)> {
         let mut expired = self

@@ -120,12 +120,7 @@ impl DeadLetters {
             // A message to or from the holder held back or doubled: a network fault on it, over
             // in an instant, so evidence for the leases it stands now and forgotten after.
             Event::Delayed { target, peer, .. } | Event::Duplicated { target, peer, .. } => {
-                let fault = Fault::Cut(*target, Some(*peer));
-                for attempt in self.attempts.values_mut().flatten() {
-                    if attempt.held && entry.t_us < attempt.expires_at_us && fault.hits(attempt.owner) {
-                        attempt.evidence.get_or_insert(Evidence::Fault(line));
-                    }
-                }
+                self.strike(line, entry.t_us, Fault::Cut(*target, Some(*peer)));
             }
             Event::Granted { job, epoch, owner, expires_at_us, .. } => {
                 let in_force = self.faults.iter().find(|(fault, _)| fault.hits(*owner)).map(|(_, &line)| line);
@@ -195,15 +190,24 @@ impl DeadLetters {
     /// marks every lease that stands.
     fn fault(&mut self, line: usize, t_us: u64, fault: Fault) {
         self.faults.entry(fault).or_insert(line);
-        for attempt in self.attempts.values_mut().flatten() {
-            if !attempt.held || t_us >= attempt.expires_at_us {
-                continue;
-            }
-            attempt.partitioned |= matches!(fault, Fault::Cut(..));
-            if fault.hits(attempt.owner) {
-                attempt.evidence.get_or_insert(Evidence::Fault(line));
+        if let Fault::Cut(..) = fault {
+            for attempt in self.standing(t_us) {
+                attempt.partitioned = true;
             }
         }
+        self.strike(line, t_us, fault);
+    }
+
+    /// A fault at `line` is evidence for every lease it hits that still stands.
+    fn strike(&mut self, line: usize, t_us: u64, fault: Fault) {
+        for attempt in self.standing(t_us).filter(|attempt| fault.hits(attempt.owner)) {
+            attempt.evidence.get_or_insert(Evidence::Fault(line));
+        }
+    }
+
+    /// The attempts whose lease still stands at `t_us`: held, and not expired.
+    fn standing(&mut self, t_us: u64) -> impl Iterator<Item = &mut Attempt> {
+        self.attempts.values_mut().flatten().filter(move |attempt| attempt.held && t_us < attempt.expires_at_us)
     }
 
     fn judge(&self, line: usize, job: JobId) -> Result<(), Violation> {
@@ -250,6 +254,17 @@ mod tests {
     /// acted on), reclaimed and requeued, then dead-lettered (`attempts` is the run's
     /// attempts_max). The faults heal at `heal_at_us`; `params` is the run line's.
     fn wasted_attempts(params: &str, heal_at_us: u64, attempts: u64) -> (History, Vec<usize>) {
+        wasted_attempts_held_back(params, heal_at_us, attempts, None)
+    }
+
+    /// As [`wasted_attempts`], and during each lease the network holds back one message from
+    /// `sender` to the table, when there is one.
+    fn wasted_attempts_held_back(
+        params: &str,
+        heal_at_us: u64,
+        attempts: u64,
+        sender: Option<crate::history::Node>,
+    ) -> (History, Vec<usize>) {
         let mut history = History::with_settings(2, 2, attempts as u32, params);
         history.at(0).arrived(J1);
         let mut grants = Vec::new();
@@ -261,6 +276,12 @@ mod tests {
             let epoch = Epoch(attempt * 2 + 1);
             grants.push(history.at(start).granted(J1, epoch, w(1), start + TTL_US));
             history.at(start + 5).looked_up(J1, epoch, None, None, None);
+            if let Some(target) = sender {
+                let (peer, message) = (crate::history::Node::Table, crate::history::MessageKind::Renew);
+                let delayed =
+                    crate::history::Event::Delayed { target, peer, message, reply: false, job: None, len_us: 9 };
+                history.at(start + 7).push(crate::history::Node::World, delayed);
+            }
             history.at(start + 10).abandoned(w(1), J1, epoch, AbandonReason::SelfFenced);
             let reclaimer = batch(1, attempt);
             history.at(start + TTL_US).reclaimed(J1, epoch, start + TTL_US, Epoch(epoch.0 + 1), reclaimer);
@@ -277,6 +298,19 @@ mod tests {
             history.at(heal_at_us.max(attempts * 2_000)).faults_healed();
         }
         (history, grants)
+    }
+
+    // A message of the holder's held back by the network while it held each lease is a fault on
+    // it: the same six wasted attempts are excused. A message of another worker's is not.
+    #[test]
+    fn a_held_back_message_of_the_holder_is_evidence() {
+        let params = "loss=0.000 msg_delay=0.000 latency_us=1000..10000";
+        let (history, _) = wasted_attempts_held_back(params, 100_000, 6, Some(w(1)));
+        assert_eq!(check_history(&history.entries).map(|_| ()), Ok(()));
+        let (history, grants) = wasted_attempts_held_back(params, 100_000, 6, Some(w(2)));
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::HonestDeadLetters, "{violation}");
+        assert_eq!(violation.lines.first(), Some(&grants[0]));
     }
 
     // Six grants abandoned within 10 us, no fault, no dependency call: the dead-letter is

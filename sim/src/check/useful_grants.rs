@@ -254,10 +254,7 @@ mod tests {
         let (mut history, granted) = granted_after_heal();
         history.at(20).abandoned(w(1), J1, E1, AbandonReason::SelfFenced);
         let listed = history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010)]);
-        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
-        history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
-        history.at(1_030).requeued(J1, E2, 1, Some(batch(1, 0)));
-        history.at(1_040).granted(J1, E3, w(2), 2_040);
+        history.reclaim_j1_and_grant_it_to_w2();
         history.at(1_050).looked_up(J1, E3, None, None, None);
         history.at(1_060).executing(w(2), J1, E3);
         history.at(1_070).applied(J1, E3, O7);
@@ -332,10 +329,7 @@ mod tests {
             }
             history.at(5).faults_healed();
             let granted = history.at(10).granted(J1, E1, w(1), 1_010);
-            history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
-            history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
-            history.at(1_030).requeued(J1, E2, 1, Some(batch(1, 0)));
-            history.at(1_040).granted(J1, E3, w(2), 2_040);
+            history.reclaim_j1_and_grant_it_to_w2();
             history.at(1_050).looked_up(J1, E3, None, None, None);
             history.at(1_060).executing(w(2), J1, E3);
             history.at(1_070).applied(J1, E3, O7);
@@ -363,10 +357,7 @@ mod tests {
         history.at(10).granted(J1, E1, w(1), 1_010);
         history.at(20).regranted(J1, E1, w(1), 1_010);
         history.at(1_010).faults_healed();
-        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
-        history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
-        history.at(1_030).requeued(J1, E2, 1, Some(batch(1, 0)));
-        history.at(1_040).granted(J1, E3, w(2), 2_040);
+        history.reclaim_j1_and_grant_it_to_w2();
         history.at(1_050).regranted(J1, E3, w(2), 2_040);
         history.at(1_055).looked_up(J1, E3, None, None, None);
         history.at(1_060).executing(w(2), J1, E3);

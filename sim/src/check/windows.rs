@@ -288,6 +288,21 @@ mod tests {
     use super::super::fixtures::*;
     use crate::history::{RefuseReason, RefusedRequest};
 
+    /// j1, j2 and j3 accepted; j1 and j2 leased to w1 and w2 until 1 010, both calling the
+    /// dependency, and w1's effect applied.
+    fn two_leases() -> History {
+        let mut history = History::new(2, 8);
+        for job in [J1, J2, J3] {
+            history.at(0).arrived(job);
+        }
+        history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(10).granted(J2, E1, w(2), 1_010);
+        history.at(20).executing(w(2), J2, E1);
+        history.at(20).executing(w(1), J1, E1);
+        history.at(30).applied(J1, E1, O7);
+        history
+    }
+
     /// The windows `history` reaches, by name, in [`super::WINDOWS`] order.
     fn reached(history: &History) -> Vec<u64> {
         let coverage = check_history(&history.entries).expect("a correct history");
@@ -301,15 +316,7 @@ mod tests {
     // duplicate of a request that already moved the state on).
     #[test]
     fn each_window_is_counted_inside_it() {
-        let mut history = History::new(2, 8);
-        for job in [J1, J2, J3] {
-            history.at(0).arrived(job);
-        }
-        history.at(10).granted(J1, E1, w(1), 1_010);
-        history.at(10).granted(J2, E1, w(2), 1_010);
-        history.at(20).executing(w(2), J2, E1);
-        history.at(20).executing(w(1), J1, E1);
-        history.at(30).applied(J1, E1, O7);
+        let mut history = two_leases();
         history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
         history.at(1_012).completed(J1, O7, E1, None);
         history.at(1_015).lost_race(J1, E1, E1, batch(1, 0));
@@ -334,15 +341,7 @@ mod tests {
     // the job (so it is still a copy, but not stale), and the reclaim lands two margins late.
     #[test]
     fn no_window_is_counted_just_outside_it() {
-        let mut history = History::new(2, 8);
-        for job in [J1, J2, J3] {
-            history.at(0).arrived(job);
-        }
-        history.at(10).granted(J1, E1, w(1), 1_010);
-        history.at(10).granted(J2, E1, w(2), 1_010);
-        history.at(20).executing(w(2), J2, E1);
-        history.at(20).executing(w(1), J1, E1);
-        history.at(30).applied(J1, E1, O7);
+        let mut history = two_leases();
         history.at(1_260).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
         history.at(1_260).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         history.at(1_262).refused(J1, E1, RefusedRequest::Complete, RefuseReason::StaleEpoch);

@@ -75,7 +75,7 @@ where
 {
     let envelope = Envelope { id, body };
     let hand_back = matches!(letter.message, MessageKind::Requeue | MessageKind::Complete) && !letter.reply;
-    let hand_back = letter.job.filter(|_| hand_back);
+    let hand_back = if hand_back { letter.job } else { None };
     let (delay, copy) = ctx.message_fault(hand_back);
     let Letter { from, to: peer, message, reply, job } = letter;
     let copied = copy.map(|gap_us| (gap_us, envelope.clone()));
