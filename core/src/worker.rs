@@ -16,7 +16,7 @@
 use crate::bug::{Bug, Bugs};
 use crate::ids::{Epoch, JobId, OpId, OutputId, Owner, RequestId, WorkerId};
 use crate::ledger::{Apply, Lookup};
-use crate::table::{Acquired, Completion, ConfigError, Renewal, Requeue};
+use crate::table::{Acquired, Completion, ConfigError, Lease, Renewal, Requeue};
 use crate::time::{Span, Time};
 use std::collections::VecDeque;
 
@@ -168,6 +168,10 @@ pub enum Abandon {
     EffectFenced,
     /// Two different outputs claim the operation: left for a reclaimer to quarantine.
     Conflict,
+    /// A grant answered an acquire the worker no longer waited for (it had asked afresh, or the
+    /// answer came after the worker moved on): the worker never took the job, and hands it back
+    /// to the queue at once.
+    Declined,
 }
 
 /// What a worker tells the world.
@@ -231,9 +235,16 @@ pub struct Worker {
     /// Local time of the next acquire when idle.
     acquire_at: Time,
     next_request: u64,
+    /// Acquires given up unanswered, latest last (at most [`GIVEN_UP_KEPT`]): a grant answering
+    /// one of them is declined.
+    given_up: VecDeque<RequestId>,
     actions: VecDeque<WorkerAction>,
     last_now: Time,
 }
+
+/// How many acquires given up unanswered a worker remembers. One is given up per acquire
+/// timeout; the answer to an older one would come later than any copy the network delays.
+const GIVEN_UP_KEPT: usize = 4;
 
 impl Worker {
     /// A fresh worker, which starts by asking for a lease. Fails on unworkable timing.
@@ -247,6 +258,7 @@ impl Worker {
             main: None,
             acquire_at: now,
             next_request: 0,
+            given_up: VecDeque::new(),
             actions: VecDeque::new(),
             last_now: now,
         };
@@ -330,8 +342,27 @@ impl Worker {
         } else if let Some(inflight) = self.main.filter(|inflight| inflight.id == id) {
             self.main = None;
             self.on_reply(now, inflight, reply);
+        } else if let WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant)) = reply {
+            if let Some(index) = self.given_up.iter().position(|&given_up| given_up == id) {
+                self.given_up.remove(index);
+                self.decline(now, grant.lease);
+            }
         }
         self.tick(now);
+    }
+
+    /// A grant answering an acquire this worker gave up unanswered: a copy of it (held back by
+    /// a pause or the network) reached the table after the worker asked afresh. Nobody will run
+    /// the job under this lease, so instead of leaving it leased until it expires, the worker hands
+    /// it straight back (a requeue it does not wait on: if it is lost, the lease expires as
+    /// before). A late copy of an answer the worker took is no news, and is ignored: the worker
+    /// may have left that lease for a reclaimer on purpose (a conflict).
+    fn decline(&mut self, now: Time, lease: Lease) {
+        if lease.owner != Owner::Worker(self.id) || self.holding() == Some((lease.job, lease.epoch)) {
+            return;
+        }
+        self.actions.push_back(WorkerAction::Abandoned { job: lease.job, epoch: lease.epoch, why: Abandon::Declined });
+        let _not_awaited = self.send(now, WorkerRequest::Requeue { job: lease.job, epoch: lease.epoch });
     }
 
     fn on_renewed(&mut self, now: Time, renew: InFlight, reply: WorkerReply) {
@@ -451,6 +482,11 @@ impl Worker {
             if inflight.request != WorkerRequest::Acquire || answered_by < usable_until {
                 self.actions.push_back(WorkerAction::Send(inflight.id, inflight.request));
                 self.main = Some(InFlight { deadline: answered_by, departed: true, ..inflight });
+            } else {
+                if self.given_up.len() == GIVEN_UP_KEPT {
+                    self.given_up.pop_front();
+                }
+                self.given_up.push_back(inflight.id);
             }
         }
         self.heartbeat(now);

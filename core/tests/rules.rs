@@ -981,7 +981,7 @@ fn a_worker_sends_an_acquire_again_under_its_id_only_while_a_grant_to_the_copy_c
     // round trip of 100). At 350 a grant to a new copy would come by 700: sent again under the
     // same id. At 700 it would come by 1050, too late: asked afresh under a new id instead, whose
     // grant counts from 700 (self-fence at 1500); the old id is no longer awaited, so a late grant
-    // to it is ignored.
+    // to it is not taken, but declined and handed back.
     let config = WorkerConfig { request_timeout: Span(100), acquire_wait: Span(250), ..worker_config() };
     let mut worker = Worker::new(W1, config, Bugs::NONE, t(0)).unwrap();
     let (first, _) = one_send(drain_worker(&mut worker));
@@ -996,7 +996,10 @@ fn a_worker_sends_an_acquire_again_under_its_id_only_while_a_grant_to_the_copy_c
     assert_eq!(worker.awaiting(first), None);
     assert_eq!(worker.awaiting(fresh), Some(WorkerRequest::Acquire));
     worker.handle_reply(t(710), first, granted(W1, 1, 1, t(1_100)));
-    assert_eq!(drain_worker(&mut worker), vec![]);
+    let declined = WorkerAction::Abandoned { job: job(1), epoch: Epoch(1), why: Abandon::Declined };
+    let actions = drain_worker(&mut worker);
+    assert_eq!(actions.first(), Some(&declined));
+    assert!(matches!(actions.as_slice(), [_, WorkerAction::Send(_, WorkerRequest::Requeue { epoch: Epoch(1), .. })]));
     assert_eq!(worker.holding(), None);
     worker.handle_reply(t(720), fresh, granted(W1, 2, 1, t(1_720)));
     assert!(matches!(one_send(drain_worker(&mut worker)).1, WorkerRequest::Execute { .. }));
@@ -1718,4 +1721,51 @@ fn an_acquire_held_back_by_a_pause_is_awaited_from_when_it_left_and_its_grant_us
     let abandoned = drain_worker(&mut worker);
     let why = Abandon::SelfFenced;
     assert!(abandoned.contains(&WorkerAction::Abandoned { job: job(1), epoch: Epoch(1), why }), "{abandoned:?}");
+}
+
+#[test]
+fn a_worker_hands_back_a_grant_to_an_acquire_it_gave_up_and_nothing_else() {
+    // Proves the decline: a worker gives up an acquire whose answer could no longer come in time
+    // and asks afresh; when a grant answering the given-up acquire arrives after all (its copy
+    // was held back), the worker records it declined and hands it straight back with a requeue
+    // under that grant's epoch, while it keeps waiting on its fresh acquire. A second copy of that
+    // answer, and a late copy of the answer it took, change nothing: a lease it took and left
+    // (for a reclaimer, on a conflict) is never handed back by accident.
+    let config = WorkerConfig { request_timeout: Span(100), ..worker_config() };
+    let mut worker = Worker::new(W1, config, Bugs::NONE, t(0)).unwrap();
+    let (given_up, _) = one_send(drain_worker(&mut worker));
+    let mut now = 0;
+    let fresh = loop {
+        now += 100;
+        worker.handle_timeout(t(now));
+        let (id, request) = one_send(drain_worker(&mut worker));
+        assert_eq!(request, WorkerRequest::Acquire);
+        if id != given_up {
+            break id;
+        }
+    };
+    assert_eq!(worker.awaiting(fresh), Some(WorkerRequest::Acquire));
+    let late = granted(W1, 3, 1, t(now + 1_000));
+    worker.handle_reply(t(now + 1), given_up, late);
+    let actions = drain_worker(&mut worker);
+    let declined = WorkerAction::Abandoned { job: job(1), epoch: Epoch(3), why: Abandon::Declined };
+    assert_eq!(actions.first(), Some(&declined), "{actions:?}");
+    assert!(matches!(actions.as_slice(), [_, WorkerAction::Send(_, WorkerRequest::Requeue { epoch: Epoch(3), .. })]));
+    assert_eq!(worker.awaiting(fresh), Some(WorkerRequest::Acquire), "still waiting on the fresh acquire");
+    assert_eq!(worker.holding(), None);
+    worker.handle_reply(t(now + 2), given_up, late);
+    assert_eq!(drain_worker(&mut worker), Vec::new(), "a second copy of the declined answer");
+    let taken = granted(W1, 5, 1, t(now + 1_003));
+    worker.handle_reply(t(now + 3), fresh, taken);
+    assert_eq!(worker.holding(), Some((job(1), Epoch(5))));
+    let _ = drain_worker(&mut worker);
+    worker.handle_timeout(t(now + 900));
+    let left = WorkerAction::Abandoned { job: job(1), epoch: Epoch(5), why: Abandon::SelfFenced };
+    assert_eq!(drain_worker(&mut worker).first(), Some(&left));
+    worker.handle_reply(t(now + 901), fresh, taken);
+    let after = drain_worker(&mut worker);
+    assert!(
+        after.iter().all(|action| !matches!(action, WorkerAction::Send(_, WorkerRequest::Requeue { .. }))),
+        "{after:?}"
+    );
 }

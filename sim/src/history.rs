@@ -252,6 +252,9 @@ pub enum AbandonReason {
     EffectFenced,
     /// `conflict`: two different outputs claim the operation, left for a reclaimer to quarantine.
     Conflict,
+    /// `declined`: a grant answered an acquire the worker no longer waited for; it hands the job
+    /// back (a `requeue`) without ever taking it.
+    Declined,
 }
 
 impl AbandonReason {
@@ -262,6 +265,7 @@ impl AbandonReason {
             AbandonReason::LeaseLost => "lease_lost",
             AbandonReason::EffectFenced => "effect_fenced",
             AbandonReason::Conflict => "conflict",
+            AbandonReason::Declined => "declined",
         }
     }
 }
@@ -273,6 +277,7 @@ impl From<lease_core::Abandon> for AbandonReason {
             lease_core::Abandon::LeaseLost => AbandonReason::LeaseLost,
             lease_core::Abandon::EffectFenced => AbandonReason::EffectFenced,
             lease_core::Abandon::Conflict => AbandonReason::Conflict,
+            lease_core::Abandon::Declined => AbandonReason::Declined,
         }
     }
 }

@@ -3,9 +3,10 @@
 //! A grant hands a worker a job. The worker acts on it when it asks the ledger about the job (a
 //! `looked_up` whose `from` is the grant's owner, under the grant's epoch) or starts the effect
 //! (an `executing` on the owner's node under that epoch), in either case before the lease expires
-//! by the table's clock, renewals included. A grant whose lease expires with neither is lost
-//! work: the job waited a whole lease for nothing, and its attempt counts towards the
-//! dead-letter all the same. A `regranted` answer re-hands the same grant; it is not a second
+//! by the table's clock, renewals included; or it hands the job back (a `requeued` from the owner
+//! under that epoch), as a worker that declines a grant it no longer waited for does. A grant
+//! whose lease expires with none of these is lost work: the job waited a whole lease for
+//! nothing, and its attempt counts towards the dead-letter all the same. A `regranted` answer re-hands the same grant; it is not a second
 //! grant, and it does not move the expiry.
 //!
 //! A grant is found unused at the first history line whose time is at or past its expiry (a
@@ -118,6 +119,9 @@ impl Grants {
                 self.by_expiry.insert((grant.expires_at_us, *job, *epoch));
             }
             Event::LookedUp { from, job, epoch, .. } => self.acted(*from, *job, *epoch),
+            // The owner handed the job back before its lease ran out (a worker that declines a
+            // grant it no longer waited for does): nothing waits under a lease nobody uses.
+            Event::Requeued { from, job, epoch, .. } => self.acted(*from, *job, *epoch),
             Event::Executing { job, epoch, .. } => self.acted(entry.node, *job, *epoch),
             _ => {}
         }
@@ -226,6 +230,36 @@ mod tests {
         history.at(5).faults_healed();
         let granted = history.at(10).granted(J1, E1, w(1), 1_010);
         (history, granted)
+    }
+
+    // A grant its worker declines (it had given up the acquire it answers) and hands straight
+    // back is not lost work: the job waits in the queue, not under a lease nobody uses, and is
+    // run by the next holder. The same requeue without the decline is a decision nothing called
+    // for: conformance reports it.
+    #[test]
+    fn a_declined_grant_handed_back_is_not_lost_work() {
+        let declined = |with_decline: bool| {
+            let (mut history, _) = granted_after_heal();
+            if with_decline {
+                history.at(15).abandoned(w(1), J1, E1, AbandonReason::Declined);
+            }
+            let requeue = history.at(20).requeued(J1, E1, 1, None);
+            history.at(30).granted(J1, E2, w(2), 1_030);
+            history.at(40).looked_up(J1, E2, None, None, None);
+            history.at(50).executing(w(2), J1, E2);
+            history.at(60).applied(J1, E2, O7);
+            history.at(70).completed(J1, O7, E2, None);
+            history.at(1_100).acquire_empty(w(1)); // past the declined grant's expiry
+            (history, requeue)
+        };
+        let (history, _) = declined(true);
+        assert_eq!(check_history(&history.entries).map(|_| ()), Ok(()));
+        assert_eq!(wasted(&history.entries), (0, 0));
+        let (history, requeue) = declined(false);
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::Conformance, "{violation}");
+        assert!(violation.message.contains("worker_requeues_only_after_dependency_failed"), "{violation}");
+        assert_eq!(violation.lines.last(), Some(&requeue), "{violation}");
     }
 
     // A grant acted on by a lookup, or by an execution, before its expiry passes.

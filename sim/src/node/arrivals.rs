@@ -2,7 +2,7 @@
 //! a surge. Each offer is retried until the table answers, which is safe because enqueueing a
 //! known job id is idempotent. A rejected job is not offered again: that is customer impact.
 
-use super::{bind, receive, send};
+use super::{bind, send, Inbox};
 use crate::net::{table_addr, Reply, Request};
 use crate::world::Ctx;
 use lease_core::JobId;
@@ -14,6 +14,7 @@ const OFFER_TIMEOUT_US: u64 = 100_000;
 
 pub(super) async fn main(ctx: Arc<Ctx>) {
     let Some(endpoint) = bind(crate::net::arrivals_addr()).await else { return };
+    let mut inbox = Inbox::new(&endpoint);
     let mut offers = 0u64;
     for job in 0..ctx.params.jobs {
         ctx.sleep_us(gap_us(&ctx)).await;
@@ -29,7 +30,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 if wait_us == 0 {
                     continue 'offer;
                 }
-                match receive(&ctx, &endpoint, wait_us).await {
+                match inbox.receive(&ctx, wait_us).await {
                     Err(()) => return,
                     Ok(Some(envelope)) if envelope.id == offers => {
                         let Reply::Enqueued(_) = envelope.body else { panic!("arrivals got {:?}", envelope.body) };

@@ -43,14 +43,35 @@ async fn send(ctx: &Ctx, endpoint: &Endpoint, to: SocketAddr, id: u64, body: Req
     wire::post(ctx, endpoint, to, letter, id, body).await
 }
 
-/// Receives one reply within `wait_us`: `Ok(Some)` a reply, `Ok(None)` the wait ran out,
-/// `Err` the node's network is gone (it is being killed).
-async fn receive(ctx: &Ctx, endpoint: &Endpoint, wait_us: u64) -> Result<Option<Envelope<Reply>>, ()> {
-    ctx.armed();
-    let wait = std::time::Duration::from_micros(wait_us.max(1));
-    match madsim::time::timeout(wait, endpoint.recv_from_raw(TAG)).await {
-        Err(_elapsed) => Ok(None),
-        Ok(Err(_)) => Err(()),
-        Ok(Ok((payload, _))) => Ok(Some(*payload.downcast::<Envelope<Reply>>().expect("only replies reach a client"))),
+/// One pending `recv_from_raw`: what a node has asked its endpoint for and not yet got.
+type Receiving<'a> = Pin<Box<dyn Future<Output = std::io::Result<(madsim::net::Payload, SocketAddr)>> + Send + 'a>>;
+
+/// A client's incoming replies, received without ever losing one to a timeout.
+///
+/// madsim's `recv_from_raw` takes the message out of the mailbox and then sleeps (at least a
+/// simulated millisecond) before it returns it; a timeout that fires in that millisecond drops the
+/// future, and the message with it. That is a loss no fault dealt, and it goes on after the heal.
+/// So the inbox keeps one receive pending across waits: a wait that runs out leaves it pending,
+/// and the next wait finishes it.
+pub(crate) struct Inbox<'a> {
+    endpoint: &'a Endpoint,
+    pending: Receiving<'a>,
+}
+
+impl<'a> Inbox<'a> {
+    /// The inbox of `endpoint`.
+    pub(crate) fn new(endpoint: &'a Endpoint) -> Inbox<'a> {
+        Inbox { endpoint, pending: Box::pin(endpoint.recv_from_raw(TAG)) }
+    }
+
+    /// Receives one reply within `wait_us`: `Ok(Some)` a reply, `Ok(None)` the wait ran out,
+    /// `Err` the node's network is gone (it is being killed).
+    pub(crate) async fn receive(&mut self, ctx: &Ctx, wait_us: u64) -> Result<Option<Envelope<Reply>>, ()> {
+        ctx.armed();
+        let wait = std::time::Duration::from_micros(wait_us.max(1));
+        let Ok(received) = madsim::time::timeout(wait, &mut self.pending).await else { return Ok(None) };
+        self.pending = Box::pin(self.endpoint.recv_from_raw(TAG));
+        let (payload, _) = received.map_err(|_| ())?;
+        Ok(Some(*payload.downcast::<Envelope<Reply>>().expect("only replies reach a client")))
     }
 }

@@ -1,7 +1,7 @@
 //! A reclaimer node: drives a [`lease_core::Reclaimer`] with its own drifting clock, and may
 //! crash mid-reclaim, after it fenced a lease.
 
-use super::{bind, receive, send};
+use super::{bind, send, Inbox};
 use crate::history::{Event, Node};
 use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
 use crate::scenario::{Point, Strike};
@@ -13,6 +13,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
     let node = Node::Reclaimer(n);
     let incarnation = ctx.incarnate(node);
     let Some(endpoint) = bind(crate::net::reclaimer_addr(n)).await else { return };
+    let mut inbox = Inbox::new(&endpoint);
     let clock = ctx.params.reclaimer_clocks[n as usize];
     let first_batch = (incarnation - 1) << 32;
     let local = clock.local(ctx.now());
@@ -47,7 +48,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
             }
         }
         let wake = clock.global(reclaimer.poll_timeout());
-        let Ok(received) = receive(&ctx, &endpoint, wake.0.saturating_sub(ctx.now().0)).await else { return };
+        let Ok(received) = inbox.receive(&ctx, wake.0.saturating_sub(ctx.now().0)).await else { return };
         let Some(envelope) = received else {
             reclaimer.handle_timeout(clock.local(ctx.now()));
             continue;

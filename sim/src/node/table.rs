@@ -32,7 +32,7 @@ use lease_core::{
 use std::collections::{BTreeMap, VecDeque};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -109,6 +109,9 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
     // One timer for the first held request, kept across messages: arming a fresh timeout for
     // every request the table receives would double the simulator's work while workers idle.
     let mut timer: Option<(u64, Pin<Box<madsim::time::Sleep>>)> = None;
+    // One receive kept pending across timer wake-ups: dropping it when the timer fires would lose
+    // a request it had already taken from the mailbox (see [`super::Inbox`]).
+    let mut receiving = Box::pin(endpoint.recv_from_raw(TAG));
     loop {
         let first_until = parked.front().map(|first| first.until_us);
         if timer.as_ref().map(|(until, _)| *until) != first_until {
@@ -118,7 +121,6 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 (until, Box::pin(madsim::time::sleep(wait)))
             });
         }
-        let mut receiving = pin!(endpoint.recv_from_raw(TAG));
         let received = poll_fn(|cx| {
             if let Poll::Ready(received) = receiving.as_mut().poll(cx) {
                 return Poll::Ready(received.map(Some));
@@ -131,6 +133,9 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
         })
         .await;
         let Ok(received) = received else { return };
+        if received.is_some() {
+            receiving = Box::pin(endpoint.recv_from_raw(TAG));
+        }
         let Some((payload, from)) = received else {
             timer = None;
             let now = ctx.now().0;

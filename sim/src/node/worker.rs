@@ -1,7 +1,7 @@
 //! A worker node: drives a [`lease_core::Worker`] with its own drifting clock over the network,
 //! and crashes at protocol points when the seed says so.
 
-use super::{bind, receive, send};
+use super::{bind, send, Inbox};
 use crate::history::{Event, Node};
 use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
 use crate::scenario::{Point, Strike};
@@ -13,6 +13,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
     let node = Node::Worker(n);
     let incarnation = ctx.incarnate(node);
     let Some(endpoint) = bind(crate::net::worker_addr(n)).await else { return };
+    let mut inbox = Inbox::new(&endpoint);
     let clock = ctx.params.worker_clocks[n as usize];
     let mut worker = Worker::new(WorkerId(n), ctx.params.worker, ctx.bugs, clock.local(ctx.now()))
         .unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
@@ -84,7 +85,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
             }
         }
         let wake = clock.global(worker.poll_timeout());
-        let Ok(received) = receive(&ctx, &endpoint, wake.0.saturating_sub(ctx.now().0)).await else { return };
+        let Ok(received) = inbox.receive(&ctx, wake.0.saturating_sub(ctx.now().0)).await else { return };
         let Some(envelope) = received else {
             worker.handle_timeout(clock.local(ctx.now()));
             continue;

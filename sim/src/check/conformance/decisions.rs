@@ -14,8 +14,8 @@
 //! | `executing` | that grant, with attempt 1, or an empty lookup from W; and no abandon before |
 //! | `adopted` O | a lookup from W that found O and no rival; and no abandon before |
 //! | complete with O | O applied (or already applied) from W, or adopted by W |
-//! | requeue | a `dependency_failed` from W |
-//! | `abandoned` | `effect_fenced`: an apply from W fenced; `lease_lost`: a renewal of W refused; `conflict`: a rival shown to W; `self_fenced`: the grant |
+//! | requeue | a `dependency_failed` from W, or W's `abandoned` `declined` of the grant |
+//! | `abandoned` | `effect_fenced`: an apply from W fenced; `lease_lost`: a renewal of W refused; `conflict`: a rival shown to W; `self_fenced`, `declined`: the grant |
 //!
 //! A reclaimer R in batch B:
 //!
@@ -86,6 +86,8 @@ struct Holding {
     renew_refused: Option<usize>,
     /// The first `abandoned` line.
     abandoned: Option<usize>,
+    /// The first `abandoned` line whose why is `declined`.
+    declined: Option<usize>,
 }
 
 impl Holding {
@@ -256,7 +258,7 @@ impl Decisions {
     fn abandoned(&self, worker: Node, job: JobId, epoch: Epoch, why: AbandonReason) -> Result<(), Unjustified> {
         let holding = self.holding(worker, job, epoch);
         let reason = holding.and_then(|holding| match why {
-            AbandonReason::SelfFenced => holding.granted.map(|(line, _)| line),
+            AbandonReason::SelfFenced | AbandonReason::Declined => holding.granted.map(|(line, _)| line),
             AbandonReason::LeaseLost => holding.renew_refused,
             AbandonReason::EffectFenced => holding.effect_fenced,
             AbandonReason::Conflict => holding
@@ -270,7 +272,7 @@ impl Decisions {
             return Ok(());
         }
         let needs = match why {
-            AbandonReason::SelfFenced => "a grant of it",
+            AbandonReason::SelfFenced | AbandonReason::Declined => "a grant of it",
             AbandonReason::LeaseLost => "a refused renewal",
             AbandonReason::EffectFenced => "a fenced apply",
             AbandonReason::Conflict => "a lookup showing a rival, or an apply refused as a conflict",
@@ -337,10 +339,12 @@ impl Decisions {
                 unjustified(Rule::WorkerCompletesWithItsOutput, &[grant], message)
             }
             Asked::Requeue => {
-                if holding.dependency_failed.is_some() {
+                if holding.dependency_failed.is_some() || holding.declined.is_some() {
                     return Ok(());
                 }
-                let message = format!("{worker} requeued {job} {epoch} though its dependency never failed");
+                let message = format!(
+                    "{worker} requeued {job} {epoch} though its dependency never failed, nor did it decline it"
+                );
                 unjustified(Rule::WorkerRequeuesOnlyAfterDependencyFailed, &[grant], message)
             }
             Asked::Quarantine(_) => {
@@ -501,8 +505,12 @@ impl Decisions {
             | Event::Terminal { job, outcome: OutcomeKind::Quarantined, batch: Some(batch), .. } => {
                 self.batch_jobs.entry((*batch, *job)).or_default().quarantine_answered.get_or_insert(line);
             }
-            Event::Abandoned { job, epoch, .. } => {
-                self.at(node, *job, *epoch).abandoned.get_or_insert(line);
+            Event::Abandoned { job, epoch, why } => {
+                let holding = self.at(node, *job, *epoch);
+                holding.abandoned.get_or_insert(line);
+                if *why == AbandonReason::Declined {
+                    holding.declined.get_or_insert(line);
+                }
             }
             _ => {}
         }
