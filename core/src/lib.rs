@@ -37,7 +37,7 @@ pub use ledger::{Apply, EffectLedger, Lookup};
 pub use reclaimer::{ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig};
 pub use table::{
     Acquired, Completion, ConfigError, Enqueued, Fencing, Grant, Lease, LeaseTable, Outcome, Quarantine, Refusal,
-    Rejection, Renewal, Requeue, TableConfig, TableError, Terminal, RECLAIM_TICK, RENEW_GRACE,
+    Rejection, Release, Renewal, Requeue, TableConfig, TableError, Terminal, RECLAIM_TICK, RENEW_GRACE,
 };
 pub use time::{Span, Time};
 pub use worker::{Abandon, Execution, Worker, WorkerAction, WorkerConfig, WorkerReply, WorkerRequest};

@@ -280,6 +280,19 @@ pub enum Requeue {
     Refused(Refusal),
 }
 
+/// The answer to [`LeaseTable::release`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Release {
+    /// Back at the head of the queue, the grant undone: `attempts` worker grants now.
+    Released {
+        /// Worker grants spent, without the released one.
+        attempts: u32,
+    },
+    /// Not released.
+    Refused(Refusal),
+}
+
 /// The answer to [`LeaseTable::fence`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
@@ -579,6 +592,24 @@ impl LeaseTable {
         }
         self.queue.push_back(job);
         Ok(Requeue::Requeued { attempts })
+    }
+
+    /// Undoes a grant its worker never took: the job goes back to the head of the queue, where
+    /// it was, and the grant's attempt is not counted, for the job was never tried. Only for the
+    /// current epoch of a leased job; a job is never dead-lettered by a release.
+    pub fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, TableError> {
+        self.record(job)?; // An unknown job is misuse: it must not move the clock either.
+        self.advance(now)?;
+        if let Err(refusal) = self.leased(job, epoch, false)? {
+            return Ok(Release::Refused(refusal));
+        }
+        self.unlease(job);
+        let record = self.record_mut(job);
+        record.state = JobState::Queued;
+        record.attempts = record.attempts.saturating_sub(1);
+        let attempts = record.attempts;
+        self.queue.push_front(job);
+        Ok(Release::Released { attempts })
     }
 
     /// What a requeue of an ended job does under the planted [`Bug::HandBackByJobId`] (puts it back

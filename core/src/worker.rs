@@ -16,7 +16,7 @@
 use crate::bug::{Bug, Bugs};
 use crate::ids::{Epoch, JobId, OpId, OutputId, Owner, RequestId, WorkerId};
 use crate::ledger::{Apply, Lookup};
-use crate::table::{Acquired, Completion, ConfigError, Lease, Renewal, Requeue};
+use crate::table::{Acquired, Completion, ConfigError, Lease, Release, Renewal, Requeue};
 use crate::time::{Span, Time};
 use std::collections::VecDeque;
 
@@ -124,6 +124,14 @@ pub enum WorkerRequest {
         /// The lease's epoch.
         epoch: Epoch,
     },
+    /// Hand back a grant the worker never took (it answered an acquire the worker had given
+    /// up): the table undoes the grant, attempt included. Sent once, not awaited.
+    Release {
+        /// The job.
+        job: JobId,
+        /// The grant's epoch.
+        epoch: Epoch,
+    },
 }
 
 /// The dependency's answer to [`WorkerRequest::Execute`].
@@ -155,6 +163,8 @@ pub enum WorkerReply {
     Completed(Completion),
     /// The table answered a `Requeue`.
     Requeued(Requeue),
+    /// The table answered a `Release`.
+    Released(Release),
 }
 
 /// Why a worker stopped acting on a lease before the job ended.
@@ -168,9 +178,8 @@ pub enum Abandon {
     EffectFenced,
     /// Two different outputs claim the operation: left for a reclaimer to quarantine.
     Conflict,
-    /// A grant answered an acquire the worker no longer waited for (it had asked afresh, or the
-    /// answer came after the worker moved on): the worker never took the job, and hands it back
-    /// to the queue at once.
+    /// A grant answered an acquire the worker had given up: the worker never took the job, and
+    /// releases it at once (the grant and its attempt are undone).
     Declined,
 }
 
@@ -353,16 +362,17 @@ impl Worker {
 
     /// A grant answering an acquire this worker gave up unanswered: a copy of it (held back by
     /// a pause or the network) reached the table after the worker asked afresh. Nobody will run
-    /// the job under this lease, so instead of leaving it leased until it expires, the worker hands
-    /// it straight back (a requeue it does not wait on: if it is lost, the lease expires as
-    /// before). A late copy of an answer the worker took is no news, and is ignored: the worker
-    /// may have left that lease for a reclaimer on purpose (a conflict).
+    /// the job under this lease, so instead of leaving it leased until it expires, the worker
+    /// releases it (a request it does not wait on: if it is lost, the lease expires as before),
+    /// and the table undoes the grant, attempt included: the job was never tried. A late copy of
+    /// an answer the worker took is no news, and is ignored: the worker may have left that lease
+    /// for a reclaimer on purpose (a conflict).
     fn decline(&mut self, now: Time, lease: Lease) {
         if lease.owner != Owner::Worker(self.id) || self.holding() == Some((lease.job, lease.epoch)) {
             return;
         }
         self.actions.push_back(WorkerAction::Abandoned { job: lease.job, epoch: lease.epoch, why: Abandon::Declined });
-        let _not_awaited = self.send(now, WorkerRequest::Requeue { job: lease.job, epoch: lease.epoch });
+        let _not_awaited = self.send(now, WorkerRequest::Release { job: lease.job, epoch: lease.epoch });
     }
 
     fn on_renewed(&mut self, now: Time, renew: InFlight, reply: WorkerReply) {

@@ -7,8 +7,9 @@
 use lease_core::{
     Abandon, Acquired, BatchId, Bugs, Completion, ConfigError, EffectLedger, Enqueued, Epoch, Execution, Fencing,
     Grant, JobId, Lease, LeaseTable, Lookup, OpId, Outcome, OutputId, Owner, Quarantine, ReclaimAction, ReclaimReply,
-    ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, Refusal, Rejection, Renewal, RequestId, Requeue, Span,
-    TableConfig, TableError, Terminal, Time, Worker, WorkerAction, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
+    ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, Refusal, Rejection, Release, Renewal, RequestId, Requeue,
+    Span, TableConfig, TableError, Terminal, Time, Worker, WorkerAction, WorkerConfig, WorkerId, WorkerReply,
+    WorkerRequest,
 };
 use lease_core::{Apply, Outcome::Completed};
 // (Outcome::Completed is imported bare because the terminal outcome is named in nearly every test.)
@@ -539,6 +540,29 @@ fn requeue_counts_attempts_and_dead_letters_after_attempts_max() {
 }
 
 #[test]
+fn release_undoes_a_grant_and_puts_the_job_back_at_the_head_of_the_queue() {
+    // Proves a release: only for the current epoch of a leased job; the grant's attempt is not
+    // counted (the next grant is attempt 1 again), the job is granted before jobs queued after
+    // it, a release never dead-letters, and a second release of the same grant is refused.
+    let mut table = table_with(TableConfig { attempts_max: 1, ..config() });
+    enqueue(&mut table, t(0), 1);
+    let first = grant(&mut table, t(1), W1);
+    enqueue(&mut table, t(2), 2);
+    assert_eq!(
+        table.release(t(3), job(1), Epoch(9)).unwrap(),
+        Release::Refused(Refusal::StaleEpoch { current: first.lease.epoch })
+    );
+    assert_eq!(table.release(t(3), job(1), first.lease.epoch).unwrap(), Release::Released { attempts: 0 });
+    assert_eq!(table.release(t(4), job(1), first.lease.epoch).unwrap(), Release::Refused(Refusal::NotLeased));
+    let again = grant(&mut table, t(5), W2);
+    assert_eq!((again.lease.job, again.attempt), (job(1), 1), "j1 first, and its first attempt again");
+    assert!(again.lease.epoch > first.lease.epoch);
+    assert_eq!(table.release(t(6), job(1), again.lease.epoch).unwrap(), Release::Released { attempts: 0 });
+    assert_eq!(table.terminal(job(1)), None, "a release never dead-letters");
+    assert_eq!(table.backlog(), 2);
+}
+
+#[test]
 fn quarantine_records_both_outputs_as_the_terminal_outcome() {
     // Proves quarantine ends the job with the recorded and the rival output, only for the current epoch.
     let mut table = table();
@@ -999,7 +1023,7 @@ fn a_worker_sends_an_acquire_again_under_its_id_only_while_a_grant_to_the_copy_c
     let declined = WorkerAction::Abandoned { job: job(1), epoch: Epoch(1), why: Abandon::Declined };
     let actions = drain_worker(&mut worker);
     assert_eq!(actions.first(), Some(&declined));
-    assert!(matches!(actions.as_slice(), [_, WorkerAction::Send(_, WorkerRequest::Requeue { epoch: Epoch(1), .. })]));
+    assert!(matches!(actions.as_slice(), [_, WorkerAction::Send(_, WorkerRequest::Release { epoch: Epoch(1), .. })]));
     assert_eq!(worker.holding(), None);
     worker.handle_reply(t(720), fresh, granted(W1, 2, 1, t(1_720)));
     assert!(matches!(one_send(drain_worker(&mut worker)).1, WorkerRequest::Execute { .. }));
@@ -1520,6 +1544,9 @@ impl World {
                 self.note(dead_lettered(requeue));
                 WorkerReply::Requeued(requeue)
             }
+            WorkerRequest::Release { job, epoch } => {
+                WorkerReply::Released(self.table.release(now, job, epoch).unwrap())
+            }
         };
         let crash = matches!(reply, WorkerReply::Executed(Execution::Done { apply: Apply::Applied, .. }))
             && self.crash_after_apply == Some(from);
@@ -1750,7 +1777,7 @@ fn a_worker_hands_back_a_grant_to_an_acquire_it_gave_up_and_nothing_else() {
     let actions = drain_worker(&mut worker);
     let declined = WorkerAction::Abandoned { job: job(1), epoch: Epoch(3), why: Abandon::Declined };
     assert_eq!(actions.first(), Some(&declined), "{actions:?}");
-    assert!(matches!(actions.as_slice(), [_, WorkerAction::Send(_, WorkerRequest::Requeue { epoch: Epoch(3), .. })]));
+    assert!(matches!(actions.as_slice(), [_, WorkerAction::Send(_, WorkerRequest::Release { epoch: Epoch(3), .. })]));
     assert_eq!(worker.awaiting(fresh), Some(WorkerRequest::Acquire), "still waiting on the fresh acquire");
     assert_eq!(worker.holding(), None);
     worker.handle_reply(t(now + 2), given_up, late);
@@ -1765,7 +1792,7 @@ fn a_worker_hands_back_a_grant_to_an_acquire_it_gave_up_and_nothing_else() {
     worker.handle_reply(t(now + 901), fresh, taken);
     let after = drain_worker(&mut worker);
     assert!(
-        after.iter().all(|action| !matches!(action, WorkerAction::Send(_, WorkerRequest::Requeue { .. }))),
+        after.iter().all(|action| !matches!(action, WorkerAction::Send(_, WorkerRequest::Release { .. }))),
         "{after:?}"
     );
 }

@@ -18,7 +18,8 @@ use std::str::FromStr;
 ///   including the empty ones (`duplicate`, `acquire_empty`, `listed`, `lost_race`,
 ///   `not_expired`), and each such line names the requester in `from`.
 /// - 3: message faults are on the history (`delayed`, `duplicated`), and a `paused` that a strike
-///   dealt at a protocol point names the point and the job.
+///   dealt at a protocol point names the point and the job; a worker releases a grant it never
+///   took (`abandoned` `declined`, then `released`, or `refused` `release`).
 pub const HISTORY_VERSION: u32 = 3;
 
 /// One lease as a reclaim listing showed it.
@@ -186,6 +187,8 @@ pub enum RefusedRequest {
     Requeue,
     /// `quarantine`: a reclaimer's quarantine on conflicting outputs.
     Quarantine,
+    /// `release`: a worker handing back a grant it never took.
+    Release,
 }
 
 impl RefusedRequest {
@@ -196,6 +199,7 @@ impl RefusedRequest {
             RefusedRequest::Complete => "complete",
             RefusedRequest::Requeue => "requeue",
             RefusedRequest::Quarantine => "quarantine",
+            RefusedRequest::Release => "release",
         }
     }
 }
@@ -349,6 +353,8 @@ pub enum MessageKind {
     Fence,
     /// `quarantine`: a reclaimer ends a job with two outputs.
     Quarantine,
+    /// `release`: a worker hands back a grant it never took.
+    Release,
 }
 
 impl MessageKind {
@@ -365,6 +371,7 @@ impl MessageKind {
             MessageKind::List => "list",
             MessageKind::Fence => "fence",
             MessageKind::Quarantine => "quarantine",
+            MessageKind::Release => "release",
         }
     }
 }
@@ -654,6 +661,18 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         batch: Option<BatchId>,
     },
+    /// The table undid a grant its worker never took (a grant to an acquire it had given up): the
+    /// job is back at the head of the queue, and the grant's attempt is not counted.
+    Released {
+        /// The worker that released it.
+        from: Node,
+        /// The job.
+        job: JobId,
+        /// The released grant's epoch.
+        epoch: Epoch,
+        /// Worker grants spent, without the released one.
+        attempts: u32,
+    },
     /// The table refused a request: `request` is what was asked, `reason` why.
     Refused {
         /// The worker or reclaimer that asked.
@@ -835,6 +854,7 @@ impl Entry {
             | Event::Adopted { job, .. }
             | Event::Terminal { job, .. }
             | Event::Requeued { job, .. }
+            | Event::Released { job, .. }
             | Event::AlreadyCompleted { job, .. }
             | Event::Refused { job, .. }
             | Event::Abandoned { job, .. }

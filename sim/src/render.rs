@@ -72,6 +72,7 @@ fn kind(event: &Event) -> &'static str {
         Event::Adopted { .. } => "adopted",
         Event::Terminal { .. } => "terminal",
         Event::Requeued { .. } => "requeued",
+        Event::Released { .. } => "released",
         Event::AlreadyCompleted { .. } => "completed_again",
         Event::Refused { .. } => "refused",
         Event::Abandoned { .. } => "abandoned",
@@ -194,6 +195,9 @@ fn details(event: &Event) -> String {
         }
         Event::Requeued { from, job, epoch, attempts, batch: b } => {
             format!("{job} {epoch} after {attempts} attempts{}", by(from, b))
+        }
+        Event::Released { from, job, epoch, attempts } => {
+            format!("{job} {epoch} back at the head of the queue, grant undone ({attempts} attempts) by {from}")
         }
         Event::AlreadyCompleted { from, job, epoch, output } => {
             format!("{job} {epoch} {output}: idempotent, nothing recorded, by {from}")

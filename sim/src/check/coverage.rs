@@ -170,7 +170,7 @@ impl Situations {
                 }
                 self.release(*job);
             }
-            Event::Requeued { job, .. } => self.release(*job),
+            Event::Requeued { job, .. } | Event::Released { job, .. } => self.release(*job),
             Event::Terminal { job, outcome, .. } => {
                 match outcome {
                     OutcomeKind::DeadLettered => self.coverage.bump(DEAD_LETTERED),

@@ -216,7 +216,9 @@ impl Facts {
                 let facts = self.batches.entry(*batch).or_insert(BatchFacts { reclaimed: 0, first_line: line });
                 facts.reclaimed += 1;
             }
-            Event::Requeued { job, .. } => self.jobs.entry(*job).or_default().end_lease(line),
+            Event::Requeued { job, .. } | Event::Released { job, .. } => {
+                self.jobs.entry(*job).or_default().end_lease(line)
+            }
             Event::Terminal { job, outcome, output, .. } => self.end(*job, line, *outcome, *output),
             Event::LookedUp { op, epoch, .. } => self.ops.entry(*op).or_default().raise_fence(*epoch, line),
             Event::EffectApplied { op, epoch, output, .. } => {

@@ -33,6 +33,7 @@ pub(crate) fn check(facts: &Facts, line: usize, entry: &Entry) -> Result<(), Vio
         Event::Renewed { job, epoch, .. } => renewal(facts, line, entry.t_us, *job, *epoch),
         Event::Terminal { job, outcome, epoch, .. } => holder(facts, line, *job, *epoch, outcome_name(*outcome)),
         Event::Requeued { job, epoch, .. } => holder(facts, line, *job, *epoch, "requeued"),
+        Event::Released { job, epoch, .. } => holder(facts, line, *job, *epoch, "released"),
         Event::AlreadyCompleted { job, epoch, .. } => completion(facts, line, *job, *epoch),
         Event::EffectApplied { job, op, epoch, .. } => effect(facts, line, *job, *op, *epoch),
         _ => Ok(()),

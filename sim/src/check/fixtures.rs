@@ -371,6 +371,16 @@ impl History {
         self.push(Node::Table, Event::Requeued { from, job, epoch, attempts, batch })
     }
 
+    /// The holder of `job` at `epoch` releases the grant: it is undone, attempt included.
+    pub fn released(&mut self, job: JobId, epoch: Epoch) -> usize {
+        let from = self.from(job, epoch, None);
+        self.leases.remove(&job);
+        let attempts = self.attempts.entry(job).or_default();
+        *attempts = attempts.saturating_sub(1);
+        let attempts = *attempts;
+        self.push(Node::Table, Event::Released { from, job, epoch, attempts })
+    }
+
     pub fn refused(&mut self, job: JobId, epoch: Epoch, request: RefusedRequest, reason: RefuseReason) -> usize {
         self.refused_in(job, epoch, request, reason, None)
     }

@@ -13,9 +13,11 @@
 //!   expiry, renewals included, or the reclaim, requeue or terminal outcome that ended it first).
 //!   A fault of the table or the ledger (a crash, a pause, or a partition that cuts it off from
 //!   everyone) counts for every holder;
-//! - **its lease was lost in the fault phase of a world with network faults**: it expired before
-//!   `faults_healed` and was reclaimed (the reclaim itself may come after the heal: reclaimers
-//!   scan on their own schedule), and the `run` line's `params` has `loss=` above zero or a
+//! - **its lease was lost in the fault phase of a world with network faults**: it was reclaimed
+//!   (the reclaim itself may come after the heal: reclaimers scan on their own schedule), and it
+//!   expired before `faults_healed`, or it was granted before then and its owner never acted on
+//!   it (no lookup or execution of its under that epoch: the grant's answer, and any retried
+//!   one, were lost in the fault phase); and the `run` line's `params` has `loss=` above zero or a
 //!   `latency_us=` range whose top is above the calm one ([`crate::scenario::CALM_LATENCY_US`]),
 //!   or some partition was in force while the lease was held. Lost and late messages then explain
 //!   a worker that never heard of its grant, or whose lookup never arrived.
@@ -59,6 +61,10 @@ struct Attempt {
     held: bool,
     /// Whether some partition was in force while the lease was held.
     partitioned: bool,
+    /// Whether it was granted before `faults_healed`.
+    granted_in_fault_phase: bool,
+    /// Whether its owner looked it up or executed it under its epoch.
+    acted: bool,
     evidence: Option<Evidence>,
 }
 
@@ -131,6 +137,8 @@ impl DeadLetters {
                     expires_at_us: *expires_at_us,
                     held: true,
                     partitioned: self.partitioned(),
+                    granted_in_fault_phase: self.healed_at_us.is_none(),
+                    acted: false,
                     evidence: in_force.map(Evidence::Fault),
                 };
                 self.attempts.entry(*job).or_default().push(attempt);
@@ -140,6 +148,8 @@ impl DeadLetters {
                     attempt.expires_at_us = attempt.expires_at_us.max(*expires_at_us);
                 }
             }
+            Event::LookedUp { from, job, epoch, .. } => self.acted(*from, *job, *epoch),
+            Event::Executing { job, epoch, .. } => self.acted(entry.node, *job, *epoch),
             Event::DependencyFailed { from, job, epoch, .. } => {
                 if let Some(attempt) = self.attempt(*job, *epoch).filter(|attempt| attempt.owner == *from) {
                     attempt.evidence.get_or_insert(Evidence::DependencyFailed(line));
@@ -149,13 +159,21 @@ impl DeadLetters {
                 let (healed_at_us, network_faults) = (self.healed_at_us, self.network_faults);
                 if let Some(attempt) = self.attempt(*job, *epoch) {
                     attempt.held = false;
-                    let lost_in_fault_phase = healed_at_us.is_none_or(|healed| attempt.expires_at_us <= healed);
+                    let expired_in_fault_phase = healed_at_us.is_none_or(|healed| attempt.expires_at_us <= healed);
+                    let never_heard = attempt.granted_in_fault_phase && !attempt.acted;
+                    let lost_in_fault_phase = expired_in_fault_phase || never_heard;
                     if lost_in_fault_phase && (network_faults || attempt.partitioned) {
                         attempt.evidence.get_or_insert(Evidence::Reclaimed(line));
                     }
                 }
             }
             Event::Requeued { job, epoch, .. } => self.release(*job, *epoch),
+            // A released grant is undone: the table does not count it, and neither does this.
+            Event::Released { job, epoch, .. } => {
+                if let Some(attempts) = self.attempts.get_mut(job) {
+                    attempts.retain(|attempt| attempt.epoch != *epoch);
+                }
+            }
             Event::Terminal { job, outcome, .. } => {
                 if *outcome == OutcomeKind::DeadLettered && self.first.is_none() {
                     self.first = self.judge(line, *job).err();
@@ -174,6 +192,13 @@ impl DeadLetters {
 
     fn attempt(&mut self, job: JobId, epoch: Epoch) -> Option<&mut Attempt> {
         self.attempts.get_mut(&job)?.iter_mut().rev().find(|attempt| attempt.epoch == epoch)
+    }
+
+    /// `node` looked `job` up or executed it under `epoch`: if that is its attempt, it heard of it.
+    fn acted(&mut self, node: Node, job: JobId, epoch: Epoch) {
+        if let Some(attempt) = self.attempt(job, epoch).filter(|attempt| attempt.owner == node) {
+            attempt.acted = true;
+        }
     }
 
     fn release(&mut self, job: JobId, epoch: Epoch) {
@@ -300,6 +325,33 @@ mod tests {
         (history, grants)
     }
 
+    // A grant made in the fault phase of a lossy world whose owner never acted on it (its answer,
+    // and the retried one, were lost) is lost to the network even when its lease expires after the
+    // heal; once the owner looked it up, it heard of it, and the loss no longer explains it.
+    #[test]
+    fn a_grant_never_heard_of_in_a_lossy_fault_phase_is_evidence() {
+        let story = |acted: bool| {
+            let mut history = History::with_settings(2, 2, 1, "loss=0.030 latency_us=1000..10000");
+            history.at(0).arrived(J1);
+            let grant = history.at(900).granted(J1, E1, w(1), 1_900);
+            history.at(950).regranted(J1, E1, w(1), 1_900);
+            if acted {
+                history.at(960).looked_up(J1, E1, None, None, None);
+            }
+            history.at(1_000).faults_healed();
+            history.at(1_900).reclaimed(J1, E1, 1_900, E2, batch(1, 0));
+            history.at(1_910).looked_up(J1, E2, None, None, Some(batch(1, 0)));
+            history.at(1_920).dead_lettered(J1, E2, 1, Some(batch(1, 0)));
+            (history, grant)
+        };
+        let (history, _) = story(false);
+        assert_eq!(check_history(&history.entries).map(|_| ()), Ok(()));
+        let (history, grant) = story(true);
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::HonestDeadLetters, "{violation}");
+        assert_eq!(violation.lines.first(), Some(&grant));
+    }
+
     // A message of the holder's held back by the network while it held each lease is a fault on
     // it: the same six wasted attempts are excused. A message of another worker's is not.
     #[test]
@@ -396,13 +448,15 @@ mod tests {
 
     // A partition anywhere while the lease was held makes the network faulty: a lease that
     // expired in the fault phase and was reclaimed, even after the heal, is evidence. A lease
-    // that expired after the heal is not.
+    // that expired after the heal, and whose owner had heard of it, is not.
     #[test]
     fn a_partition_while_held_excuses_a_lease_lost_in_the_fault_phase() {
         let lost = |heal_at_us: u64| {
             let mut history = History::with_settings(2, 2, 1, "loss=0.000 latency_us=1000..10000");
             history.at(0).arrived(J1);
             let granted = history.at(10).granted(J1, E1, w(1), 1_010);
+            // w1 heard of its grant: only the expiry can excuse the lease.
+            history.at(15).looked_up(J1, E1, None, None, None);
             history.at(20).partitioned(w(2), Some(crate::history::Node::Table));
             history.at(500).healed_link(w(2), Some(crate::history::Node::Table));
             history.at(heal_at_us).faults_healed();

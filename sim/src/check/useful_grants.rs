@@ -3,8 +3,8 @@
 //! A grant hands a worker a job. The worker acts on it when it asks the ledger about the job (a
 //! `looked_up` whose `from` is the grant's owner, under the grant's epoch) or starts the effect
 //! (an `executing` on the owner's node under that epoch), in either case before the lease expires
-//! by the table's clock, renewals included; or it hands the job back (a `requeued` from the owner
-//! under that epoch), as a worker that declines a grant it no longer waited for does. A grant
+//! by the table's clock, renewals included; or it releases the grant (a `released` from the owner
+//! under that epoch), as a worker that declines a grant to an acquire it gave up does. A grant
 //! whose lease expires with none of these is lost work: the job waited a whole lease for
 //! nothing, and its attempt counts towards the dead-letter all the same. A `regranted` answer re-hands the same grant; it is not a second
 //! grant, and it does not move the expiry.
@@ -119,9 +119,9 @@ impl Grants {
                 self.by_expiry.insert((grant.expires_at_us, *job, *epoch));
             }
             Event::LookedUp { from, job, epoch, .. } => self.acted(*from, *job, *epoch),
-            // The owner handed the job back before its lease ran out (a worker that declines a
-            // grant it no longer waited for does): nothing waits under a lease nobody uses.
-            Event::Requeued { from, job, epoch, .. } => self.acted(*from, *job, *epoch),
+            // The owner released a grant it declined (it answered an acquire the worker had given
+            // up): nothing waits under a lease nobody uses.
+            Event::Released { from, job, epoch, .. } => self.acted(*from, *job, *epoch),
             Event::Executing { job, epoch, .. } => self.acted(entry.node, *job, *epoch),
             _ => {}
         }
@@ -232,10 +232,10 @@ mod tests {
         (history, granted)
     }
 
-    // A grant its worker declines (it had given up the acquire it answers) and hands straight
-    // back is not lost work: the job waits in the queue, not under a lease nobody uses, and is
-    // run by the next holder. The same requeue without the decline is a decision nothing called
-    // for: conformance reports it.
+    // A grant its worker declines (it had given up the acquire it answers) and releases is not
+    // lost work: the job waits in the queue, not under a lease nobody uses, and is run by the
+    // next holder as a first attempt. The same release without the decline is a decision nothing
+    // called for: conformance reports it.
     #[test]
     fn a_declined_grant_handed_back_is_not_lost_work() {
         let declined = |with_decline: bool| {
@@ -243,23 +243,22 @@ mod tests {
             if with_decline {
                 history.at(15).abandoned(w(1), J1, E1, AbandonReason::Declined);
             }
-            let requeue = history.at(20).requeued(J1, E1, 1, None);
+            let release = history.at(20).released(J1, E1);
             history.at(30).granted(J1, E2, w(2), 1_030);
-            history.at(40).looked_up(J1, E2, None, None, None);
             history.at(50).executing(w(2), J1, E2);
             history.at(60).applied(J1, E2, O7);
             history.at(70).completed(J1, O7, E2, None);
             history.at(1_100).acquire_empty(w(1)); // past the declined grant's expiry
-            (history, requeue)
+            (history, release)
         };
         let (history, _) = declined(true);
         assert_eq!(check_history(&history.entries).map(|_| ()), Ok(()));
         assert_eq!(wasted(&history.entries), (0, 0));
-        let (history, requeue) = declined(false);
+        let (history, release) = declined(false);
         let violation = check_history(&history.entries).unwrap_err();
         assert_eq!(violation.invariant, Invariant::Conformance, "{violation}");
-        assert!(violation.message.contains("worker_requeues_only_after_dependency_failed"), "{violation}");
-        assert_eq!(violation.lines.last(), Some(&requeue), "{violation}");
+        assert!(violation.message.contains("worker_releases_only_what_it_declined"), "{violation}");
+        assert_eq!(violation.lines.last(), Some(&release), "{violation}");
     }
 
     // A grant acted on by a lookup, or by an execution, before its expiry passes.

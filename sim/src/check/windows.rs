@@ -11,7 +11,7 @@
 //! | `window_fence_to_lookup` | a worker's `effect_applied`, `effect_rejected` or `dependency_failed` under an older epoch between a `reclaimed` and the first `looked_up` at the new epoch or above |
 //! | `window_renew_in_flight` | a renewal the table refuses because its lease expired while it travelled (`expired`, or `stale_epoch` for a lease past its expiry), or a renewal's answer held back (`delayed`, or a stall `before_renew_reply`) for at least one drift margin, so that a worker counting its lease from the answer would overrun it (Graphile Worker #222) |
 //! | `window_effect_to_ack` | the worker whose effect was applied crashes, pauses, or is cut off from the table (or already was) before the table accepts its completion |
-//! | `window_stale_hand_back` | a requeue (or the dead-letter it ends in) under an epoch that is no longer the job's, or for a job that already ended (Oban #532, Solid Queue #589) |
+//! | `window_stale_hand_back` | a requeue (or the dead-letter it ends in) or a release under an epoch that is no longer the job's, or for a job that already ended (Oban #532, Solid Queue #589) |
 //! | `window_late_duplicate` | a copy of a request that already moved the state on reaches the table or the ledger: a second answer to the same requester's completion, requeue, quarantine, execute, fence or enqueue of one job at one epoch (a `regranted` acquire is not counted: the grant it repeats still stands, so nothing moved on) |
 //! | `window_expiry_boundary` | a `reclaimed` within one drift margin after the lease's expiry, or a `renewed` within one drift margin before it |
 //!
@@ -41,6 +41,7 @@ pub const WINDOWS: [&str; 7] =
 enum Asked {
     Complete(Node, JobId, Epoch),
     Requeue(Node, JobId, Epoch),
+    Release(Node, JobId, Epoch),
     Quarantine(Node, JobId, Epoch),
     Execute(Node, JobId, Epoch),
     Fence(BatchId, JobId),
@@ -109,7 +110,9 @@ impl Windows {
                 }
             }
             Event::Refused { from, job, epoch, request, reason, .. } => {
-                if matches!(request, RefusedRequest::Renew | RefusedRequest::Complete | RefusedRequest::Requeue) {
+                let hand_in =
+                    [RefusedRequest::Renew, RefusedRequest::Complete, RefusedRequest::Requeue, RefusedRequest::Release];
+                if hand_in.contains(request) {
                     self.hand_in(*job, coverage);
                 }
                 match request {
@@ -126,6 +129,10 @@ impl Windows {
                         self.repeat(Asked::Requeue(*from, *job, *epoch), coverage);
                     }
                     RefusedRequest::Quarantine => self.repeat(Asked::Quarantine(*from, *job, *epoch), coverage),
+                    RefusedRequest::Release => {
+                        self.hand_back(facts, *job, *epoch, coverage);
+                        self.repeat(Asked::Release(*from, *job, *epoch), coverage);
+                    }
                 }
             }
             Event::Terminal { from, job, outcome, epoch, .. } => {
@@ -155,6 +162,11 @@ impl Windows {
                 self.hand_in(*job, coverage);
                 self.hand_back(facts, *job, *epoch, coverage);
                 self.copy_of(Asked::Requeue(*from, *job, *epoch), coverage);
+            }
+            Event::Released { from, job, epoch, .. } => {
+                self.hand_in(*job, coverage);
+                self.hand_back(facts, *job, *epoch, coverage);
+                self.copy_of(Asked::Release(*from, *job, *epoch), coverage);
             }
             Event::LookedUp { job, epoch, .. } if self.fenced.get(job).is_some_and(|fenced| epoch >= fenced) => {
                 self.fenced.remove(job);

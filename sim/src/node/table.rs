@@ -27,7 +27,7 @@ use crate::net::{Reply, Request};
 use crate::world::Ctx;
 use lease_core::{
     Acquired, BatchId, Completion, Enqueued, Epoch, Fencing, JobId, OutputId, Quarantine, ReclaimReply, ReclaimRequest,
-    ReclaimerId, Refusal, Renewal, RequestId, Requeue, WorkerId, WorkerReply, WorkerRequest,
+    ReclaimerId, Refusal, Release, Renewal, RequestId, Requeue, WorkerId, WorkerReply, WorkerRequest,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::future::{poll_fn, Future};
@@ -284,6 +284,14 @@ fn serve_worker(
             let requeue = table.requeue(now, job, epoch).expect(misuse);
             requeued(events, from, job, epoch, requeue, None);
             WorkerReply::Requeued(requeue)
+        }
+        WorkerRequest::Release { job, epoch } => {
+            let release = table.release(now, job, epoch).expect(misuse);
+            events.push(match release {
+                Release::Released { attempts } => Event::Released { from, job, epoch, attempts },
+                Release::Refused(refusal) => refused(from, job, epoch, RefusedRequest::Release, refusal, None),
+            });
+            WorkerReply::Released(release)
         }
         WorkerRequest::Lookup { .. } | WorkerRequest::Execute { .. } => {
             panic!("harness bug: {request:?} routed to the table")

@@ -44,6 +44,7 @@ impl Letter {
                     WorkerRequest::Execute { op, .. } => (MessageKind::Execute, Some(op.job)),
                     WorkerRequest::Complete { job, .. } => (MessageKind::Complete, Some(job)),
                     WorkerRequest::Requeue { job, .. } => (MessageKind::Requeue, Some(job)),
+                    WorkerRequest::Release { job, .. } => (MessageKind::Release, Some(job)),
                 };
                 (Node::Worker(*n), message, job)
             }
@@ -74,7 +75,8 @@ where
     T: Clone + Send + Sync + 'static,
 {
     let envelope = Envelope { id, body };
-    let hand_back = matches!(letter.message, MessageKind::Requeue | MessageKind::Complete) && !letter.reply;
+    let hand_back =
+        !letter.reply && matches!(letter.message, MessageKind::Requeue | MessageKind::Complete | MessageKind::Release);
     let hand_back = if hand_back { letter.job } else { None };
     let (delay, copy) = ctx.message_fault(hand_back);
     let Letter { from, to: peer, message, reply, job } = letter;

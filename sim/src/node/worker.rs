@@ -69,7 +69,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                             }
                             send(&ctx, &endpoint, table_addr(), wire, Request::Worker(n, request)).await
                         }
-                        WorkerRequest::Acquire | WorkerRequest::Requeue { .. } => {
+                        WorkerRequest::Acquire | WorkerRequest::Requeue { .. } | WorkerRequest::Release { .. } => {
                             send(&ctx, &endpoint, table_addr(), wire, Request::Worker(n, request)).await
                         }
                     }

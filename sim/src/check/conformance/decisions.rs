@@ -14,7 +14,8 @@
 //! | `executing` | that grant, with attempt 1, or an empty lookup from W; and no abandon before |
 //! | `adopted` O | a lookup from W that found O and no rival; and no abandon before |
 //! | complete with O | O applied (or already applied) from W, or adopted by W |
-//! | requeue | a `dependency_failed` from W, or W's `abandoned` `declined` of the grant |
+//! | requeue | a `dependency_failed` from W |
+//! | release | W's `abandoned` `declined` of the grant |
 //! | `abandoned` | `effect_fenced`: an apply from W fenced; `lease_lost`: a renewal of W refused; `conflict`: a rival shown to W; `self_fenced`, `declined`: the grant |
 //!
 //! A reclaimer R in batch B:
@@ -140,6 +141,7 @@ enum Asked {
     Renew,
     Complete(Option<OutputId>),
     Requeue,
+    Release,
     Quarantine(Option<[OutputId; 2]>),
     /// A fence of (job, epoch) in the batch. A `reclaimed` line names the epoch it displaced, not
     /// the one the reclaimer expected: `displaced` says which.
@@ -159,6 +161,7 @@ fn asked(event: &Event) -> Option<(Node, JobId, Epoch, Option<BatchId>, Asked)> 
                 RefusedRequest::Renew => Asked::Renew,
                 RefusedRequest::Complete => Asked::Complete(None),
                 RefusedRequest::Requeue => Asked::Requeue,
+                RefusedRequest::Release => Asked::Release,
                 RefusedRequest::Quarantine => Asked::Quarantine(None),
             };
             (*from, *job, *epoch, *batch, asked)
@@ -175,6 +178,7 @@ fn asked(event: &Event) -> Option<(Node, JobId, Epoch, Option<BatchId>, Asked)> 
             (*from, *job, *epoch, None, Asked::Complete(Some(*output)))
         }
         Event::Requeued { from, job, epoch, batch, .. } => (*from, *job, *epoch, *batch, Asked::Requeue),
+        Event::Released { from, job, epoch, .. } => (*from, *job, *epoch, None, Asked::Release),
         Event::Reclaimed { job, epoch, reclaimer, batch, .. } => {
             let fence = Asked::Fence { epoch: *epoch, batch: *batch, displaced: true };
             (*reclaimer, *job, *epoch, Some(*batch), fence)
@@ -339,13 +343,18 @@ impl Decisions {
                 unjustified(Rule::WorkerCompletesWithItsOutput, &[grant], message)
             }
             Asked::Requeue => {
-                if holding.dependency_failed.is_some() || holding.declined.is_some() {
+                if holding.dependency_failed.is_some() {
                     return Ok(());
                 }
-                let message = format!(
-                    "{worker} requeued {job} {epoch} though its dependency never failed, nor did it decline it"
-                );
+                let message = format!("{worker} requeued {job} {epoch} though its dependency never failed");
                 unjustified(Rule::WorkerRequeuesOnlyAfterDependencyFailed, &[grant], message)
+            }
+            Asked::Release => {
+                if holding.declined.is_some() {
+                    return Ok(());
+                }
+                let message = format!("{worker} released {job} {epoch}, a grant it never declined");
+                unjustified(Rule::WorkerReleasesOnlyWhatItDeclined, &[grant], message)
             }
             Asked::Quarantine(_) => {
                 let message = format!("{worker} asked to quarantine {job} {epoch}: only reclaimers quarantine");
@@ -372,6 +381,10 @@ impl Decisions {
             Asked::Renew => {
                 let message = format!("{from} renewed {job} {epoch}: only a worker's grant is renewed");
                 unjustified(Rule::WorkerActsOnItsGrant, &[], message)
+            }
+            Asked::Release => {
+                let message = format!("{from} released {job} {epoch}: only a worker releases a grant");
+                unjustified(Rule::WorkerReleasesOnlyWhatItDeclined, &[], message)
             }
             Asked::Requeue => {
                 if holding.is_some_and(|holding| holding.empty_lookup(batch).is_some()) {

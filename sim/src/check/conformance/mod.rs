@@ -51,6 +51,8 @@ pub enum Rule {
     CompleteAnswer,
     /// The table's answer to a requeue: requeued, or dead-lettered out of attempts.
     RequeueAnswer,
+    /// The table's answer to a release: the grant undone, the job at the head of the queue.
+    ReleaseAnswer,
     /// The table's answer to a quarantine.
     QuarantineAnswer,
     /// A listing shows exactly the first `batch_max` expired leases, earliest first.
@@ -73,6 +75,8 @@ pub enum Rule {
     WorkerCompletesWithItsOutput,
     /// A worker requeues only after its dependency failed.
     WorkerRequeuesOnlyAfterDependencyFailed,
+    /// A worker releases only a grant it declined.
+    WorkerReleasesOnlyWhatItDeclined,
     /// A worker abandons a lease only for the reason an answer gave it.
     WorkerAbandonsForItsReason,
     /// After a worker abandons a lease, it never executes or adopts for it again.
@@ -93,13 +97,14 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, table and ledger answers first, then the decisions of nodes.
-    pub const ALL: [Rule; 25] = [
+    pub const ALL: [Rule; 27] = [
         Rule::ArrivalAnswer,
         Rule::GrantOldestQueued,
         Rule::RegrantAnswer,
         Rule::RenewAnswer,
         Rule::CompleteAnswer,
         Rule::RequeueAnswer,
+        Rule::ReleaseAnswer,
         Rule::QuarantineAnswer,
         Rule::ListingAnswer,
         Rule::FenceAnswer,
@@ -111,6 +116,7 @@ impl Rule {
         Rule::WorkerAdoptsWhatItFound,
         Rule::WorkerCompletesWithItsOutput,
         Rule::WorkerRequeuesOnlyAfterDependencyFailed,
+        Rule::WorkerReleasesOnlyWhatItDeclined,
         Rule::WorkerAbandonsForItsReason,
         Rule::WorkerStaysAwayAfterAbandon,
         Rule::ReclaimerFencesWhatWasListed,
@@ -130,6 +136,7 @@ impl Rule {
             Rule::RenewAnswer => "renew_answer",
             Rule::CompleteAnswer => "complete_answer",
             Rule::RequeueAnswer => "requeue_answer",
+            Rule::ReleaseAnswer => "release_answer",
             Rule::QuarantineAnswer => "quarantine_answer",
             Rule::ListingAnswer => "listing_answer",
             Rule::FenceAnswer => "fence_answer",
@@ -141,6 +148,7 @@ impl Rule {
             Rule::WorkerAdoptsWhatItFound => "worker_adopts_what_it_found",
             Rule::WorkerCompletesWithItsOutput => "worker_completes_with_its_output",
             Rule::WorkerRequeuesOnlyAfterDependencyFailed => "worker_requeues_only_after_dependency_failed",
+            Rule::WorkerReleasesOnlyWhatItDeclined => "worker_releases_only_what_it_declined",
             Rule::WorkerAbandonsForItsReason => "worker_abandons_for_its_reason",
             Rule::WorkerStaysAwayAfterAbandon => "worker_stays_away_after_abandon",
             Rule::ReclaimerFencesWhatWasListed => "reclaimer_fences_what_was_listed",
@@ -171,6 +179,7 @@ impl Rule {
             R::Renew { .. } => Rule::RenewAnswer,
             R::Complete { .. } => Rule::CompleteAnswer,
             R::Requeue { .. } => Rule::RequeueAnswer,
+            R::Release { .. } => Rule::ReleaseAnswer,
             R::Quarantine { .. } => Rule::QuarantineAnswer,
             R::List => Rule::ListingAnswer,
             R::Fence { .. } => Rule::FenceAnswer,

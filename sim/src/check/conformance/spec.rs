@@ -18,6 +18,7 @@
 //! | renew | stale epoch, not leased, terminal, expired (t >= expiry), in that order: `refused`; else `renewed` to t + ttl |
 //! | complete | stale epoch: refused; completed with it: `already_completed`, with another: refused `conflict`; other terminal, queued: refused; leased (expired or not): completed |
 //! | requeue | stale epoch, queued, terminal: refused; attempts >= attempts_max: dead-lettered; else `requeued` to the back of the queue |
+//! | release | stale epoch, queued, terminal: refused; else `released` to the head of the queue, attempts - 1 (the grant undone) |
 //! | quarantine | two different outputs only; stale epoch, queued, terminal: refused; else quarantined |
 //! | list | the live leases with expiry <= t, by (expiry, job), the first `batch_max` |
 //! | fence | not leased or another epoch: `lost_race` with the current epoch; t < expiry: `not_expired`; else `reclaimed`, epoch + 1, expiry t + ttl, owned by the reclaimer |
@@ -57,6 +58,8 @@ pub(super) enum TableRequest {
     Complete { job: JobId, epoch: Epoch, output: Option<OutputId> },
     /// Hand a leased job back to the queue.
     Requeue { job: JobId, epoch: Epoch },
+    /// Undo a grant its worker never took.
+    Release { job: JobId, epoch: Epoch },
     /// Quarantine a job; the identities are not on a refusal's line.
     Quarantine { job: JobId, epoch: Epoch, identities: Option<[OutputId; 2]> },
     /// List expired leases.
@@ -74,6 +77,7 @@ impl TableRequest {
             | TableRequest::Renew { job, .. }
             | TableRequest::Complete { job, .. }
             | TableRequest::Requeue { job, .. }
+            | TableRequest::Release { job, .. }
             | TableRequest::Quarantine { job, .. }
             | TableRequest::Fence { job, .. } => Some(job),
             TableRequest::Acquire { .. } | TableRequest::List => None,
@@ -91,6 +95,7 @@ impl fmt::Display for TableRequest {
             TableRequest::Complete { job, epoch, output: Some(output) } => write!(f, "complete {job} {epoch} {output}"),
             TableRequest::Complete { job, epoch, output: None } => write!(f, "complete {job} {epoch}"),
             TableRequest::Requeue { job, epoch } => write!(f, "requeue {job} {epoch}"),
+            TableRequest::Release { job, epoch } => write!(f, "release {job} {epoch}"),
             TableRequest::Quarantine { job, epoch, .. } => write!(f, "quarantine {job} {epoch}"),
             TableRequest::List => f.write_str("list expired leases"),
             TableRequest::Fence { job, expected, reclaimer } => write!(f, "fence {job} {expected} for {reclaimer}"),
@@ -125,6 +130,8 @@ pub(super) enum TableAnswer {
     AlreadyCompleted,
     /// `requeued` after `attempts` worker grants.
     Requeued { attempts: u32 },
+    /// `released`, `attempts` worker grants left counted.
+    Released { attempts: u32 },
     /// `terminal` dead_lettered after `attempts` worker grants.
     DeadLettered { attempts: Option<u32> },
     /// `terminal` quarantined.
@@ -160,6 +167,7 @@ impl fmt::Display for TableAnswer {
             TableAnswer::Completed => f.write_str("terminal completed"),
             TableAnswer::AlreadyCompleted => f.write_str("already_completed"),
             TableAnswer::Requeued { attempts } => write!(f, "requeued after {attempts} attempts"),
+            TableAnswer::Released { attempts } => write!(f, "released, {attempts} attempts counted"),
             TableAnswer::DeadLettered { attempts: Some(attempts) } => {
                 write!(f, "terminal dead_lettered after {attempts} attempts")
             }
@@ -209,6 +217,7 @@ pub(super) fn read_table(event: &Event) -> Option<(TableRequest, TableAnswer)> {
                 RefusedRequest::Renew => R::Renew { job, epoch },
                 RefusedRequest::Complete => R::Complete { job, epoch, output: None },
                 RefusedRequest::Requeue => R::Requeue { job, epoch },
+                RefusedRequest::Release => R::Release { job, epoch },
                 RefusedRequest::Quarantine => R::Quarantine { job, epoch, identities: None },
             };
             (request, A::Refused(*reason))
@@ -223,6 +232,9 @@ pub(super) fn read_table(event: &Event) -> Option<(TableRequest, TableAnswer)> {
         }
         Event::AlreadyCompleted { job, epoch, output, .. } => {
             (R::Complete { job: *job, epoch: *epoch, output: Some(*output) }, A::AlreadyCompleted)
+        }
+        Event::Released { job, epoch, attempts, .. } => {
+            (R::Release { job: *job, epoch: *epoch }, A::Released { attempts: *attempts })
         }
         Event::Requeued { job, epoch, attempts, .. } => {
             (R::Requeue { job: *job, epoch: *epoch }, A::Requeued { attempts: *attempts })
@@ -364,6 +376,14 @@ impl Table {
                 };
                 (answer, Some(known.line))
             }
+            TableRequest::Release { job, epoch } => {
+                let Some(known) = job_of(job) else { return (A::Misuse("an unknown job"), None) };
+                let answer = match leased(known, epoch) {
+                    Err(reason) => A::Refused(reason),
+                    Ok(_) => A::Released { attempts: known.attempts.saturating_sub(1) },
+                };
+                (answer, Some(known.line))
+            }
             TableRequest::Quarantine { job, epoch, identities } => {
                 let Some(known) = job_of(job) else { return (A::Misuse("an unknown job"), None) };
                 if identities.is_some_and(|[recorded, rival]| recorded == rival) {
@@ -444,6 +464,17 @@ impl Table {
                 known.line = line;
                 self.queue.retain(|&queued| queued != job);
                 self.queue.push_back(job);
+            }
+            (TableRequest::Release { job, .. }, &A::Released { attempts }) => {
+                let Some(known) = self.jobs.get_mut(&job) else { return };
+                if let Standing::Leased(lease) = known.standing {
+                    self.expiries.remove(&(lease.expires_at_us, job));
+                }
+                known.standing = Standing::Queued;
+                known.attempts = attempts;
+                known.line = line;
+                self.queue.retain(|&queued| queued != job);
+                self.queue.push_front(job);
             }
             (TableRequest::Complete { job, output, .. }, A::Completed) => self.end(line, job, output),
             (TableRequest::Requeue { job, .. }, A::DeadLettered { .. })

@@ -89,6 +89,27 @@ const B_ALREADY_COMPLETED: usize = 20;
 /// 16 looked_up j1 e2 nothing; 17 w3 executing; 18 applied o7; 19 completed; 20 already_completed
 /// 21 w2 executing j2; 22 applied o8; 23 completed j2
 /// ```
+/// A grant declined and released, then run by another worker as a first attempt.
+///
+/// ```text
+/// 2 arrived j1; 3 granted j1 e1 to w1; 4 w1 abandoned declined; 5 released (0 attempts)
+/// 6 granted j1 e2 to w2 (attempt 1); 7 w2 executing; 8 applied o7; 9 completed
+/// ```
+fn release_story() -> History {
+    let mut story = History::new(2, 2);
+    story.at(0).arrived(J1);
+    story.at(10).granted(J1, E1, w(1), 1_010);
+    assert_eq!(story.at(12).abandoned(w(1), J1, E1, AbandonReason::Declined), R_DECLINED);
+    assert_eq!(story.at(14).released(J1, E1), R_RELEASED);
+    story.at(40).granted(J1, E2, w(2), 1_040);
+    story.at(50).executing(w(2), J1, E2);
+    story.at(60).applied(J1, E2, O7);
+    story.at(70).completed(J1, O7, E2, None);
+    story
+}
+const R_DECLINED: usize = 4;
+const R_RELEASED: usize = 5;
+
 fn requeue_story() -> History {
     let mut story = History::new(2, 2);
     story.at(0).arrived(J1);
@@ -320,6 +341,21 @@ fn broken_stories() -> Vec<(Rule, History, usize)> {
         let line = story.entries.len();
         replace(story, line, Event::Requeued { from: r(1), job: J1, epoch: E2, attempts: 1, batch: Some(batch(1, 0)) });
         line
+    });
+    case(Rule::ReleaseAnswer, release_story, &|story| {
+        // A release undoes the grant: the attempt is not counted.
+        replace(story, R_RELEASED, Event::Released { from: w(1), job: J1, epoch: E1, attempts: 1 });
+        R_RELEASED
+    });
+    case(Rule::GrantOldestQueued, release_story, &|story| {
+        // The released job went back to the head of the queue, before j2, which arrived later.
+        story.entries.truncate(R_RELEASED);
+        story.at(20).arrived_with_backlog(J2, 2);
+        story.at(30).granted(J2, E1, w(2), 1_030)
+    });
+    case(Rule::WorkerReleasesOnlyWhatItDeclined, release_story, &|story| {
+        erase(story, R_DECLINED);
+        R_RELEASED
     });
     case(Rule::QuarantineAnswer, conflict_story, &|story| {
         let (from, job, epoch, batch) = (r(1), J1, E3, Some(batch(1, 0)));
