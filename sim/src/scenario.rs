@@ -394,6 +394,7 @@ impl Scenario {
                 "paused_worker_woke_after_expiry",
                 "dead_lettered",
                 "rejected_arrival",
+                "grant_released",
                 "window_list_to_fence",
                 "window_fence_to_lookup",
                 "window_renew_in_flight",

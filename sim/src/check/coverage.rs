@@ -26,6 +26,7 @@
 //! | `reclaimed` | a `reclaimed` |
 //! | `worker_crashed` | a `crashed` whose target is a worker |
 //! | `reclaimer_crashed` | a `crashed` whose target is a reclaimer |
+//! | `grant_released` | a `released`: a worker declined a grant to an acquire it had given up |
 //! | `window_*` | the seven protocol windows: see [`super::windows`] |
 //!
 //! A worker holds a lease from its latest `granted` until the job is reclaimed, requeued or ends.
@@ -55,6 +56,7 @@ const DEPENDENCY_FAILED: &str = "dependency_failed";
 const RECLAIMED: &str = "reclaimed";
 const WORKER_CRASHED: &str = "worker_crashed";
 const RECLAIMER_CRASHED: &str = "reclaimer_crashed";
+const GRANT_RELEASED: &str = "grant_released";
 
 /// Counts of interesting situations ("sometimes" properties), keyed by a stable snake_case name.
 /// The map always holds every name of [`Coverage::SITUATIONS`], zero if not reached.
@@ -90,6 +92,7 @@ impl Coverage {
         RECLAIMED,
         WORKER_CRASHED,
         RECLAIMER_CRASHED,
+        GRANT_RELEASED,
         windows::LIST_TO_FENCE,
         windows::FENCE_TO_LOOKUP,
         windows::RENEW_IN_FLIGHT,
@@ -170,7 +173,11 @@ impl Situations {
                 }
                 self.release(*job);
             }
-            Event::Requeued { job, .. } | Event::Released { job, .. } => self.release(*job),
+            Event::Requeued { job, .. } => self.release(*job),
+            Event::Released { job, .. } => {
+                self.coverage.bump(GRANT_RELEASED);
+                self.release(*job);
+            }
             Event::Terminal { job, outcome, .. } => {
                 match outcome {
                     OutcomeKind::DeadLettered => self.coverage.bump(DEAD_LETTERED),
@@ -246,10 +253,10 @@ mod tests {
         let coverage = Coverage::default();
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
         assert!(Coverage::SITUATIONS.iter().all(|name| coverage.0.get(name) == Some(&0)));
-        assert_eq!(Coverage::SITUATIONS.len(), 26);
+        assert_eq!(Coverage::SITUATIONS.len(), 27);
         assert_eq!(Coverage::SITUATIONS[0], "adopted_by_worker");
-        assert_eq!(Coverage::SITUATIONS[18], "reclaimer_crashed");
-        assert_eq!(Coverage::SITUATIONS[19..], super::windows::WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[19], "grant_released");
+        assert_eq!(Coverage::SITUATIONS[20..], super::windows::WINDOWS);
     }
 
     // Merging adds counts name by name.
@@ -356,6 +363,7 @@ mod tests {
             ("reclaimed", 3),
             ("worker_crashed", 2),
             ("reclaimer_crashed", 1),
+            ("grant_released", 0),
             ("window_list_to_fence", 0),
             ("window_fence_to_lookup", 0),
             ("window_renew_in_flight", 1),

@@ -252,7 +252,8 @@ mod tests {
             (history, release)
         };
         let (history, _) = declined(true);
-        assert_eq!(check_history(&history.entries).map(|_| ()), Ok(()));
+        let coverage = check_history(&history.entries).expect("a released grant is no lost work");
+        assert_eq!(coverage.get("grant_released"), 1);
         assert_eq!(wasted(&history.entries), (0, 0));
         let (history, release) = declined(false);
         let violation = check_history(&history.entries).unwrap_err();
