@@ -667,35 +667,11 @@ impl LeaseTable {
         self.advance(now)?;
         let no_cas = self.bugs.on(Bug::ReclaimWithoutCas);
         let record = self.record(job)?;
-        if self.bugs.on(Bug::FenceRevivesFinished) && record.epoch == expected {
-            if let JobState::Terminal(_) = record.state {
-                // Only the epoch is compared: the finished job is handed to the reclaimer.
-                let ended = Lease { job, owner: Owner::Reclaimer(reclaimer), epoch: expected, expires_at: now };
-                let lease = Lease { epoch: expected.next(), expires_at: now + self.config.lease_ttl, ..ended };
-                let record = self.record_mut(job);
-                record.epoch = lease.epoch;
-                record.state = JobState::Leased(lease);
-                self.backlog += 1;
-                let inserted = self.expiries.insert((lease.expires_at, job));
-                assert!(inserted);
-                return Ok(Fencing::Won { expired: ended, lease });
-            }
-        }
-        let unleased = !matches!(record.state, JobState::Leased(_));
-        if self.bugs.on(Bug::FenceChecksEpochOnly) && record.epoch == expected && unleased {
-            // Only the epoch is compared: the handed-back or ended job goes to the reclaimer.
-            if let JobState::Terminal(_) = record.state {
-                self.backlog += 1;
-            }
-            self.queue.retain(|&queued| queued != job);
-            let ended = Lease { job, owner: Owner::Reclaimer(reclaimer), epoch: expected, expires_at: now };
-            let lease = Lease { epoch: expected.next(), expires_at: now + self.config.lease_ttl, ..ended };
-            let record = self.record_mut(job);
-            record.epoch = lease.epoch;
-            record.state = JobState::Leased(lease);
-            let inserted = self.expiries.insert((lease.expires_at, job));
-            assert!(inserted);
-            return Ok(Fencing::Won { expired: ended, lease });
+        let ended = matches!(record.state, JobState::Terminal(_));
+        let revives = self.bugs.on(Bug::FenceRevivesFinished) && ended;
+        let epoch_only = self.bugs.on(Bug::FenceChecksEpochOnly) && !matches!(record.state, JobState::Leased(_));
+        if record.epoch == expected && (revives || epoch_only) {
+            return Ok(self.fence_unleased(now, job, expected, reclaimer));
         }
         let JobState::Leased(lease) = record.state else {
             return Ok(Fencing::LostRace { current: record.epoch });
@@ -713,6 +689,24 @@ impl LeaseTable {
         self.record_mut(job).epoch = epoch;
         self.relet(fenced);
         Ok(Fencing::Won { expired: lease, lease: fenced })
+    }
+
+    /// The planted fences that compare the epoch only ([`Bug::FenceRevivesFinished`],
+    /// [`Bug::FenceChecksEpochOnly`]): the job, handed back or ended since the listing, is taken
+    /// out of the queue or out of its end and leased to the reclaimer.
+    fn fence_unleased(&mut self, now: Time, job: JobId, expected: Epoch, reclaimer: ReclaimerId) -> Fencing {
+        if let JobState::Terminal(_) = self.record_mut(job).state {
+            self.backlog += 1;
+        }
+        self.queue.retain(|&queued| queued != job);
+        let ended = Lease { job, owner: Owner::Reclaimer(reclaimer), epoch: expected, expires_at: now };
+        let lease = Lease { epoch: expected.next(), expires_at: now + self.config.lease_ttl, ..ended };
+        let record = self.record_mut(job);
+        record.epoch = lease.epoch;
+        record.state = JobState::Leased(lease);
+        let inserted = self.expiries.insert((lease.expires_at, job));
+        assert!(inserted);
+        Fencing::Won { expired: ended, lease }
     }
 
     /// Quarantines a job whose operation has two different outputs, for an operator to resolve.
