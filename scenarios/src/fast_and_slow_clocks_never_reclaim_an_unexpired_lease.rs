@@ -19,7 +19,7 @@ mod tests {
     // With drifting clocks, every reclaim happens at or after the expiry the table set.
     #[test]
     fn drifting_clocks_reclaim_only_expired_leases() {
-        let report = scripted(SCENARIO, 4);
+        let report = scripted(SCENARIO, 5);
         let drifting = report.params.worker_clocks.iter().chain(&report.params.reclaimer_clocks);
         assert!(drifting.filter(|clock| **clock != LocalClock::EXACT).count() >= 2, "clocks drift");
         let history = &report.history;

@@ -20,7 +20,10 @@ use std::str::FromStr;
 /// - 3: message faults are on the history (`delayed`, `duplicated`), and a `paused` that a strike
 ///   dealt at a protocol point names the point and the job; a worker releases a grant it never
 ///   took (`abandoned` `declined`, then `released`, or `refused` `release`).
-pub const HISTORY_VERSION: u32 = 3;
+/// - 4: every lost message is on the history (`lost`), and the `run` line's `params` describe the
+///   world (its shape, timing and network latency), not the rates a generator drew faults at: a
+///   run replayed from its plan draws nothing, and writes the same `run` line.
+pub const HISTORY_VERSION: u32 = 4;
 
 /// One lease as a reclaim listing showed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -308,6 +311,9 @@ pub enum CrashPoint {
     /// `after_listing`: a reclaimer has a listing of expired leases and has not fenced them yet.
     /// Only stalls strike here.
     AfterListing,
+    /// `before_listing`: a reclaimer decided to scan and has not asked yet. A plan holds its scans
+    /// here; no history line names this point.
+    BeforeListing,
     /// `at_random`: the fault schedule crashed the node wherever it was.
     AtRandom,
 }
@@ -323,6 +329,7 @@ impl CrashPoint {
             CrashPoint::BeforeRenew => "before_renew",
             CrashPoint::BeforeRenewReply => "before_renew_reply",
             CrashPoint::AfterListing => "after_listing",
+            CrashPoint::BeforeListing => "before_listing",
             CrashPoint::AtRandom => "at_random",
         }
     }
@@ -330,7 +337,7 @@ impl CrashPoint {
 
 /// What a message on the network is: the request it makes, or answers. `delayed`'s and
 /// `duplicated`'s `message`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageKind {
     /// `enqueue`: the arrival generator offers a job.
@@ -776,6 +783,23 @@ pub enum Event {
         /// How much later it arrives.
         len_us: u64,
     },
+    /// The network lost one message (node: world): it was sent at `t_us` and never arrives.
+    /// Version 4 and later; earlier histories only say, in the `run` line, that the world lost
+    /// messages (`loss=`).
+    Lost {
+        /// The sender.
+        target: Node,
+        /// The receiver.
+        peer: Node,
+        /// What the message is: a request, or the answer to one (`reply`).
+        message: MessageKind,
+        /// Whether it is the answer to a `message` request.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        reply: bool,
+        /// The job it is about, when it names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<JobId>,
+    },
     /// The network delivered one message twice (node: world): the copy arrives `gap_us` after the
     /// original would, as a retransmission crossing the first delivery does.
     Duplicated {
@@ -869,6 +893,7 @@ impl Entry {
             | Event::Partitioned { .. }
             | Event::Healed { .. }
             | Event::Delayed { .. }
+            | Event::Lost { .. }
             | Event::Duplicated { .. }
             | Event::FaultsHealed {} => None,
         }
@@ -955,12 +980,12 @@ mod tests {
         assert!(matches!(parse_jsonl(arrived), Err(HistoryError::NoRunLine)));
         let bad_node = r#"{"t_us":0,"node":"x9","kind":"faults_healed"}"#;
         assert!(matches!(parse_jsonl(bad_node), Err(HistoryError::BadLine { line: 1, .. })));
-        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":3,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
+        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":4,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
         let text = format!("{run}\n{arrived}\nnot json\n");
         assert!(matches!(parse_jsonl(&text), Err(HistoryError::BadLine { line: 3, .. })));
         assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
-        for (version, found) in [("", 1), (r#""history_version":2,"#, 2), (r#""history_version":4,"#, 4)] {
-            let other = run.replace(r#""history_version":3,"#, version);
+        for (version, found) in [("", 1), (r#""history_version":2,"#, 2), (r#""history_version":3,"#, 3)] {
+            let other = run.replace(r#""history_version":4,"#, version);
             let refused = parse_jsonl(&format!("{other}\n{arrived}\n"));
             assert!(matches!(refused, Err(HistoryError::UnknownVersion { found: f }) if f == found), "{refused:?}");
         }
@@ -971,7 +996,7 @@ mod tests {
     // each such field, after a valid `run` line.
     #[test]
     fn an_unknown_reason_why_or_point_is_a_bad_line() {
-        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":3,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
+        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":4,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
         let lines = [
             r#"{"t_us":1,"node":"table","kind":"rejected","job":1,"reason":"?"}"#,
             r#"{"t_us":1,"node":"ledger","kind":"effect_rejected","from":"w1","job":1,"op":{"job":1,"step":0},"epoch":1,"output":7,"reason":"?"}"#,

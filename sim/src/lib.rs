@@ -21,6 +21,7 @@ pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod clock;
+pub mod faults;
 pub mod figures;
 pub mod history;
 pub mod net;

@@ -84,6 +84,7 @@ fn kind(event: &Event) -> &'static str {
         Event::Partitioned { .. } => "partitioned",
         Event::Healed { .. } => "healed",
         Event::Delayed { .. } => "delayed",
+        Event::Lost { .. } => "lost",
         Event::Duplicated { .. } => "duplicated",
         Event::FaultsHealed {} => "faults_healed",
     }
@@ -220,6 +221,9 @@ fn details(event: &Event) -> String {
         Event::Restarted { target } | Event::Paused { target, .. } | Event::Resumed { target } => target.to_string(),
         Event::Delayed { target, peer, message, reply, job, len_us } => {
             format!("{}{} {target} -> {peer} held back {}ms", what(*message, *reply), about(job), ms(*len_us))
+        }
+        Event::Lost { target, peer, message, reply, job } => {
+            format!("{}{} {target} -> {peer} never arrives", what(*message, *reply), about(job))
         }
         Event::Duplicated { target, peer, message, reply, job, gap_us } => {
             format!("{}{} {target} -> {peer} sent again {}ms later", what(*message, *reply), about(job), ms(*gap_us))

@@ -6,7 +6,12 @@
 //! hammer one mechanism hard while others combine everything.
 
 use crate::clock::{LocalClock, DRIFT_PPM_MAX};
-use crate::history::{CrashPoint, Node};
+use crate::faults::decide::Keyed;
+use crate::faults::plan::Arrival;
+use crate::faults::{
+    CrashRates, Dependency, Fault, Point, Scripted, StallRates, Strike, Surge, WindowFaults, WINDOW_FAULT_MIN_US,
+};
+use crate::history::Node;
 use lease_core::{Bug, ReclaimerConfig, Span, TableConfig, WorkerConfig};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -15,228 +20,13 @@ use std::fmt::Write;
 /// One-way network latency outside the fault phase.
 pub const CALM_LATENCY_US: (u64, u64) = (1_000, 10_000);
 
-/// A fault scheduled at a fixed simulated time during the fault phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// Cut `node` off from everyone for `len_us`.
-    Partition {
-        /// The node.
-        node: Node,
-        /// How long.
-        len_us: u64,
-    },
-    /// Cut the link between `a` and `b`, both ways, for `len_us`.
-    CutLink {
-        /// One end.
-        a: Node,
-        /// The other end.
-        b: Node,
-        /// How long.
-        len_us: u64,
-    },
-    /// Pause `node`'s process (a GC or VM stall) for `len_us`.
-    Pause {
-        /// The node.
-        node: Node,
-        /// How long.
-        len_us: u64,
-    },
-    /// Crash `node` at a random point, and restart it after `down_us`.
-    Crash {
-        /// The node.
-        node: Node,
-        /// How long it stays down.
-        down_us: u64,
-    },
-}
-
-/// The dependency behind the ledger: slow, sometimes failing.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Dependency {
-    /// Fastest call, in microseconds.
-    pub latency_min_us: u64,
-    /// Slowest ordinary call.
-    pub latency_max_us: u64,
-    /// Chance a call is slow: its latency is multiplied by `slow_factor`.
-    pub slow_rate: f64,
-    /// How much slower a slow call is.
-    pub slow_factor: u64,
-    /// Chance a call fails before producing anything.
-    pub fail_rate: f64,
-    /// Chance a call applies its output but answers as failed (a timeout after the effect).
-    pub lost_reply_rate: f64,
-    /// Chance a call also writes a second, different output (a non-idempotent dependency).
-    pub rival_rate: f64,
-}
-
-/// Crash probabilities at each protocol point, drawn per visit during the fault phase.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct CrashRates {
-    /// A worker crashes just before it calls the dependency.
-    pub before_effect: f64,
-    /// A worker crashes after its effect was accepted, before it acknowledged completion.
-    pub after_effect: f64,
-    /// A worker crashes after sending its completion, before the answer.
-    pub during_ack: f64,
-    /// A reclaimer crashes after it fenced a lease, before it finished with it.
-    pub mid_reclaim: f64,
-}
-
-/// Process stalls (a GC pause, a VM freeze) that strike between a worker's decision to act and
-/// its message leaving: the classic window that self-fencing cannot close and fencing must.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct StallRates {
-    /// Chance of a stall after deciding to call the dependency, before the call leaves.
-    pub before_effect: f64,
-    /// Chance of a stall after deciding to complete, before the completion leaves.
-    pub before_ack: f64,
-    /// Chance of a stall after deciding to heartbeat, before the renewal leaves.
-    pub before_renew: f64,
-    /// Stall length range, in microseconds.
-    pub len_us: (u64, u64),
-}
-
-/// Faults aimed at the protocol's windows (see [`crate::check::windows`]): single messages held
-/// back or delivered twice, short stalls at the points where a window opens, and timing aimed at
-/// the expiry boundary. Short means the size of the windows: a few hundred µs up to the drift
-/// margin (`near_us`), and now and then up to ttl/4 (`far_us`), never the ttl-sized pauses that
-/// overshoot them.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct WindowFaults {
-    /// Chance a message (request or reply) is held back on its way.
-    pub delay_rate: f64,
-    /// Chance a message is delivered twice, the copy some time after the original.
-    pub duplicate_rate: f64,
-    /// Chance a hand-back (a requeue) or an acknowledgement (a completion) is delivered twice,
-    /// the copy from a drift margin up to ttl/2 after the original: after the table has moved on
-    /// (granted the job again, or ended it), where stale hand-backs and late duplicates bite.
-    pub hand_back_copy: f64,
-    /// Chance a reclaimer stalls between a listing and its fences.
-    pub after_listing: f64,
-    /// Chance a reclaimer stalls between winning a fence and looking the operation up.
-    pub after_fence: f64,
-    /// Chance a worker stalls between a renewal's answer arriving and taking it.
-    pub before_renew_reply: f64,
-    /// Chance a worker's heartbeat is held so that the renewal lands within a drift margin of its
-    /// lease's expiry, on either side.
-    pub renew_at_boundary: f64,
-    /// Chance a reclaimer's scan is timed to land just after the earliest expiry.
-    pub reclaim_at_boundary: f64,
-    /// Chance a worker's completion is held so that it reaches the table after its lease expired,
-    /// within one scan of the expiry: between a reclaimer's listing and its fence.
-    pub complete_at_boundary: f64,
-    /// Chance a worker's call to the dependency is held so that it reaches the ledger after its
-    /// lease expired, within one scan of the expiry: where a reclaimer fences and looks up.
-    pub effect_at_boundary: f64,
-    /// The upper end of a near draw: the drift margin.
-    pub near_us: u64,
-    /// The upper end of a far draw: ttl/4.
-    pub far_us: u64,
-}
-
-/// The shortest hold-back or stall a window fault deals.
-pub const WINDOW_FAULT_MIN_US: u64 = 300;
-
-impl WindowFaults {
-    /// The gap before a hand-back's late copy: from the drift margin up to ttl/2.
-    pub fn draw_late_gap_us(&self, rng: &mut impl Rng) -> u64 {
-        let near = self.near_us.max(WINDOW_FAULT_MIN_US);
-        rng.gen_range(near..=(2 * self.far_us).max(near))
-    }
-
-    /// A hold-back, gap or stall length: up to the drift margin two times in three, else up to
-    /// ttl/4.
-    pub fn draw_len_us(&self, rng: &mut impl Rng) -> u64 {
-        let near = self.near_us.max(WINDOW_FAULT_MIN_US + 1);
-        let far = self.far_us.max(near + 1);
-        if rng.gen_bool(2.0 / 3.0) {
-            rng.gen_range(WINDOW_FAULT_MIN_US..near)
-        } else {
-            rng.gen_range(near..far)
-        }
-    }
-}
-
-/// A protocol point at which a node can be struck.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Point {
-    /// A worker decided to call the dependency; the call has not left.
-    BeforeEffect,
-    /// A worker's effect was accepted by the ledger; it has not acknowledged completion.
-    AfterEffect,
-    /// A worker sent its completion; the answer has not come.
-    DuringAck,
-    /// A reclaimer fenced a lease; it has not finished with it.
-    MidReclaim,
-    /// A worker decided to heartbeat; the renewal has not left.
-    BeforeRenew,
-    /// A renewal's answer reached its worker, which has not taken it yet. Only stalls strike here.
-    BeforeRenewReply,
-    /// A reclaimer has its listing of expired leases and has not fenced them. Only stalls strike
-    /// here: they stretch the gap between a listing and its fences.
-    AfterListing,
-}
-
-impl Point {
-    /// The name used in the history's `crashed` lines.
-    pub fn name(self) -> &'static str {
-        CrashPoint::from(self).name()
-    }
-}
-
-impl From<Point> for CrashPoint {
-    fn from(point: Point) -> CrashPoint {
-        match point {
-            Point::BeforeEffect => CrashPoint::BeforeEffect,
-            Point::AfterEffect => CrashPoint::AfterEffect,
-            Point::DuringAck => CrashPoint::DuringAck,
-            Point::MidReclaim => CrashPoint::MidReclaim,
-            Point::BeforeRenew => CrashPoint::BeforeRenew,
-            Point::BeforeRenewReply => CrashPoint::BeforeRenewReply,
-            Point::AfterListing => CrashPoint::AfterListing,
-        }
-    }
-}
-
-/// What strikes at a point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Strike {
-    /// The node crashes, and restarts after the restart delay.
-    Crash,
-    /// The node stalls for this long, then carries on with what it had decided.
-    Stall(u64),
-}
-
-/// A scripted strike: the exact situation a named scenario is about. It fires once, the first
-/// time any node passes `point` for `job` during the fault phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Scripted {
-    /// The job.
-    pub job: lease_core::JobId,
-    /// Where.
-    pub point: Point,
-    /// What.
-    pub strike: Strike,
-}
-
-/// A burst of arrivals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Surge {
-    /// When it starts.
-    pub at_us: u64,
-    /// How long it lasts.
-    pub len_us: u64,
-    /// How many times the usual arrival rate.
-    pub factor: u64,
-}
-
 /// Everything one run needs, chosen from the seed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Params {
     /// The seed.
     pub seed: u64,
     /// The scenario's name.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The planted bug, if any.
     pub bug: Option<Bug>,
     /// Jobs the arrival generator offers.
@@ -283,6 +73,11 @@ pub struct Params {
     pub fault_phase_us: u64,
     /// How long after the heal every accepted job has to reach a terminal outcome.
     pub liveness_budget_us: u64,
+    /// The jobs to offer and when, from a plan; `None` draws Poisson arrivals from the seed.
+    pub arrivals: Option<Vec<Arrival>>,
+    /// A plan's keyed faults: when set, every fault decision is looked up here and nothing is
+    /// drawn (every rate is zero).
+    pub planned: Option<std::sync::Arc<Vec<Keyed>>>,
 }
 
 /// The scenarios `lease-sim` knows. Each has a scripted part (the exact situation, struck at
@@ -579,64 +374,43 @@ fn base(scenario: &'static str, seed: u64, bug: Option<Bug>, rng: &mut Xoshiro25
     let lease_ttl = Span::from_ms(rng.gen_range(200..=800));
     let workers = rng.gen_range(2..=6);
     let reclaimers = rng.gen_range(1..=3);
-    let exact = |n: u32| vec![LocalClock::EXACT; n as usize];
-    Params {
-        seed,
-        scenario,
-        bug,
-        jobs: 100,
-        workers,
-        reclaimers,
-        table: TableConfig {
-            capacity: rng.gen_range(20..=120),
-            lease_ttl,
-            batch_max: rng.gen_range(1..=8),
-            attempts_max: rng.gen_range(2..=6),
-        },
-        worker: WorkerConfig {
-            lease_ttl,
-            heartbeat_every: lease_ttl / 4,
-            drift_margin: lease_ttl / 8,
-            request_timeout: lease_ttl / 6,
-            idle_backoff: Span::from_ms(5),
-            // Long polling, held far shorter than a grant stays usable (ttl - margin = 7/8 ttl):
-            // a grant made at the end of a hold, answered within a round trip (ttl/6), leaves
-            // most of the lease to act in, and so does one to the acquire's first retry.
-            acquire_wait: lease_ttl / 8,
-        },
-        reclaimer: ReclaimerConfig {
-            scan_every: lease_ttl / rng.gen_range(2..=8),
-            request_timeout: lease_ttl / 6,
-            retries_max: 3,
-        },
-        arrival_mean_us: rng.gen_range(4_000..=20_000),
-        dependency: Dependency {
-            latency_min_us: 2_000,
-            latency_max_us: rng.gen_range(5_000..=40_000),
-            slow_rate: 0.0,
-            slow_factor: 1,
-            fail_rate: 0.0,
-            lost_reply_rate: 0.0,
-            rival_rate: 0.0,
-        },
-        loss_rate: 0.0,
-        latency_us: CALM_LATENCY_US,
-        worker_clocks: exact(workers),
-        reclaimer_clocks: exact(reclaimers),
-        crash: CrashRates::default(),
-        stall: StallRates::default(),
-        windows: WindowFaults {
-            near_us: lease_ttl.as_us() / 8,
-            far_us: lease_ttl.as_us() / 4,
-            ..WindowFaults::default()
-        },
-        script: Vec::new(),
-        rival_jobs: Vec::new(),
-        restart_delay_us: lease_ttl.as_us(),
-        schedule: Vec::new(),
-        surge: None,
-        fault_phase_us: 3_000_000,
-        liveness_budget_us: 30_000_000,
+    let mut params = Params::quiet(scenario.to_string(), seed, bug);
+    params.workers = workers;
+    params.reclaimers = reclaimers;
+    params.worker_clocks = vec![LocalClock::EXACT; workers as usize];
+    params.reclaimer_clocks = vec![LocalClock::EXACT; reclaimers as usize];
+    params.table = TableConfig {
+        capacity: rng.gen_range(20..=120),
+        lease_ttl,
+        batch_max: rng.gen_range(1..=8),
+        attempts_max: rng.gen_range(2..=6),
+    };
+    params.worker = worker_timing(lease_ttl);
+    params.reclaimer = ReclaimerConfig {
+        scan_every: lease_ttl / rng.gen_range(2..=8),
+        request_timeout: lease_ttl / 6,
+        retries_max: 3,
+    };
+    params.arrival_mean_us = rng.gen_range(4_000..=20_000);
+    params.dependency.latency_max_us = rng.gen_range(5_000..=40_000);
+    params.windows.near_us = lease_ttl.as_us() / 8;
+    params.windows.far_us = lease_ttl.as_us() / 4;
+    params.restart_delay_us = lease_ttl.as_us();
+    params
+}
+
+/// A worker's timing for leases of `lease_ttl`.
+fn worker_timing(lease_ttl: Span) -> WorkerConfig {
+    WorkerConfig {
+        lease_ttl,
+        heartbeat_every: lease_ttl / 4,
+        drift_margin: lease_ttl / 8,
+        request_timeout: lease_ttl / 6,
+        idle_backoff: Span::from_ms(5),
+        // Long polling, held far shorter than a grant stays usable (ttl - margin = 7/8 ttl): a
+        // grant made at the end of a hold, answered within a round trip (ttl/6), leaves most of
+        // the lease to act in, and so does one to the acquire's first retry.
+        acquire_wait: lease_ttl / 8,
     }
 }
 
@@ -679,6 +453,12 @@ fn swarm(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
                 Fault::Partition { node: a, len_us }
             } else {
                 let b = if rng.gen_bool(0.5) { Node::Table } else { Node::Ledger };
+                // The table or the ledger cut off from the other, never from itself.
+                let b = match (a, b) {
+                    (Node::Table, Node::Table) => Node::Ledger,
+                    (Node::Ledger, Node::Ledger) => Node::Table,
+                    _ => b,
+                };
                 Fault::CutLink { a, b, len_us }
             };
             params.schedule.push((at, fault));
@@ -752,6 +532,53 @@ fn random_node(params: &Params, rng: &mut Xoshiro256PlusPlus) -> Node {
 }
 
 impl Params {
+    /// A calm world of 100 jobs, 2 workers and 1 reclaimer, with leases of 400 ms and no fault of
+    /// any kind: what a scenario draws its own world over, and a plan its own.
+    pub fn quiet(scenario: String, seed: u64, bug: Option<Bug>) -> Params {
+        let lease_ttl = Span::from_ms(400);
+        Params {
+            seed,
+            scenario,
+            bug,
+            jobs: 100,
+            workers: 2,
+            reclaimers: 1,
+            table: TableConfig { capacity: 100, lease_ttl, batch_max: 4, attempts_max: 3 },
+            worker: worker_timing(lease_ttl),
+            reclaimer: ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 },
+            arrival_mean_us: 10_000,
+            dependency: Dependency {
+                latency_min_us: 2_000,
+                latency_max_us: 20_000,
+                slow_rate: 0.0,
+                slow_factor: 1,
+                fail_rate: 0.0,
+                lost_reply_rate: 0.0,
+                rival_rate: 0.0,
+            },
+            loss_rate: 0.0,
+            latency_us: CALM_LATENCY_US,
+            worker_clocks: vec![LocalClock::EXACT; 2],
+            reclaimer_clocks: vec![LocalClock::EXACT; 1],
+            crash: CrashRates::default(),
+            stall: StallRates::default(),
+            windows: WindowFaults {
+                near_us: lease_ttl.as_us() / 8,
+                far_us: lease_ttl.as_us() / 4,
+                ..WindowFaults::default()
+            },
+            script: Vec::new(),
+            rival_jobs: Vec::new(),
+            restart_delay_us: lease_ttl.as_us(),
+            schedule: Vec::new(),
+            surge: None,
+            fault_phase_us: 3_000_000,
+            liveness_budget_us: 30_000_000,
+            arrivals: None,
+            planned: None,
+        }
+    }
+
     /// The same world offering `jobs` jobs, with the fault phase and the liveness budget
     /// stretched to the time the arrivals take, so that a larger world is the same world for
     /// longer, not a more overloaded one.
@@ -764,20 +591,18 @@ impl Params {
         self
     }
 
-    /// Every parameter as `name=value` pairs, for the `run` line and the printed header.
+    /// The world's shape and timing as `name=value` pairs: the `run` line's `params`. The same
+    /// for a seeded run and for its plan's replay, which draws nothing.
     pub fn describe(&self) -> String {
         let mut out = String::new();
         let d = &self.dependency;
-        let c = &self.crash;
         let _ = write!(
             out,
             "jobs={} workers={} reclaimers={} lease_ttl_us={} batch_max={} capacity={} attempts_max={} \
-             heartbeat_us={} drift_margin_us={} scan_every_us={} arrival_mean_us={} \
-             dep_latency_us={}..{} dep_slow={:.3}x{} dep_fail={:.3} dep_lost_reply={:.3} dep_rival={:.3} \
-             loss={:.3} latency_us={}..{} crash_before={:.3} crash_after={:.3} crash_ack={:.3} \
-             crash_reclaim={:.3} restart_delay_us={} fault_phase_us={} liveness_budget_us={} \
-             acquire_wait_us={} worker_request_timeout_us={} idle_backoff_us={} \
-             reclaimer_request_timeout_us={} reclaimer_retries_max={}",
+             heartbeat_us={} drift_margin_us={} scan_every_us={} arrival_mean_us={} dep_latency_us={}..{} \
+             latency_us={}..{} fault_phase_us={} liveness_budget_us={} acquire_wait_us={} \
+             worker_request_timeout_us={} idle_backoff_us={} reclaimer_request_timeout_us={} \
+             reclaimer_retries_max={}",
             self.jobs,
             self.workers,
             self.reclaimers,
@@ -791,19 +616,8 @@ impl Params {
             self.arrival_mean_us,
             d.latency_min_us,
             d.latency_max_us,
-            d.slow_rate,
-            d.slow_factor,
-            d.fail_rate,
-            d.lost_reply_rate,
-            d.rival_rate,
-            self.loss_rate,
             self.latency_us.0,
             self.latency_us.1,
-            c.before_effect,
-            c.after_effect,
-            c.during_ack,
-            c.mid_reclaim,
-            self.restart_delay_us,
             self.fault_phase_us,
             self.liveness_budget_us,
             self.worker.acquire_wait.as_us(),
@@ -811,6 +625,31 @@ impl Params {
             self.worker.idle_backoff.as_us(),
             self.reclaimer.request_timeout.as_us(),
             self.reclaimer.retries_max,
+        );
+        out
+    }
+
+    /// The rates and scripts a seeded run draws its faults with, as `name=value` pairs: what
+    /// `run` prints under the world's `params`. A plan's replay has none.
+    pub fn describe_faults(&self) -> String {
+        let mut out = String::new();
+        let d = &self.dependency;
+        let c = &self.crash;
+        let _ = write!(
+            out,
+            "dep_slow={:.3}x{} dep_fail={:.3} dep_lost_reply={:.3} dep_rival={:.3} loss={:.3} crash_before={:.3} \
+             crash_after={:.3} crash_ack={:.3} crash_reclaim={:.3} restart_delay_us={}",
+            d.slow_rate,
+            d.slow_factor,
+            d.fail_rate,
+            d.lost_reply_rate,
+            d.rival_rate,
+            self.loss_rate,
+            c.before_effect,
+            c.after_effect,
+            c.during_ack,
+            c.mid_reclaim,
+            self.restart_delay_us,
         );
         let clocks = self.worker_clocks.iter().enumerate().map(|(n, c)| (format!("w{n}"), c));
         let clocks = clocks.chain(self.reclaimer_clocks.iter().enumerate().map(|(n, c)| (format!("r{n}"), c)));
@@ -892,7 +731,7 @@ mod tests {
         for seed in 0..50 {
             let params = Scenario::ClockDrift.params(seed, None);
             let ttl_us = params.table.lease_ttl.as_us() as i64;
-            let describe = params.describe();
+            let describe = params.describe_faults();
             let workers = params.worker_clocks.iter().enumerate().map(|(n, clock)| (format!("w{n}"), clock));
             let reclaimers = params.reclaimer_clocks.iter().enumerate().map(|(n, clock)| (format!("r{n}"), clock));
             let clocks: Vec<_> = workers.chain(reclaimers).collect();
@@ -920,7 +759,7 @@ mod describe_tests {
     fn describe_names_every_timing() {
         for scenario in Scenario::ALL {
             let params = scenario.params(7, None);
-            let text = params.describe();
+            let text = format!("{} {}", params.describe(), params.describe_faults());
             let expected = [
                 ("lease_ttl_us", params.table.lease_ttl.as_us()),
                 ("heartbeat_us", params.worker.heartbeat_every.as_us()),

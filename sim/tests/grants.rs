@@ -82,7 +82,9 @@ fn grants_to_workers_that_are_down(history: &[Entry]) -> Vec<String> {
     found
 }
 
-/// Jobs dead-lettered without any worker ever calling the dependency for them.
+/// Jobs dead-lettered without any worker ever calling the dependency for them, where some grant
+/// of theirs was not ended by its holder crashing on it (a crash before the effect is an attempt
+/// that really failed; a grant abandoned unused is the lost work).
 fn dead_lettered_unrun(history: &[Entry]) -> Vec<String> {
     let ran: std::collections::BTreeSet<_> = history
         .iter()
@@ -91,10 +93,23 @@ fn dead_lettered_unrun(history: &[Entry]) -> Vec<String> {
             _ => None,
         })
         .collect();
+    let crashed_on = |job, owner, from: usize| {
+        history[from..].iter().any(
+            |later| matches!(later.event, Event::Crashed { target, job: Some(j), .. } if target == owner && j == job),
+        )
+    };
+    let every_grant_crashed = |job| {
+        history.iter().enumerate().all(|(line, entry)| match entry.event {
+            Event::Granted { job: j, owner, .. } if j == job => crashed_on(job, owner, line),
+            _ => true,
+        })
+    };
     history
         .iter()
         .filter_map(|entry| match entry.event {
-            Event::Terminal { job, outcome: OutcomeKind::DeadLettered, .. } if !ran.contains(&job) => {
+            Event::Terminal { job, outcome: OutcomeKind::DeadLettered, .. }
+                if !ran.contains(&job) && !every_grant_crashed(job) =>
+            {
                 Some(format!("{job} dead-lettered at {}us, never run", entry.t_us))
             }
             _ => None,

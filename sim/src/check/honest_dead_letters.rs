@@ -123,9 +123,15 @@ impl DeadLetters {
             Event::Healed { target, peer } => {
                 self.faults.remove(&Fault::Cut(*target, *peer));
             }
-            // A message to or from the holder held back or doubled: a network fault on it, over
-            // in an instant, so evidence for the leases it stands now and forgotten after.
+            // A message to or from the holder held back, doubled or lost: a network fault on it,
+            // over in an instant, so evidence for the leases it stands now and forgotten after.
             Event::Delayed { target, peer, .. } | Event::Duplicated { target, peer, .. } => {
+                self.strike(line, entry.t_us, Fault::Cut(*target, Some(*peer)));
+            }
+            // Since history version 4 every lost message is on the history, and the `run` line no
+            // longer carries the loss rate: one lost message makes the world's network lossy.
+            Event::Lost { target, peer, .. } => {
+                self.network_faults = true;
                 self.strike(line, entry.t_us, Fault::Cut(*target, Some(*peer)));
             }
             Event::Granted { job, epoch, owner, expires_at_us, .. } => {

@@ -34,14 +34,21 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run one seed and print its parameters, outcome and figures.
+    /// Run one seed, or play a plan, and print its parameters, outcome and figures.
     Run {
         /// The scenario (see `lease-sim scenarios`).
         #[arg(long, default_value = "swarm")]
         scenario: String,
         /// The seed.
-        #[arg(long)]
-        seed: u64,
+        #[arg(long, required_unless_present = "plan")]
+        seed: Option<u64>,
+        /// Play this plan instead of drawing faults from a seed: every fault it lists, and
+        /// nothing else (see README, "Fault plans").
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["seed", "bug"])]
+        plan: Option<PathBuf>,
+        /// Write the run's plan (its world, arrivals and every fault dealt) to this file.
+        #[arg(long, value_name = "FILE")]
+        record_plan: Option<PathBuf>,
         /// Write the history (JSONL) to this file.
         #[arg(long)]
         history: Option<PathBuf>,
@@ -131,9 +138,17 @@ pub fn main() -> ExitCode {
 
 fn execute(command: Command) -> Result<u8, BadInput> {
     match command {
-        Command::Run { scenario, seed, history, bug, trace } => {
-            let target = Target { scenario: parse_scenario(&scenario)?, bug: parse_bug(bug.as_deref())? };
-            run::run(target, seed, history.as_deref(), trace)
+        Command::Run { scenario, seed, plan, record_plan, history, bug, trace } => {
+            let source = match (plan, seed) {
+                (Some(path), _) => run::Source::Plan(Box::new(read_plan(&path)?), path),
+                (None, Some(seed)) => {
+                    let target = Target { scenario: parse_scenario(&scenario)?, bug: parse_bug(bug.as_deref())? };
+                    run::Source::Seed(target, seed)
+                }
+                (None, None) => return Err(BadInput("run needs --seed or --plan".to_string())),
+            };
+            let outputs = run::Outputs { history: history.as_deref(), plan: record_plan.as_deref(), trace };
+            run::run(source, outputs)
         }
         Command::Sweep(args) => sweep::sweep(args),
         Command::Hunt { from, starts, bugs, budget, scenario, threads, json } => {
@@ -180,6 +195,13 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             Ok(0)
         }
     }
+}
+
+/// Reads and checks a plan file.
+pub(crate) fn read_plan(path: &std::path::Path) -> Result<crate::faults::plan::Plan, BadInput> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| BadInput(format!("cannot read plan {}: {e}", path.display())))?;
+    crate::faults::plan::Plan::parse(&text).map_err(|e| BadInput(format!("plan {}: {e}", path.display())))
 }
 
 pub(crate) fn parse_threads(threads: Option<usize>) -> Result<usize, BadInput> {

@@ -2,30 +2,77 @@
 
 use super::{coverage_line, print_figures, BadInput, EXIT_CRASH, EXIT_LIVENESS, EXIT_SAFETY};
 use crate::atomic::AtomicFile;
+use crate::faults::plan::Plan;
 use crate::figures::Figures;
 use crate::history::{to_jsonl, Entry, Event};
 use crate::runner::Target;
+use crate::scenario::Params;
 use crate::world::Verdict;
 use lease_core::JobId;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-pub(super) fn run(target: Target, seed: u64, history: Option<&Path>, trace: bool) -> Result<u8, BadInput> {
-    // Find an unwritable history file before spending time on the run.
-    let writer = history
-        .map(|path| {
-            AtomicFile::create(path).map_err(|error| BadInput(format!("cannot write {}: {error}", path.display())))
-        })
-        .transpose()?;
+/// What to run: a seed of a scenario, or a plan read from a file.
+pub(super) enum Source {
+    /// A seed, with its scenario and planted bug.
+    Seed(Target, u64),
+    /// A plan, and the file it came from.
+    Plan(Box<Plan>, PathBuf),
+}
+
+impl Source {
+    fn params(&self) -> Result<Params, BadInput> {
+        match self {
+            Source::Seed(target, seed) => Ok(target.params(*seed)),
+            Source::Plan(plan, path) => plan.params().map_err(|e| BadInput(format!("plan {}: {e}", path.display()))),
+        }
+    }
+
+    fn reproduce(&self) -> String {
+        match self {
+            Source::Seed(target, seed) => target.reproduce(*seed),
+            Source::Plan(_, path) => format!("cargo run --release -p lease-sim -- run --plan {}", path.display()),
+        }
+    }
+}
+
+/// What to write besides the summary.
+pub(super) struct Outputs<'a> {
+    /// The history file.
+    pub history: Option<&'a Path>,
+    /// The plan file.
+    pub plan: Option<&'a Path>,
+    /// Print the rendered history.
+    pub trace: bool,
+}
+
+pub(super) fn run(source: Source, outputs: Outputs<'_>) -> Result<u8, BadInput> {
+    let create = |path: &Path| {
+        AtomicFile::create(path).map_err(|error| BadInput(format!("cannot write {}: {error}", path.display())))
+    };
+    // Find an unwritable file before spending time on the run.
+    let writer = outputs.history.map(create).transpose()?;
+    let plan_writer = outputs.plan.map(create).transpose()?;
+    let params = source.params()?;
+    let history = outputs.history;
+    let trace = outputs.trace;
     // The seed and every parameter first, before the world starts (as VOPR does): whatever
     // happens inside it, a hang or an abort, the screen already says how to get here again.
-    let params = target.params(seed);
     println!(
-        "lease-sim run: scenario={} seed={seed}{}",
+        "lease-sim run: scenario={} seed={}{}{}",
         params.scenario,
-        target.bug.map(|b| format!(" bug={b}")).unwrap_or_default()
+        params.seed,
+        params.bug.map(|b| format!(" bug={b}")).unwrap_or_default(),
+        match &source {
+            Source::Plan(plan, path) =>
+                format!(" plan={} ({} faults, {} jobs)", path.display(), plan.faults.len(), plan.arrivals.len()),
+            Source::Seed(..) => String::new(),
+        }
     );
     println!("params: {}", params.describe());
-    println!("reproduce: {}", target.reproduce(seed));
+    if let Source::Seed(..) = source {
+        println!("faults: {}", params.describe_faults());
+    }
+    println!("reproduce: {}", source.reproduce());
     let report = crate::world::run(params);
     if trace {
         print!("{}", crate::render::render(&report.history));
@@ -40,6 +87,18 @@ pub(super) fn run(target: Target, seed: u64, history: Option<&Path>, trace: bool
             .map_err(|error| BadInput(format!("cannot write {}: {error}", path.display())))?;
         println!("history: {} lines written to {}", report.history.len(), history.unwrap().display());
     }
+    if let Some(writer) = plan_writer {
+        let path = outputs.plan.expect("a writer has a path");
+        let mut plan = report.plan.clone();
+        if let Source::Plan(played, _) = &source {
+            plan.comment = played.comment.clone();
+        }
+        plan.expect = Some(expectation(&report.verdict));
+        writer
+            .commit(plan.to_json().as_bytes())
+            .map_err(|error| BadInput(format!("cannot write {}: {error}", path.display())))?;
+        println!("plan: {} faults, {} jobs written to {}", plan.faults.len(), plan.arrivals.len(), path.display());
+    }
     let code = match &report.verdict {
         Verdict::Held => {
             println!("outcome: held (every invariant, and every accepted job reached a terminal outcome)");
@@ -48,7 +107,7 @@ pub(super) fn run(target: Target, seed: u64, history: Option<&Path>, trace: bool
         Verdict::Crash(crash) => {
             println!("outcome: CRASH: {crash}");
             println!("  the history holds the {} lines recorded before it; --trace shows them", report.history.len());
-            println!("reproduce: {}", target.reproduce(seed));
+            println!("reproduce: {}", source.reproduce());
             EXIT_CRASH
         }
         Verdict::Safety(violation) | Verdict::Liveness(violation) => {
@@ -65,7 +124,7 @@ pub(super) fn run(target: Target, seed: u64, history: Option<&Path>, trace: bool
             if let Some(job) = violation.job {
                 print_story(&report.history, job, violation.lines.last().copied());
             }
-            println!("reproduce: {}", target.reproduce(seed));
+            println!("reproduce: {}", source.reproduce());
             code
         }
     };
@@ -106,4 +165,14 @@ fn is_fault(event: &Event) -> bool {
             | Event::Healed { .. }
             | Event::FaultsHealed {}
     )
+}
+
+/// What a replay of this run must end with: `held`, or the invariant it broke (`crash` for a
+/// panic).
+pub(crate) fn expectation(verdict: &Verdict) -> String {
+    match verdict {
+        Verdict::Held => "held".to_string(),
+        Verdict::Safety(violation) | Verdict::Liveness(violation) => violation.invariant.name().to_string(),
+        Verdict::Crash(_) => "crash".to_string(),
+    }
 }

@@ -8,14 +8,15 @@
 
 use super::wire::Letter;
 use super::{bind, Envelope};
+use crate::faults::decide::Question;
+use crate::faults::verbs;
 use crate::history::{EffectRejectReason, Event, Node};
 use crate::net::{ledger_addr, Reply, Request, TAG};
-use crate::world::Ctx;
+use crate::world::ctx::Ctx;
 use lease_core::{
     Apply, Epoch, Execution, Lookup, OpId, OutputId, ReclaimReply, ReclaimRequest, WorkerReply, WorkerRequest,
 };
 use madsim::net::Endpoint;
-use rand::Rng;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -58,34 +59,21 @@ fn lookup(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, batch: Option<lease_cor
 /// One call to the dependency, on its own task so that slow calls overlap.
 async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, to: SocketAddr, letter: Letter, id: u64, op: OpId, epoch: Epoch) {
     let caller = letter.from;
-    let dependency = ctx.params.dependency;
-    let latency_us = {
-        let mut state = ctx.state();
-        let base = state.rng.gen_range(dependency.latency_min_us..=dependency.latency_max_us);
-        let slow = state.faults_on && dependency.slow_rate > 0.0 && state.rng.gen_bool(dependency.slow_rate);
-        if slow {
-            base * dependency.slow_factor
-        } else {
-            base
-        }
-    };
+    let (call, latency_us) = ctx.call(op.job, epoch);
     ctx.sleep_us(latency_us).await;
-    let job = op.job;
-    let execution = if ctx.chance(dependency.fail_rate) {
-        ctx.record(Node::Ledger, Event::DependencyFailed { from: caller, job, op, epoch, after_effect: false });
-        Execution::Failed
+    let execution = if ctx.call_fault(call, Question::FailBefore) {
+        verbs::fail(&ctx, caller, op, epoch, false)
     } else {
         let output = output_of(ctx.params.seed, op, epoch, 0);
         let apply = apply(&ctx, caller, op, epoch, output);
         // A rival comes from a dependency that timed out, retried on its own, and produced a
         // second identity: the caller hears "failed", though two outputs now claim the operation.
-        let rival = ctx.rival(job);
+        let rival = ctx.call_fault(call, Question::Rival);
         if rival {
             let _ = apply_rival(&ctx, op, epoch, output);
         }
-        if rival || ctx.chance(dependency.lost_reply_rate) {
-            ctx.record(Node::Ledger, Event::DependencyFailed { from: caller, job, op, epoch, after_effect: true });
-            Execution::Failed
+        if rival || ctx.call_fault(call, Question::LostReply) {
+            verbs::fail(&ctx, caller, op, epoch, true)
         } else {
             Execution::Done { output, apply }
         }

@@ -11,7 +11,7 @@ mod worker;
 
 use crate::history::Node;
 use crate::net::{Envelope, Reply, Request, TAG};
-use crate::world::Ctx;
+use crate::world::ctx::Ctx;
 use madsim::net::Endpoint;
 use std::future::Future;
 use std::net::SocketAddr;

@@ -2,10 +2,12 @@
 //! crash mid-reclaim, after it fenced a lease.
 
 use super::{bind, send, Inbox};
+use crate::faults::decide::Dealt;
+use crate::faults::verbs;
+use crate::faults::Point;
 use crate::history::{Event, Node};
 use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
-use crate::scenario::{Point, Strike};
-use crate::world::Ctx;
+use crate::world::ctx::Ctx;
 use lease_core::{Fencing, JobId, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId, RequestId};
 use std::sync::Arc;
 
@@ -30,8 +32,8 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                     };
                     if let ReclaimRequest::ListExpired { .. } = request {
                         // A scan timed to land just after an expiry, when the seed aims one there.
-                        if let Some(hold_us) = ctx.listing_hold_us() {
-                            ctx.sleep_us(hold_us).await;
+                        if let Some(Dealt::Stall { len_us }) = ctx.at_point(node, Point::BeforeListing, None) {
+                            verbs::stall(&ctx, node, Point::BeforeListing, None, len_us).await;
                         }
                     }
                     send(&ctx, &endpoint, to, wire_id(incarnation, id.0), Request::Reclaimer(n, request)).await;
@@ -58,16 +60,18 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
         }
         let Reply::Reclaimer(reply) = envelope.body else { panic!("a reclaimer got {:?}", envelope.body) };
         let id = RequestId(envelope.id & ((1 << INCARNATION_SHIFT) - 1));
-        if let Some(job) = fence_won(&reclaimer, id, &reply) {
-            match ctx.strike(Point::MidReclaim, job) {
-                Some(Strike::Crash) => return ctx.crash(node, Point::MidReclaim, Some(job)),
-                Some(Strike::Stall(len_us)) => ctx.stall(node, Point::MidReclaim, job, len_us).await,
-                None => {}
-            }
-        }
-        if let Some(job) = listing_taken(&reclaimer, id, &reply) {
-            if let Some(Strike::Stall(len_us)) = ctx.strike(Point::AfterListing, job) {
-                ctx.stall(node, Point::AfterListing, job, len_us).await;
+        let struck = match (fence_won(&reclaimer, id, &reply), listing_taken(&reclaimer, id, &reply)) {
+            (Some(job), _) => Some((Point::MidReclaim, job)),
+            (None, Some(job)) => Some((Point::AfterListing, job)),
+            (None, None) => None,
+        };
+        if let Some((point, job)) = struck {
+            match ctx.at_point(node, point, Some(job)) {
+                Some(Dealt::Crash { restart_after_us }) => {
+                    return verbs::crash(&ctx, node, point.into(), Some(job), restart_after_us)
+                }
+                Some(Dealt::Stall { len_us }) => verbs::stall(&ctx, node, point, Some(job), len_us).await,
+                _ => {}
             }
         }
         // Read the clock after any stall: the reclaimer takes the answer when it wakes.

@@ -24,7 +24,7 @@ use crate::clock::on_table_scale;
 use crate::history::{Event, Listing, Node, RefuseReason, RefusedRequest};
 use crate::net::{table_addr, Envelope, INCARNATION_SHIFT, TAG};
 use crate::net::{Reply, Request};
-use crate::world::Ctx;
+use crate::world::ctx::Ctx;
 use lease_core::{
     Acquired, BatchId, Completion, Enqueued, Epoch, Fencing, JobId, OutputId, Quarantine, ReclaimReply, ReclaimRequest,
     ReclaimerId, Refusal, Release, Renewal, RequestId, Requeue, WorkerId, WorkerReply, WorkerRequest,

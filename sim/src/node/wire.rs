@@ -1,7 +1,7 @@
 //! What the network does to single messages during the fault phase: it may hold one back for a
 //! short while, or deliver it twice, the copy some time after the original (a retransmission
 //! crossing the first delivery). Requests and replies alike. Both are drawn from the world's wire
-//! stream at the seed's rates ([`crate::scenario::WindowFaults`]) and written to the history
+//! stream at the seed's rates ([`crate::faults::WindowFaults`]), or looked up in a plan, and written to the history
 //! (`delayed`, `duplicated`) when they happen, so a reader sees why a message came late.
 //!
 //! A message held back is the network's: it travels on the world's own node, so a pause, crash or
@@ -9,9 +9,10 @@
 //! goes on drops it, as any message crossing the cut.
 
 use super::Envelope;
+use crate::faults::decide::Site;
 use crate::history::{Event, MessageKind, Node};
 use crate::net::{Request, TAG};
-use crate::world::Ctx;
+use crate::world::ctx::Ctx;
 use lease_core::{JobId, ReclaimRequest, WorkerRequest};
 use madsim::net::Endpoint;
 use std::net::SocketAddr;
@@ -75,25 +76,26 @@ where
     T: Clone + Send + Sync + 'static,
 {
     let envelope = Envelope { id, body };
-    let hand_back =
-        !letter.reply && matches!(letter.message, MessageKind::Requeue | MessageKind::Complete | MessageKind::Release);
-    let hand_back = if hand_back { letter.job } else { None };
-    let (delay, copy) = ctx.message_fault(hand_back);
     let Letter { from, to: peer, message, reply, job } = letter;
-    let copied = copy.map(|gap_us| (gap_us, envelope.clone()));
-    match delay {
-        Some(len_us) => {
+    let hand_back = !reply && matches!(message, MessageKind::Requeue | MessageKind::Complete | MessageKind::Release);
+    let site = Site::Message { from, to: peer, message, reply, job };
+    let fate = ctx.message_fate(site, hand_back && job.is_some());
+    let copied = fate.copy_gap_us.map(|gap_us| (gap_us, envelope.clone()));
+    match (fate.lost, fate.delay_us) {
+        (true, _) => ctx.record(Node::World, Event::Lost { target: from, peer, message, reply, job }),
+        (false, Some(len_us)) => {
             ctx.record(Node::World, Event::Delayed { target: from, peer, message, reply, job, len_us });
             later(ctx, endpoint, to, len_us, envelope);
         }
         // A send that fails (a dead network) is the same as a lost message.
-        None => drop(endpoint.send_to_raw(to, TAG, Box::new(envelope)).await),
+        (false, None) => drop(endpoint.send_to_raw(to, TAG, Box::new(envelope)).await),
     }
     // The copy is made once the original has left the sender, never before: a sender paused
-    // in the middle of its send holds the original, and the network has nothing to copy yet.
+    // in the middle of its send holds the original, and the network has nothing to copy yet. A
+    // copy of a lost message is a retransmission, and it may arrive.
     if let Some((gap_us, envelope)) = copied {
         ctx.record(Node::World, Event::Duplicated { target: from, peer, message, reply, job, gap_us });
-        later(ctx, endpoint, to, delay.unwrap_or(0) + gap_us, envelope);
+        later(ctx, endpoint, to, fate.delay_us.unwrap_or(0) + gap_us, envelope);
     }
 }
 

@@ -2,10 +2,12 @@
 //! and crashes at protocol points when the seed says so.
 
 use super::{bind, send, Inbox};
+use crate::faults::decide::Dealt;
+use crate::faults::verbs;
+use crate::faults::Point;
 use crate::history::{Event, Node};
 use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
-use crate::scenario::{Point, Strike};
-use crate::world::Ctx;
+use crate::world::ctx::Ctx;
 use lease_core::{Apply, Execution, JobId, RequestId, Worker, WorkerAction, WorkerId, WorkerReply, WorkerRequest};
 use std::sync::Arc;
 
@@ -24,48 +26,39 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
                     let wire = wire_id(incarnation, id.0);
                     match request {
                         WorkerRequest::Execute { op, epoch } => {
-                            let strike = ctx.strike(Point::BeforeEffect, op.job);
-                            if strike == Some(Strike::Crash) {
-                                return ctx.crash(node, Point::BeforeEffect, Some(op.job));
+                            let strike = ctx.at_point(node, Point::BeforeEffect, Some(op.job));
+                            if let Some(Dealt::Crash { restart_after_us }) = strike {
+                                return crash(&ctx, node, Point::BeforeEffect, op.job, restart_after_us);
                             }
                             // The decision to execute is made now; a stall delays only the call.
                             ctx.record(node, Event::Executing { job: op.job, op, epoch });
-                            let hold = match strike {
-                                Some(Strike::Stall(len_us)) => Some(len_us),
-                                _ => ctx.effect_hold_us(op.job),
-                            };
-                            if let Some(len_us) = hold {
-                                ctx.stall(node, Point::BeforeEffect, op.job, len_us).await;
+                            if let Some(Dealt::Stall { len_us }) = strike {
+                                verbs::stall(&ctx, node, Point::BeforeEffect, Some(op.job), len_us).await;
                             }
                             send(&ctx, &endpoint, ledger_addr(), wire, Request::Worker(n, request)).await;
                         }
                         WorkerRequest::Complete { job, .. } => {
-                            let strike = ctx.strike(Point::DuringAck, job);
-                            let hold = match strike {
-                                Some(Strike::Stall(len_us)) => Some(len_us),
-                                Some(Strike::Crash) => None,
-                                None => ctx.complete_hold_us(job),
-                            };
-                            if let Some(len_us) = hold {
-                                ctx.stall(node, Point::DuringAck, job, len_us).await;
+                            let strike = ctx.at_point(node, Point::DuringAck, Some(job));
+                            if let Some(Dealt::Stall { len_us }) = strike {
+                                verbs::stall(&ctx, node, Point::DuringAck, Some(job), len_us).await;
                             }
                             send(&ctx, &endpoint, table_addr(), wire, Request::Worker(n, request)).await;
-                            if strike == Some(Strike::Crash) {
-                                return ctx.crash(node, Point::DuringAck, Some(job));
+                            if let Some(Dealt::Crash { restart_after_us }) = strike {
+                                return crash(&ctx, node, Point::DuringAck, job, restart_after_us);
                             }
                         }
                         WorkerRequest::Lookup { .. } => {
                             send(&ctx, &endpoint, ledger_addr(), wire, Request::Worker(n, request)).await
                         }
                         WorkerRequest::Renew { job, .. } => {
-                            match ctx.strike(Point::BeforeRenew, job) {
-                                Some(Strike::Crash) => return ctx.crash(node, Point::BeforeRenew, Some(job)),
-                                Some(Strike::Stall(len_us)) => ctx.stall(node, Point::BeforeRenew, job, len_us).await,
-                                None => {
-                                    if let Some(hold_us) = ctx.renew_hold_us(job) {
-                                        ctx.stall(node, Point::BeforeRenew, job, hold_us).await;
-                                    }
+                            match ctx.at_point(node, Point::BeforeRenew, Some(job)) {
+                                Some(Dealt::Crash { restart_after_us }) => {
+                                    return crash(&ctx, node, Point::BeforeRenew, job, restart_after_us)
                                 }
+                                Some(Dealt::Stall { len_us }) => {
+                                    verbs::stall(&ctx, node, Point::BeforeRenew, Some(job), len_us).await
+                                }
+                                _ => {}
                             }
                             send(&ctx, &endpoint, table_addr(), wire, Request::Worker(n, request)).await
                         }
@@ -95,16 +88,16 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
         }
         let Reply::Worker(reply) = envelope.body else { panic!("a worker got {:?}", envelope.body) };
         let id = RequestId(envelope.id & ((1 << INCARNATION_SHIFT) - 1));
-        if let Some(job) = effect_accepted(&worker, id, &reply) {
-            match ctx.strike(Point::AfterEffect, job) {
-                Some(Strike::Crash) => return ctx.crash(node, Point::AfterEffect, Some(job)),
-                Some(Strike::Stall(len_us)) => ctx.stall(node, Point::AfterEffect, job, len_us).await,
-                None => {}
-            }
-        }
-        if let Some(job) = renewal_answered(&worker, id, &reply) {
-            if let Some(Strike::Stall(len_us)) = ctx.strike(Point::BeforeRenewReply, job) {
-                ctx.stall(node, Point::BeforeRenewReply, job, len_us).await;
+        let struck = match (effect_accepted(&worker, id, &reply), renewal_answered(&worker, id, &reply)) {
+            (Some(job), _) => Some((Point::AfterEffect, job)),
+            (None, Some(job)) => Some((Point::BeforeRenewReply, job)),
+            (None, None) => None,
+        };
+        if let Some((point, job)) = struck {
+            match ctx.at_point(node, point, Some(job)) {
+                Some(Dealt::Crash { restart_after_us }) => return crash(&ctx, node, point, job, restart_after_us),
+                Some(Dealt::Stall { len_us }) => verbs::stall(&ctx, node, point, Some(job), len_us).await,
+                _ => {}
             }
         }
         // Read the clock after any stall: the worker takes the answer when it wakes.
@@ -128,6 +121,11 @@ fn effect_accepted(worker: &Worker, id: RequestId, reply: &WorkerReply) -> Optio
     let WorkerReply::Executed(Execution::Done { apply: Apply::Applied, .. }) = reply else { return None };
     let Some(WorkerRequest::Execute { op, epoch }) = worker.awaiting(id) else { return None };
     (worker.holding() == Some((op.job, epoch))).then_some(op.job)
+}
+
+/// Crashes this worker at `point`, working on `job`.
+fn crash(ctx: &Ctx, node: Node, point: Point, job: JobId, restart_after_us: u64) {
+    verbs::crash(ctx, node, point.into(), Some(job), restart_after_us)
 }
 
 #[cfg(test)]

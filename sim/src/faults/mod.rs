@@ -1,0 +1,239 @@
+//! Faults: what can go wrong in a world, where it strikes, and the verbs that deal it.
+//!
+//! - This module holds the fault vocabulary: scheduled faults ([`Fault`]), the protocol points
+//!   at which a node can be struck ([`Point`], [`Strike`]), and the rates a generator draws at.
+//! - [`plan`] is a run's faults as data: recorded from a seeded run, replayed exactly, edited by
+//!   hand, shrunk.
+//! - [`verbs`] deals them: `crash`, `restart`, `partition`, `repair`, `pause`, `resume`, `stall`,
+//!   `skew`, `slow`, `fail`.
+//! - [`decide`] answers the question every node asks as it passes a protocol point or sends a
+//!   message, "does a fault strike here?", from the seed's streams or from a plan, and records
+//!   every answer that dealt one.
+
+pub mod decide;
+pub mod plan;
+pub mod verbs;
+
+use crate::history::{CrashPoint, Node};
+use rand::Rng;
+
+/// A fault scheduled at a fixed simulated time during the fault phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Cut `node` off from everyone for `len_us`.
+    Partition {
+        /// The node.
+        node: Node,
+        /// How long.
+        len_us: u64,
+    },
+    /// Cut the link between `a` and `b`, both ways, for `len_us`.
+    CutLink {
+        /// One end.
+        a: Node,
+        /// The other end.
+        b: Node,
+        /// How long.
+        len_us: u64,
+    },
+    /// Pause `node`'s process (a GC or VM stall) for `len_us`.
+    Pause {
+        /// The node.
+        node: Node,
+        /// How long.
+        len_us: u64,
+    },
+    /// Crash `node` at a random point, and restart it after `down_us`.
+    Crash {
+        /// The node.
+        node: Node,
+        /// How long it stays down.
+        down_us: u64,
+    },
+}
+
+/// The dependency behind the ledger: slow, sometimes failing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dependency {
+    /// Fastest call, in microseconds.
+    pub latency_min_us: u64,
+    /// Slowest ordinary call.
+    pub latency_max_us: u64,
+    /// Chance a call is slow: its latency is multiplied by `slow_factor`.
+    pub slow_rate: f64,
+    /// How much slower a slow call is.
+    pub slow_factor: u64,
+    /// Chance a call fails before producing anything.
+    pub fail_rate: f64,
+    /// Chance a call applies its output but answers as failed (a timeout after the effect).
+    pub lost_reply_rate: f64,
+    /// Chance a call also writes a second, different output (a non-idempotent dependency).
+    pub rival_rate: f64,
+}
+
+/// Crash probabilities at each protocol point, drawn per visit during the fault phase.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CrashRates {
+    /// A worker crashes just before it calls the dependency.
+    pub before_effect: f64,
+    /// A worker crashes after its effect was accepted, before it acknowledged completion.
+    pub after_effect: f64,
+    /// A worker crashes after sending its completion, before the answer.
+    pub during_ack: f64,
+    /// A reclaimer crashes after it fenced a lease, before it finished with it.
+    pub mid_reclaim: f64,
+}
+
+/// Process stalls (a GC pause, a VM freeze) that strike between a worker's decision to act and
+/// its message leaving: the classic window that self-fencing cannot close and fencing must.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StallRates {
+    /// Chance of a stall after deciding to call the dependency, before the call leaves.
+    pub before_effect: f64,
+    /// Chance of a stall after deciding to complete, before the completion leaves.
+    pub before_ack: f64,
+    /// Chance of a stall after deciding to heartbeat, before the renewal leaves.
+    pub before_renew: f64,
+    /// Stall length range, in microseconds.
+    pub len_us: (u64, u64),
+}
+
+/// Faults aimed at the protocol's windows (see [`crate::check::windows`]): single messages held
+/// back or delivered twice, short stalls at the points where a window opens, and timing aimed at
+/// the expiry boundary. Short means the size of the windows: a few hundred µs up to the drift
+/// margin (`near_us`), and now and then up to ttl/4 (`far_us`), never the ttl-sized pauses that
+/// overshoot them.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct WindowFaults {
+    /// Chance a message (request or reply) is held back on its way.
+    pub delay_rate: f64,
+    /// Chance a message is delivered twice, the copy some time after the original.
+    pub duplicate_rate: f64,
+    /// Chance a hand-back (a requeue) or an acknowledgement (a completion) is delivered twice,
+    /// the copy from a drift margin up to ttl/2 after the original: after the table has moved on
+    /// (granted the job again, or ended it), where stale hand-backs and late duplicates bite.
+    pub hand_back_copy: f64,
+    /// Chance a reclaimer stalls between a listing and its fences.
+    pub after_listing: f64,
+    /// Chance a reclaimer stalls between winning a fence and looking the operation up.
+    pub after_fence: f64,
+    /// Chance a worker stalls between a renewal's answer arriving and taking it.
+    pub before_renew_reply: f64,
+    /// Chance a worker's heartbeat is held so that the renewal lands within a drift margin of its
+    /// lease's expiry, on either side.
+    pub renew_at_boundary: f64,
+    /// Chance a reclaimer's scan is timed to land just after the earliest expiry.
+    pub reclaim_at_boundary: f64,
+    /// Chance a worker's completion is held so that it reaches the table after its lease expired,
+    /// within one scan of the expiry: between a reclaimer's listing and its fence.
+    pub complete_at_boundary: f64,
+    /// Chance a worker's call to the dependency is held so that it reaches the ledger after its
+    /// lease expired, within one scan of the expiry: where a reclaimer fences and looks up.
+    pub effect_at_boundary: f64,
+    /// The upper end of a near draw: the drift margin.
+    pub near_us: u64,
+    /// The upper end of a far draw: ttl/4.
+    pub far_us: u64,
+}
+
+/// The shortest hold-back or stall a window fault deals.
+pub const WINDOW_FAULT_MIN_US: u64 = 300;
+
+impl WindowFaults {
+    /// The gap before a hand-back's late copy: from the drift margin up to ttl/2.
+    pub fn draw_late_gap_us(&self, rng: &mut impl Rng) -> u64 {
+        let near = self.near_us.max(WINDOW_FAULT_MIN_US);
+        rng.gen_range(near..=(2 * self.far_us).max(near))
+    }
+
+    /// A hold-back, gap or stall length: up to the drift margin two times in three, else up to
+    /// ttl/4.
+    pub fn draw_len_us(&self, rng: &mut impl Rng) -> u64 {
+        let near = self.near_us.max(WINDOW_FAULT_MIN_US + 1);
+        let far = self.far_us.max(near + 1);
+        if rng.gen_bool(2.0 / 3.0) {
+            rng.gen_range(WINDOW_FAULT_MIN_US..near)
+        } else {
+            rng.gen_range(near..far)
+        }
+    }
+}
+
+/// A protocol point at which a node can be struck. A plan spells it in snake_case, as the
+/// history's `crashed` and `paused` lines do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    /// A worker decided to call the dependency; the call has not left.
+    BeforeEffect,
+    /// A worker's effect was accepted by the ledger; it has not acknowledged completion.
+    AfterEffect,
+    /// A worker sent its completion; the answer has not come.
+    DuringAck,
+    /// A reclaimer fenced a lease; it has not finished with it.
+    MidReclaim,
+    /// A worker decided to heartbeat; the renewal has not left.
+    BeforeRenew,
+    /// A renewal's answer reached its worker, which has not taken it yet. Only stalls strike here.
+    BeforeRenewReply,
+    /// A reclaimer has its listing of expired leases and has not fenced them. Only stalls strike
+    /// here: they stretch the gap between a listing and its fences.
+    AfterListing,
+    /// A reclaimer decided to scan; the listing request has not left. Only holds strike here:
+    /// they time the scan to land just after an expiry.
+    BeforeListing,
+}
+
+impl Point {
+    /// The name used in the history's `crashed` lines.
+    pub fn name(self) -> &'static str {
+        CrashPoint::from(self).name()
+    }
+}
+
+impl From<Point> for CrashPoint {
+    fn from(point: Point) -> CrashPoint {
+        match point {
+            Point::BeforeEffect => CrashPoint::BeforeEffect,
+            Point::AfterEffect => CrashPoint::AfterEffect,
+            Point::DuringAck => CrashPoint::DuringAck,
+            Point::MidReclaim => CrashPoint::MidReclaim,
+            Point::BeforeRenew => CrashPoint::BeforeRenew,
+            Point::BeforeRenewReply => CrashPoint::BeforeRenewReply,
+            Point::AfterListing => CrashPoint::AfterListing,
+            Point::BeforeListing => CrashPoint::BeforeListing,
+        }
+    }
+}
+
+/// What strikes at a point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strike {
+    /// The node crashes, and restarts after the restart delay.
+    Crash,
+    /// The node stalls for this long, then carries on with what it had decided.
+    Stall(u64),
+}
+
+/// A scripted strike: the exact situation a named scenario is about. It fires once, the first
+/// time any node passes `point` for `job` during the fault phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scripted {
+    /// The job.
+    pub job: lease_core::JobId,
+    /// Where.
+    pub point: Point,
+    /// What.
+    pub strike: Strike,
+}
+
+/// A burst of arrivals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Surge {
+    /// When it starts.
+    pub at_us: u64,
+    /// How long it lasts.
+    pub len_us: u64,
+    /// How many times the usual arrival rate.
+    pub factor: u64,
+}

@@ -1,0 +1,711 @@
+//! A run's faults as data: the plan.
+//!
+//! A plan holds everything a world needs to play one run again without drawing anything: the
+//! world's shape and timing, the arrival list, and every fault, one per line, in time order:
+//! - **scheduled** faults strike at a time (`at_us`): `crash` (restart after `restart_after_us`),
+//!   `partition` (a node from everyone, or from one `peer`; repaired after `repair_after_us`),
+//!   `pause` (resumed after `resume_after_us`);
+//! - **clocks**: `skew` gives a worker or reclaimer its offset and drift from the start;
+//! - **keyed** faults strike at a visit: the `occurrence`-th time a node passes a protocol
+//!   `point` for a `job` (`crash`, `stall`), a dependency call for a `job` and `epoch` (`slow`,
+//!   `fail`, `rival`), or a message from one node to another (`lose`, `delay`, `duplicate`).
+//!   `fired_us` says when it struck in the run the plan was recorded from, to read and to sort
+//!   by; the visit decides.
+//!
+//! Recording a seeded run and replaying its plan gives the same history, byte for byte: the
+//! replay asks the same questions at the same visits and looks every answer up. See the README,
+//! "Fault plans", for the format with an example.
+
+use super::decide::{Dealt, Keyed, Site, Visit};
+use super::{Fault, Point};
+use crate::clock::{LocalClock, BASE_US, DRIFT_PPM_MAX};
+use crate::history::{MessageKind, Node};
+use crate::scenario::Params;
+use lease_core::{Bug, Epoch, JobId, ReclaimerConfig, Span, TableConfig, WorkerConfig};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+
+/// The plan format's version. A plan of another version is refused.
+pub const PLAN_VERSION: u32 = 1;
+
+/// A run's faults as data. See the module documentation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// What the plan shows, for a person (a regression plan says what it exposed).
+    pub comment: Option<String>,
+    /// The scenario it came from.
+    pub scenario: String,
+    /// The run's seed: madsim's scheduler, the output identities, the dependency's latencies.
+    pub seed: u64,
+    /// The planted bug, if any.
+    pub bug: Option<Bug>,
+    /// What a replay must end with: `held`, or the name of the invariant it fails.
+    pub expect: Option<String>,
+    /// The world's shape and timing.
+    pub world: World,
+    /// The jobs offered, in order, and when.
+    pub arrivals: Vec<Arrival>,
+    /// Every fault, in time order.
+    pub faults: Vec<Planned>,
+}
+
+/// The world's shape and timing: everything of [`Params`] that is not a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct World {
+    /// Worker count.
+    pub workers: u32,
+    /// Reclaimer count.
+    pub reclaimers: u32,
+    /// The lease length.
+    pub lease_ttl_us: u64,
+    /// The most jobs accepted and not yet terminal.
+    pub capacity: usize,
+    /// The most expired leases one reclaim batch takes.
+    pub batch_max: usize,
+    /// The most grants a job gets.
+    pub attempts_max: u32,
+    /// A worker's heartbeat period.
+    pub heartbeat_us: u64,
+    /// A worker's margin for clock drift.
+    pub drift_margin_us: u64,
+    /// A worker's round-trip allowance.
+    pub worker_request_timeout_us: u64,
+    /// A worker's wait after an empty acquire.
+    pub idle_backoff_us: u64,
+    /// How long the table may hold an acquire.
+    pub acquire_wait_us: u64,
+    /// A reclaimer's scan period.
+    pub scan_every_us: u64,
+    /// A reclaimer's round-trip allowance.
+    pub reclaimer_request_timeout_us: u64,
+    /// A reclaimer's retries of one request.
+    pub reclaimer_retries_max: u32,
+    /// The dependency's ordinary latency range, `[min, max]`.
+    pub dependency_latency_us: (u64, u64),
+    /// The network's one-way latency range during the fault phase, `[min, max]`.
+    pub network_latency_us: (u64, u64),
+    /// The mean gap between arrivals the plan was drawn with (the arrival list decides).
+    pub arrival_mean_us: u64,
+    /// When the faults heal.
+    pub fault_phase_us: u64,
+    /// How long after the heal every accepted job has to reach a terminal outcome.
+    pub liveness_budget_us: u64,
+}
+
+/// One job offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Arrival {
+    /// The job.
+    pub job: u64,
+    /// When it is offered (the generator waits for the table's answer before the next).
+    pub at_us: u64,
+}
+
+/// One line of the plan's faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Planned {
+    /// A fault at a fixed time.
+    Scheduled {
+        /// When.
+        at_us: u64,
+        /// What.
+        fault: Fault,
+    },
+    /// A node's clock, from the start.
+    Skew {
+        /// The node.
+        node: Node,
+        /// Its clock.
+        clock: LocalClock,
+    },
+    /// A fault at a visit.
+    Keyed(Keyed),
+}
+
+impl Planned {
+    /// When it strikes, or struck when recorded: the plan's order.
+    pub fn time_us(&self) -> u64 {
+        match self {
+            Planned::Scheduled { at_us, .. } => *at_us,
+            Planned::Skew { .. } => 0,
+            Planned::Keyed(keyed) => keyed.fired_us,
+        }
+    }
+
+    /// The nodes it names.
+    pub fn nodes(&self) -> Vec<Node> {
+        match *self {
+            Planned::Scheduled { fault, .. } => match fault {
+                Fault::Partition { node, .. } | Fault::Pause { node, .. } | Fault::Crash { node, .. } => vec![node],
+                Fault::CutLink { a, b, .. } => vec![a, b],
+            },
+            Planned::Skew { node, .. } => vec![node],
+            Planned::Keyed(keyed) => keyed.visit.site.nodes(),
+        }
+    }
+
+    /// The job it names, if any.
+    pub fn job(&self) -> Option<JobId> {
+        match self {
+            Planned::Keyed(keyed) => keyed.visit.site.job(),
+            _ => None,
+        }
+    }
+
+    /// The verb, as the plan spells it.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Planned::Scheduled { fault: Fault::Crash { .. }, .. } => "crash",
+            Planned::Scheduled { fault: Fault::Partition { .. } | Fault::CutLink { .. }, .. } => "partition",
+            Planned::Scheduled { fault: Fault::Pause { .. }, .. } => "pause",
+            Planned::Skew { .. } => "skew",
+            Planned::Keyed(keyed) => match keyed.dealt {
+                Dealt::Crash { .. } => "crash",
+                Dealt::Stall { .. } => "stall",
+                Dealt::Slow { .. } => "slow",
+                Dealt::Fail { .. } => "fail",
+                Dealt::Rival => "rival",
+                Dealt::Lose => "lose",
+                Dealt::Delay { .. } => "delay",
+                Dealt::Duplicate { .. } => "duplicate",
+            },
+        }
+    }
+}
+
+/// A plan that cannot be read or played.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PlanError(pub String);
+
+fn err<T>(message: impl Into<String>) -> Result<T, PlanError> {
+    Err(PlanError(message.into()))
+}
+
+/// One fault line as written: the verb and every field any verb uses, absent when unused.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    at_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fired_us: Option<u64>,
+    verb: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    node: Option<Node>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    peer: Option<Node>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from: Option<Node>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    to: Option<Node>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message: Option<MessageKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reply: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    point: Option<Point>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    job: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    epoch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    occurrence: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    restart_after_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    repair_after_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resume_after_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    len_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gap_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    factor: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after_effect: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    offset_us: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    drift_ppm: Option<i32>,
+}
+
+/// Every verb a plan line may have.
+const VERBS: [&str; 11] =
+    ["crash", "partition", "pause", "skew", "stall", "slow", "fail", "rival", "lose", "delay", "duplicate"];
+
+impl Raw {
+    fn of(planned: &Planned) -> Raw {
+        match *planned {
+            Planned::Scheduled { at_us, fault } => {
+                let at_us = Some(at_us);
+                match fault {
+                    Fault::Crash { node, down_us } => Raw {
+                        at_us,
+                        verb: "crash".into(),
+                        node: Some(node),
+                        restart_after_us: Some(down_us),
+                        ..Raw::default()
+                    },
+                    Fault::Partition { node, len_us } => Raw {
+                        at_us,
+                        verb: "partition".into(),
+                        node: Some(node),
+                        repair_after_us: Some(len_us),
+                        ..Raw::default()
+                    },
+                    Fault::CutLink { a, b, len_us } => Raw {
+                        at_us,
+                        verb: "partition".into(),
+                        node: Some(a),
+                        peer: Some(b),
+                        repair_after_us: Some(len_us),
+                        ..Raw::default()
+                    },
+                    Fault::Pause { node, len_us } => Raw {
+                        at_us,
+                        verb: "pause".into(),
+                        node: Some(node),
+                        resume_after_us: Some(len_us),
+                        ..Raw::default()
+                    },
+                }
+            }
+            Planned::Skew { node, clock } => Raw {
+                at_us: Some(0),
+                verb: "skew".into(),
+                node: Some(node),
+                offset_us: Some(clock.offset_us),
+                drift_ppm: Some(clock.drift_ppm),
+                ..Raw::default()
+            },
+            Planned::Keyed(Keyed { fired_us, visit, dealt }) => {
+                let mut raw = Raw { fired_us: Some(fired_us), occurrence: Some(visit.occurrence), ..Raw::default() };
+                match visit.site {
+                    Site::Point { node, point, job } => {
+                        raw.node = Some(node);
+                        raw.point = Some(point);
+                        raw.job = job.map(|job| job.0);
+                    }
+                    Site::Call { job, epoch } => {
+                        raw.node = Some(Node::Ledger);
+                        raw.job = Some(job.0);
+                        raw.epoch = Some(epoch.0);
+                    }
+                    Site::Message { from, to, message, reply, job } => {
+                        raw.from = Some(from);
+                        raw.to = Some(to);
+                        raw.message = Some(message);
+                        raw.reply = Some(reply);
+                        raw.job = job.map(|job| job.0);
+                    }
+                }
+                let verb = match dealt {
+                    Dealt::Crash { restart_after_us } => {
+                        raw.restart_after_us = Some(restart_after_us);
+                        "crash"
+                    }
+                    Dealt::Stall { len_us } => {
+                        raw.len_us = Some(len_us);
+                        "stall"
+                    }
+                    Dealt::Slow { factor } => {
+                        raw.factor = Some(factor);
+                        "slow"
+                    }
+                    Dealt::Fail { after_effect } => {
+                        raw.after_effect = Some(after_effect);
+                        "fail"
+                    }
+                    Dealt::Rival => "rival",
+                    Dealt::Lose => "lose",
+                    Dealt::Delay { len_us } => {
+                        raw.len_us = Some(len_us);
+                        "delay"
+                    }
+                    Dealt::Duplicate { gap_us } => {
+                        raw.gap_us = Some(gap_us);
+                        "duplicate"
+                    }
+                };
+                raw.verb = verb.into();
+                raw
+            }
+        }
+    }
+
+    /// The typed line, or what is wrong with it.
+    fn typed(&self) -> Result<Planned, String> {
+        let need = |field: Option<u64>, name: &str| field.ok_or_else(|| format!("`{}` needs `{name}`", self.verb));
+        let node = || self.node.ok_or_else(|| format!("`{}` needs `node`", self.verb));
+        if let Some(at_us) = self.at_us {
+            if self.fired_us.is_some() {
+                return Err("a line has `at_us` (a scheduled fault) or `fired_us` (a keyed one), not both".into());
+            }
+            let fault = match self.verb.as_str() {
+                "crash" => Fault::Crash { node: node()?, down_us: need(self.restart_after_us, "restart_after_us")? },
+                "partition" => {
+                    let len_us = need(self.repair_after_us, "repair_after_us")?;
+                    match self.peer {
+                        None => Fault::Partition { node: node()?, len_us },
+                        Some(peer) => Fault::CutLink { a: node()?, b: peer, len_us },
+                    }
+                }
+                "pause" => Fault::Pause { node: node()?, len_us: need(self.resume_after_us, "resume_after_us")? },
+                "skew" => {
+                    let offset_us = self.offset_us.ok_or("`skew` needs `offset_us`")?;
+                    let drift_ppm = self.drift_ppm.ok_or("`skew` needs `drift_ppm`")?;
+                    if offset_us.unsigned_abs() >= BASE_US {
+                        return Err(format!("a clock offset of {offset_us}us is beyond ±{BASE_US}us"));
+                    }
+                    if drift_ppm.abs() > DRIFT_PPM_MAX {
+                        return Err(format!("a drift of {drift_ppm}ppm is beyond ±{DRIFT_PPM_MAX}ppm"));
+                    }
+                    if at_us != 0 {
+                        return Err("`skew` sets a clock from the start: its `at_us` is 0".into());
+                    }
+                    return Ok(Planned::Skew { node: node()?, clock: LocalClock::new(offset_us, drift_ppm) });
+                }
+                other if VERBS.contains(&other) => {
+                    return Err(format!(
+                        "`{other}` strikes at a visit: it takes `fired_us` and `occurrence`, not `at_us`"
+                    ))
+                }
+                other => return Err(format!("unknown verb {other:?}; verbs: {}", VERBS.join(", "))),
+            };
+            return Ok(Planned::Scheduled { at_us, fault });
+        }
+        let fired_us = self.fired_us.ok_or("a line needs `at_us` (a scheduled fault) or `fired_us` (a keyed one)")?;
+        let occurrence = self.occurrence.ok_or_else(|| format!("`{}` needs `occurrence`", self.verb))?;
+        if occurrence == 0 {
+            return Err("`occurrence` counts from 1".into());
+        }
+        let job = self.job.map(JobId);
+        let point_site = || -> Result<Site, String> {
+            let point = self.point.ok_or_else(|| format!("`{}` needs `point`", self.verb))?;
+            if job.is_none() && point != Point::BeforeListing {
+                return Err(format!("`{}` at `{}` needs `job`", self.verb, point.name()));
+            }
+            Ok(Site::Point { node: node()?, point, job })
+        };
+        let call_site = || -> Result<Site, String> {
+            let job = job.ok_or_else(|| format!("`{}` needs `job`", self.verb))?;
+            Ok(Site::Call { job, epoch: Epoch(need(self.epoch, "epoch")?) })
+        };
+        let message_site = || -> Result<Site, String> {
+            let from = self.from.ok_or_else(|| format!("`{}` needs `from`", self.verb))?;
+            let to = self.to.ok_or_else(|| format!("`{}` needs `to`", self.verb))?;
+            let message = self.message.ok_or_else(|| format!("`{}` needs `message`", self.verb))?;
+            let reply = self.reply.ok_or_else(|| format!("`{}` needs `reply`", self.verb))?;
+            Ok(Site::Message { from, to, message, reply, job })
+        };
+        let (site, dealt) = match self.verb.as_str() {
+            "crash" => {
+                (point_site()?, Dealt::Crash { restart_after_us: need(self.restart_after_us, "restart_after_us")? })
+            }
+            "stall" => (point_site()?, Dealt::Stall { len_us: need(self.len_us, "len_us")? }),
+            "slow" => (call_site()?, Dealt::Slow { factor: need(self.factor, "factor")? }),
+            "fail" => {
+                let after_effect = self.after_effect.ok_or("`fail` needs `after_effect`")?;
+                (call_site()?, Dealt::Fail { after_effect })
+            }
+            "rival" => (call_site()?, Dealt::Rival),
+            "lose" => (message_site()?, Dealt::Lose),
+            "delay" => (message_site()?, Dealt::Delay { len_us: need(self.len_us, "len_us")? }),
+            "duplicate" => (message_site()?, Dealt::Duplicate { gap_us: need(self.gap_us, "gap_us")? }),
+            other if VERBS.contains(&other) => {
+                return Err(format!("`{other}` strikes at a time: it takes `at_us`, not `fired_us`"))
+            }
+            other => return Err(format!("unknown verb {other:?}; verbs: {}", VERBS.join(", "))),
+        };
+        Ok(Planned::Keyed(Keyed { fired_us, visit: Visit { site, occurrence }, dealt }))
+    }
+}
+
+/// The plan as read, before its lines are typed.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlan {
+    #[allow(dead_code, reason = "checked before the plan is read")]
+    plan_version: u32,
+    #[serde(default)]
+    comment: Option<String>,
+    scenario: String,
+    seed: u64,
+    #[serde(default)]
+    bug: Option<String>,
+    #[serde(default)]
+    expect: Option<String>,
+    world: World,
+    arrivals: Vec<Arrival>,
+    faults: Vec<serde_json::Value>,
+}
+
+impl Plan {
+    /// Reads a plan, and checks it can be played: its version, every field, every node, every
+    /// time.
+    pub fn parse(text: &str) -> Result<Plan, PlanError> {
+        let value: serde_json::Value = serde_json::from_str(text).or_else(|e| err(format!("not a JSON plan: {e}")))?;
+        match value.get("plan_version").and_then(serde_json::Value::as_u64) {
+            Some(version) if version == u64::from(PLAN_VERSION) => {}
+            Some(version) => return err(format!("plan version {version}; this build reads version {PLAN_VERSION}")),
+            None => return err("no `plan_version`: not a plan"),
+        }
+        let raw: RawPlan = serde_json::from_value(value).or_else(|e| err(format!("bad plan: {e}")))?;
+        let bug = raw.bug.map(|name| name.parse::<Bug>()).transpose().or_else(|e| err(e.to_string()))?;
+        let mut faults = Vec::with_capacity(raw.faults.len());
+        for (index, line) in raw.faults.into_iter().enumerate() {
+            let typed = serde_json::from_value::<Raw>(line).map_err(|e| e.to_string()).and_then(|raw| raw.typed());
+            faults.push(typed.or_else(|e| err(format!("fault {}: {e}", index + 1)))?);
+        }
+        let plan = Plan {
+            comment: raw.comment,
+            scenario: raw.scenario,
+            seed: raw.seed,
+            bug,
+            expect: raw.expect,
+            world: raw.world,
+            arrivals: raw.arrivals,
+            faults,
+        };
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// Checks that the plan can be played: a workable world, known nodes, times in range.
+    pub fn validate(&self) -> Result<(), PlanError> {
+        let params = self.params_unchecked();
+        params.table.validate().or_else(|e| err(format!("world: {e}")))?;
+        params.worker.validate().or_else(|e| err(format!("world: {e}")))?;
+        params.reclaimer.validate().or_else(|e| err(format!("world: {e}")))?;
+        let w = &self.world;
+        if w.workers == 0 || w.reclaimers == 0 {
+            return err("world: a world needs at least one worker and one reclaimer");
+        }
+        if w.dependency_latency_us.0 > w.dependency_latency_us.1 || w.network_latency_us.0 > w.network_latency_us.1 {
+            return err("world: a latency range is [min, max] with min <= max");
+        }
+        if w.network_latency_us.0 == 0 {
+            return err("world: the network's latency is at least 1us");
+        }
+        let end_us = w.fault_phase_us.saturating_add(w.liveness_budget_us);
+        let mut jobs = std::collections::BTreeSet::new();
+        let mut last = 0;
+        for (index, arrival) in self.arrivals.iter().enumerate() {
+            if !jobs.insert(arrival.job) {
+                return err(format!("arrival {}: job {} is offered twice", index + 1, arrival.job));
+            }
+            if arrival.at_us < last {
+                return err(format!("arrival {}: the arrivals are in time order", index + 1));
+            }
+            if arrival.at_us > end_us {
+                return err(format!("arrival {}: at {}us, after the run ends ({end_us}us)", index + 1, arrival.at_us));
+            }
+            last = arrival.at_us;
+        }
+        let known = |node: Node, what: &str| -> Result<(), PlanError> {
+            let ok = match node {
+                Node::Worker(n) => n < w.workers,
+                Node::Reclaimer(n) => n < w.reclaimers,
+                Node::Table | Node::Ledger => what != "skew",
+                Node::Arrivals => what == "message",
+                Node::World => false,
+            };
+            if ok {
+                return Ok(());
+            }
+            err(format!(
+                "unknown node {node} for `{what}` (the world has w0..w{} and r0..r{})",
+                w.workers - 1,
+                w.reclaimers - 1
+            ))
+        };
+        for (index, planned) in self.faults.iter().enumerate() {
+            let line = index + 1;
+            let time = planned.time_us();
+            if time > w.fault_phase_us {
+                return err(format!("fault {line}: at {time}us, after the faults heal ({}us)", w.fault_phase_us));
+            }
+            let what = match planned {
+                Planned::Keyed(Keyed { visit: Visit { site: Site::Message { .. }, .. }, .. }) => "message",
+                other => other.verb(),
+            };
+            for node in planned.nodes() {
+                known(node, what).or_else(|e| err(format!("fault {line}: {e}")))?;
+            }
+            let zero = match planned {
+                Planned::Scheduled { fault: Fault::Crash { down_us: len_us, .. }, .. }
+                | Planned::Scheduled { fault: Fault::Partition { len_us, .. }, .. }
+                | Planned::Scheduled { fault: Fault::CutLink { len_us, .. }, .. }
+                | Planned::Scheduled { fault: Fault::Pause { len_us, .. }, .. } => *len_us == 0,
+                Planned::Keyed(Keyed { dealt: Dealt::Stall { len_us } | Dealt::Delay { len_us }, .. }) => *len_us == 0,
+                Planned::Keyed(Keyed { dealt: Dealt::Slow { factor }, .. }) => *factor == 0,
+                _ => false,
+            };
+            if zero {
+                return err(format!("fault {line}: a length or factor of 0"));
+            }
+            if let Planned::Scheduled { fault: Fault::CutLink { a, b, .. }, .. } = planned {
+                if a == b {
+                    return err(format!("fault {line}: a node cannot be cut off from itself"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The parameters that play this plan: the world's, no rate, the scheduled faults, the
+    /// clocks, the arrival list and the keyed faults.
+    pub fn params(&self) -> Result<Params, PlanError> {
+        self.validate()?;
+        Ok(self.params_unchecked())
+    }
+
+    fn params_unchecked(&self) -> Params {
+        let w = &self.world;
+        let lease_ttl = Span::from_us(w.lease_ttl_us);
+        let mut params = Params::quiet(self.scenario.clone(), self.seed, self.bug);
+        params.workers = w.workers;
+        params.reclaimers = w.reclaimers;
+        params.table =
+            TableConfig { capacity: w.capacity, lease_ttl, batch_max: w.batch_max, attempts_max: w.attempts_max };
+        params.worker = WorkerConfig {
+            lease_ttl,
+            heartbeat_every: Span::from_us(w.heartbeat_us),
+            drift_margin: Span::from_us(w.drift_margin_us),
+            request_timeout: Span::from_us(w.worker_request_timeout_us),
+            idle_backoff: Span::from_us(w.idle_backoff_us),
+            acquire_wait: Span::from_us(w.acquire_wait_us),
+        };
+        params.reclaimer = ReclaimerConfig {
+            scan_every: Span::from_us(w.scan_every_us),
+            request_timeout: Span::from_us(w.reclaimer_request_timeout_us),
+            retries_max: w.reclaimer_retries_max,
+        };
+        params.dependency.latency_min_us = w.dependency_latency_us.0;
+        params.dependency.latency_max_us = w.dependency_latency_us.1;
+        params.latency_us = w.network_latency_us;
+        params.arrival_mean_us = w.arrival_mean_us;
+        params.fault_phase_us = w.fault_phase_us;
+        params.liveness_budget_us = w.liveness_budget_us;
+        params.jobs = self.arrivals.len() as u32;
+        params.worker_clocks = vec![LocalClock::EXACT; w.workers as usize];
+        params.reclaimer_clocks = vec![LocalClock::EXACT; w.reclaimers as usize];
+        params.arrivals = Some(self.arrivals.clone());
+        let mut keyed = Vec::new();
+        for planned in &self.faults {
+            match *planned {
+                Planned::Scheduled { at_us, fault } => params.schedule.push((at_us, fault)),
+                Planned::Skew { node, clock } => super::verbs::skew(&mut params, node, clock),
+                Planned::Keyed(k) => keyed.push(k),
+            }
+        }
+        params.schedule.sort_by_key(|&(at, _)| at);
+        params.planned = Some(std::sync::Arc::new(keyed));
+        params
+    }
+
+    /// The plan of a run: its world, its arrivals, its schedule and clocks, and every keyed fault
+    /// it dealt.
+    pub fn of_run(params: &Params, arrivals: &[Arrival], keyed: &[Keyed]) -> Plan {
+        let world = World {
+            workers: params.workers,
+            reclaimers: params.reclaimers,
+            lease_ttl_us: params.table.lease_ttl.as_us(),
+            capacity: params.table.capacity,
+            batch_max: params.table.batch_max,
+            attempts_max: params.table.attempts_max,
+            heartbeat_us: params.worker.heartbeat_every.as_us(),
+            drift_margin_us: params.worker.drift_margin.as_us(),
+            worker_request_timeout_us: params.worker.request_timeout.as_us(),
+            idle_backoff_us: params.worker.idle_backoff.as_us(),
+            acquire_wait_us: params.worker.acquire_wait.as_us(),
+            scan_every_us: params.reclaimer.scan_every.as_us(),
+            reclaimer_request_timeout_us: params.reclaimer.request_timeout.as_us(),
+            reclaimer_retries_max: params.reclaimer.retries_max,
+            dependency_latency_us: (params.dependency.latency_min_us, params.dependency.latency_max_us),
+            network_latency_us: params.latency_us,
+            arrival_mean_us: params.arrival_mean_us,
+            fault_phase_us: params.fault_phase_us,
+            liveness_budget_us: params.liveness_budget_us,
+        };
+        let mut faults: Vec<Planned> = Vec::new();
+        let clocks = params.worker_clocks.iter().enumerate().map(|(n, c)| (Node::Worker(n as u32), *c));
+        let clocks =
+            clocks.chain(params.reclaimer_clocks.iter().enumerate().map(|(n, c)| (Node::Reclaimer(n as u32), *c)));
+        faults.extend(
+            clocks.filter(|(_, clock)| *clock != LocalClock::EXACT).map(|(node, clock)| Planned::Skew { node, clock }),
+        );
+        faults.extend(params.schedule.iter().map(|&(at_us, fault)| Planned::Scheduled { at_us, fault }));
+        faults.extend(keyed.iter().map(|&k| Planned::Keyed(k)));
+        // Stable: faults dealt at the same time keep the order they were dealt in.
+        faults.sort_by_key(Planned::time_us);
+        Plan {
+            comment: None,
+            scenario: params.scenario.clone(),
+            seed: params.seed,
+            bug: params.bug,
+            expect: None,
+            world,
+            arrivals: arrivals.to_vec(),
+            faults,
+        }
+    }
+
+    /// The plan as a person reads it: JSON, one arrival and one fault per line, in time order.
+    pub fn to_json(&self) -> String {
+        let mut out = String::new();
+        let json = |value: &dyn erased::Json| value.json();
+        let _ = writeln!(out, "{{");
+        let _ = writeln!(out, "  \"plan_version\": {PLAN_VERSION},");
+        if let Some(comment) = &self.comment {
+            let _ = writeln!(out, "  \"comment\": {},", json(comment));
+        }
+        let _ = writeln!(out, "  \"scenario\": {},", json(&self.scenario));
+        let _ = writeln!(out, "  \"seed\": {},", self.seed);
+        if let Some(bug) = self.bug {
+            let _ = writeln!(out, "  \"bug\": {},", json(&bug.name().to_string()));
+        }
+        if let Some(expect) = &self.expect {
+            let _ = writeln!(out, "  \"expect\": {},", json(expect));
+        }
+        let _ = writeln!(out, "  \"world\": {},", json(&self.world));
+        list(&mut out, "arrivals", self.arrivals.iter().map(|a| json(a)), true);
+        list(&mut out, "faults", self.faults.iter().map(|f| json(&Raw::of(f))), false);
+        let _ = writeln!(out, "}}");
+        out
+    }
+
+    /// How many faults the plan deals (clocks included).
+    pub fn fault_count(&self) -> usize {
+        self.faults.len()
+    }
+}
+
+fn list(out: &mut String, name: &str, items: impl ExactSizeIterator<Item = String>, more: bool) {
+    let count = items.len();
+    if count == 0 {
+        let _ = writeln!(out, "  \"{name}\": []{}", if more { "," } else { "" });
+        return;
+    }
+    let _ = writeln!(out, "  \"{name}\": [");
+    for (index, item) in items.enumerate() {
+        let _ = writeln!(out, "    {item}{}", if index + 1 < count { "," } else { "" });
+    }
+    let _ = writeln!(out, "  ]{}", if more { "," } else { "" });
+}
+
+mod erased {
+    /// Anything serde can write as one line of JSON.
+    pub trait Json {
+        fn json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> String {
+            serde_json::to_string(self).expect("plan values serialise")
+        }
+    }
+}

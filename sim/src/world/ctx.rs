@@ -1,0 +1,155 @@
+//! What the nodes of a world share: the durable table and ledger, the history with its checkers,
+//! the streams faults are drawn from, and the bookkeeping of which node is up, down or paused.
+//!
+//! Nodes and fault verbs depend on this module, never on [`crate::world`], which spawns them.
+
+use crate::check::{Checkers, Violation};
+use crate::faults::decide::Decisions;
+use crate::faults::plan::Arrival;
+use crate::history::{Entry, Event, Node};
+use crate::scenario::Params;
+use lease_core::{Bugs, EffectLedger, LeaseTable, Time};
+use madsim::runtime::NodeHandle;
+use madsim::task::NodeId as SimNodeId;
+use madsim::time::{sleep, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The world's shared state. A madsim runtime runs on one thread, so the lock is never contended;
+/// it is there because madsim tasks must be `Send`.
+pub(crate) struct Ctx {
+    pub params: Params,
+    pub bugs: Bugs,
+    /// Timers armed in the world (sleeps and receive timeouts), for the event counts.
+    pub(crate) timers: std::sync::atomic::AtomicU64,
+    pub(crate) start: Instant,
+    /// The world's own node: it carries held-back messages, restarts and repairs, so that no
+    /// crash or pause of the node that caused them touches them.
+    pub(crate) chaos: NodeHandle,
+    pub(crate) state: Mutex<State>,
+}
+
+/// What survives in the world: durable node state, the history, and the fault streams.
+pub(crate) struct State {
+    /// The table's durable state: survives restarts of the table node.
+    pub table: LeaseTable,
+    /// The ledger's durable state: survives restarts of the ledger node.
+    pub ledger: EffectLedger,
+    /// Every fault decision: drawn from the seed's streams or looked up in a plan, and recorded.
+    pub decisions: Decisions,
+    /// Whether the fault phase is still on.
+    pub faults_on: bool,
+    /// Whether every job has been offered and answered.
+    pub arrivals_done: bool,
+    /// The jobs offered so far, and when: the plan's arrival list.
+    pub arrivals: Vec<Arrival>,
+    pub(crate) history: Vec<Entry>,
+    pub(crate) checkers: Checkers,
+    pub(crate) violation: Option<Violation>,
+    pub(crate) nodes: BTreeMap<Node, SimNodeId>,
+    pub(crate) incarnations: BTreeMap<Node, u64>,
+    /// Nodes that are down, with the life that crashed.
+    pub(crate) down: BTreeMap<Node, u64>,
+    pub(crate) paused: BTreeSet<Node>,
+}
+
+impl Ctx {
+    /// Simulated time since the world began: the table's clock.
+    pub fn now(&self) -> Time {
+        Time(self.start.elapsed().as_micros() as u64)
+    }
+
+    /// Sleeps `us` microseconds of simulated time, counting the timer.
+    pub async fn sleep_us(&self, us: u64) {
+        self.armed();
+        sleep(Duration::from_micros(us)).await;
+    }
+
+    /// Counts one armed timer.
+    pub fn armed(&self) {
+        self.timers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Locks the world's state.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().expect("world lock poisoned: a node panicked")
+    }
+
+    /// Appends an event to the history, and checks it.
+    pub fn record(&self, node: Node, event: Event) {
+        let now = self.now();
+        self.state().record_at(now, node, event);
+    }
+
+    /// Runs `task` on the world's own node, `after_us` from now: the network carrying a message
+    /// it held back, which no pause, crash or restart of the sender touches.
+    pub fn after(&self, after_us: u64, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.armed();
+        self.chaos.spawn(async move {
+            sleep(Duration::from_micros(after_us)).await;
+            task.await;
+        });
+    }
+
+    /// The middle of the network's one-way latency: how long a message aimed at a time takes.
+    pub fn one_way_us(&self) -> u64 {
+        let (min, max) = self.params.latency_us;
+        (min + max) / 2
+    }
+
+    /// A new incarnation number for `node`, which is (re)starting.
+    pub fn incarnate(&self, node: Node) -> u64 {
+        let mut state = self.state();
+        let incarnation = state.incarnations.entry(node).or_insert(0);
+        *incarnation += 1;
+        *incarnation
+    }
+
+    /// Whether `incarnation` is `node`'s current life and the node is up. A request sent by an
+    /// earlier life, or by a node that is down, travelled on a connection its crash reset: it
+    /// must not be served.
+    pub fn is_current(&self, node: Node, incarnation: u64) -> bool {
+        let state = self.state();
+        state.incarnations.get(&node) == Some(&incarnation) && !state.down.contains_key(&node)
+    }
+
+    /// madsim's id of `node`.
+    pub(crate) fn sim_id(&self, node: Node) -> SimNodeId {
+        self.state().nodes[&node]
+    }
+
+    /// Whether `node` is down.
+    pub(crate) fn is_down(&self, node: Node) -> bool {
+        self.state().down.contains_key(&node)
+    }
+
+    /// The running world's context, for tasks spawned from `&Ctx`.
+    pub(crate) fn self_arc(&self) -> Arc<Ctx> {
+        SELF.with(|cell| cell.borrow().clone().expect("world context set"))
+    }
+
+    pub(crate) fn violated(&self) -> bool {
+        self.state().violation.is_some()
+    }
+}
+
+thread_local! {
+    /// The running world's context, for tasks spawned from `&Ctx`. One runtime per thread at a time.
+    pub(crate) static SELF: std::cell::RefCell<Option<Arc<Ctx>>> = const { std::cell::RefCell::new(None) };
+}
+
+impl State {
+    /// Appends an event at `now`, and checks it, while the caller holds the lock.
+    pub fn record_at(&mut self, now: Time, node: Node, event: Event) {
+        let entry = Entry { t_us: now.0, node, event };
+        self.history.push(entry);
+        let line = self.history.len();
+        if self.violation.is_some() {
+            return;
+        }
+        if let Err(violation) = self.checkers.observe(line, &self.history[line - 1]) {
+            self.violation = Some(violation);
+        }
+    }
+}

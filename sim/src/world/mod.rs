@@ -1,0 +1,304 @@
+//! One simulated world per seed: the madsim runtime, its nodes, the fault schedule and the two
+//! phases of a run.
+//!
+//! The step loop, in prose. [`run`] builds a madsim runtime from the seed and runs the supervisor
+//! in it. The supervisor creates the nodes (table, ledger, workers, reclaimers, arrivals, and a
+//! `chaos` node that performs delayed restarts and fault repairs), writes the `run` line, and then
+//! walks the fault schedule: at each fault's time it applies it and asks the chaos node to undo it
+//! later. Protocol-point crashes are not scheduled: nodes draw them from the seed's stream as they
+//! pass those points. At `fault_phase_us` everything heals: partitions close, paused nodes resume,
+//! packet loss stops, the dependency turns reliable. The supervisor then waits until every
+//! accepted job has its terminal outcome, or the liveness budget runs out. A safety violation
+//! stops the run at once. Finally every node is killed and the runtime gets one more tick, so
+//! madsim frees the world (see DESIGN.md, "madsim facts").
+
+pub(crate) mod ctx;
+
+use crate::check::{Checkers, Coverage, Violation};
+use crate::faults::decide::Decisions;
+use crate::faults::plan::Plan;
+use crate::faults::verbs;
+use crate::history::{Entry, Event, Node};
+use crate::node;
+use crate::scenario::Params;
+use ctx::{Ctx, State, SELF};
+use lease_core::{Bugs, EffectLedger, LeaseTable};
+use madsim::runtime::{Handle, Runtime};
+use madsim::task::NodeId as SimNodeId;
+use madsim::time::{sleep, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often the supervisor looks for a violation or convergence. A violation stops the world
+/// within one tick; the history after it is not checked, so the report is the same either way.
+const SUPERVISOR_TICK_US: u64 = 100_000;
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every invariant held, and every accepted job reached its terminal outcome.
+    Held,
+    /// A safety invariant broke; the run stopped there.
+    Safety(Violation),
+    /// After the heal, some accepted job never reached a terminal outcome in time.
+    Liveness(Violation),
+    /// The world panicked: a core assertion (an impossible state) or a harness bug. The run
+    /// stopped there; the history holds every line recorded before the panic.
+    Crash(Crash),
+}
+
+/// A panic inside a world, caught so that the seed is not lost.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Crash {
+    /// The panic's message, with where it was raised when known.
+    pub message: String,
+}
+
+impl std::fmt::Display for Crash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the world panicked: {}", self.message)
+    }
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The parameters the seed chose.
+    pub params: Params,
+    /// The history, line 1 first.
+    pub history: Vec<Entry>,
+    /// The outcome.
+    pub verdict: Verdict,
+    /// The interesting situations reached.
+    pub coverage: Coverage,
+    /// Grants that expired unused, as the checkers counted them: over the whole run, and among
+    /// those granted after the heal (the `wasted_grants` figures).
+    pub wasted_grants: (u64, u64),
+    /// Simulated time at the end, in microseconds.
+    pub sim_us: u64,
+    /// What the simulator did.
+    pub events: Events,
+    /// The run's faults as data: replaying it gives this history again.
+    pub plan: Plan,
+}
+
+/// What the simulator did in one run: the work a benchmark counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Events {
+    /// Messages sent over madsim's network.
+    pub messages: u64,
+    /// Timers armed: sleeps and receive timeouts.
+    pub timers: u64,
+    /// History lines recorded.
+    pub history: u64,
+}
+
+impl Events {
+    /// Simulated events: messages and timers, the units madsim schedules.
+    pub fn simulated(&self) -> u64 {
+        self.messages + self.timers
+    }
+}
+
+/// Runs one world to its end. A panic inside it (a core assertion, a harness bug) is caught and
+/// becomes [`Verdict::Crash`], with the history recorded up to it, so that a sweep keeps the seed
+/// and goes on with the next one.
+pub fn run(params: Params) -> RunReport {
+    let outcome = crate::panics::catching(|| run_world(params.clone()));
+    match outcome {
+        Ok(report) => report,
+        Err(message) => crashed(params, message),
+    }
+}
+
+/// The report of a world that panicked: whatever its context had recorded.
+fn crashed(params: Params, message: String) -> RunReport {
+    let ctx = SELF.with(|cell| cell.borrow_mut().take());
+    let (history, coverage, wasted_grants, plan) = match ctx {
+        Some(ctx) => {
+            // The lock may be poisoned by the very panic: the state is still the last one written.
+            let mut state = ctx.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let history = std::mem::take(&mut state.history);
+            let wasted = state.checkers.wasted_grants(history.last().map_or(0, |entry| entry.t_us));
+            let plan = Plan::of_run(&params, &state.arrivals, &state.decisions.recorded);
+            (history, state.checkers.coverage().clone(), wasted, plan)
+        }
+        None => (Vec::new(), Coverage::default(), (0, 0), Plan::of_run(&params, &[], &[])),
+    };
+    let sim_us = history.last().map_or(0, |entry| entry.t_us);
+    let events = Events { messages: 0, timers: 0, history: history.len() as u64 };
+    let verdict = Verdict::Crash(Crash { message });
+    RunReport { params, history, verdict, coverage, wasted_grants, sim_us, events, plan }
+}
+
+fn run_world(params: Params) -> RunReport {
+    let mut config = madsim::Config::default();
+    // Messages are lost by the world's own stream (`faults::decide`), never by madsim's, whose
+    // draws steer its scheduler.
+    config.net.packet_loss_rate = 0.0;
+    config.net.send_latency = latency(params.latency_us);
+    let runtime = Runtime::with_seed_and_config(params.seed, config);
+    let chaos = runtime.create_node().name("chaos").build();
+    let bugs = Bugs::plant(params.bug);
+    let table =
+        LeaseTable::with_bugs(params.table, bugs).unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
+    let decisions = match &params.planned {
+        Some(keyed) => Decisions::planned(params.seed, keyed),
+        None => Decisions::drawn(params.seed, &params.script, &params.rival_jobs),
+    };
+    let state = State {
+        table,
+        ledger: EffectLedger::with_bugs(bugs),
+        decisions,
+        faults_on: true,
+        arrivals_done: false,
+        arrivals: Vec::with_capacity(params.jobs as usize),
+        history: Vec::with_capacity(params.jobs as usize * 12),
+        checkers: Checkers::new(),
+        violation: None,
+        nodes: BTreeMap::new(),
+        incarnations: BTreeMap::new(),
+        down: BTreeMap::new(),
+        paused: BTreeSet::new(),
+    };
+    let verdict = runtime.block_on({
+        let params = params.clone();
+        async move {
+            let timers = std::sync::atomic::AtomicU64::new(0);
+            let ctx = Arc::new(Ctx { params, bugs, timers, start: Instant::now(), chaos, state: Mutex::new(state) });
+            SELF.with(|cell| *cell.borrow_mut() = Some(ctx.clone()));
+            let verdict = supervise(&ctx).await;
+            let sim_us = ctx.now().0;
+            let events = Events {
+                messages: madsim::net::NetSim::current().stat().msg_count,
+                timers: ctx.timers.load(std::sync::atomic::Ordering::Relaxed),
+                history: 0,
+            };
+            let mut state = ctx.state();
+            let history = std::mem::take(&mut state.history);
+            let coverage = state.checkers.coverage().clone();
+            let wasted_grants = state.checkers.wasted_grants(history.last().map_or(0, |entry| entry.t_us));
+            let plan = Plan::of_run(&ctx.params, &state.arrivals, &state.decisions.recorded);
+            drop(state);
+            SELF.with(|cell| *cell.borrow_mut() = None);
+            (verdict, history, coverage, wasted_grants, sim_us, events, plan)
+        }
+    });
+    let (verdict, history, coverage, wasted_grants, sim_us, mut events, plan) = verdict;
+    events.history = history.len() as u64;
+    RunReport { params, history, verdict, coverage, wasted_grants, sim_us, events, plan }
+}
+
+/// madsim's latency range for `[min_us, max_us]`.
+pub(crate) fn latency((min_us, max_us): (u64, u64)) -> std::ops::Range<Duration> {
+    Duration::from_micros(min_us)..Duration::from_micros(max_us.max(min_us + 1))
+}
+
+async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
+    let params = &ctx.params;
+    ctx.record(
+        Node::World,
+        Event::Run {
+            history_version: crate::history::HISTORY_VERSION,
+            seed: params.seed,
+            scenario: params.scenario.clone(),
+            batch_max: params.table.batch_max,
+            capacity: params.table.capacity,
+            lease_ttl_us: params.table.lease_ttl.as_us(),
+            attempts_max: params.table.attempts_max,
+            bug: params.bug.map(|bug| bug.name().to_string()),
+            params: params.describe(),
+        },
+    );
+    build_nodes(ctx);
+    for &(at_us, fault) in &params.schedule {
+        if !wait_until(ctx, at_us).await {
+            return finish(ctx).await;
+        }
+        verbs::inject(ctx, fault);
+    }
+    if wait_until(ctx, params.fault_phase_us).await {
+        verbs::heal(ctx);
+        let deadline = params.fault_phase_us + params.liveness_budget_us;
+        while !ctx.violated() && !converged(ctx) && ctx.now().0 < deadline {
+            ctx.sleep_us(SUPERVISOR_TICK_US).await;
+        }
+    }
+    finish(ctx).await
+}
+
+/// Sleeps until `at_us`, waking every supervisor tick to stop early on a violation. False if one
+/// happened.
+async fn wait_until(ctx: &Ctx, at_us: u64) -> bool {
+    loop {
+        if ctx.violated() {
+            return false;
+        }
+        let now = ctx.now().0;
+        if now >= at_us {
+            return true;
+        }
+        ctx.sleep_us((at_us - now).min(SUPERVISOR_TICK_US)).await;
+    }
+}
+
+fn converged(ctx: &Ctx) -> bool {
+    let state = ctx.state();
+    state.arrivals_done && state.checkers.unfinished() == 0
+}
+
+async fn finish(ctx: &Arc<Ctx>) -> Verdict {
+    let verdict = {
+        let mut state = ctx.state();
+        match state.violation.take() {
+            Some(violation) => Verdict::Safety(violation),
+            None => {
+                let now = ctx.now().0;
+                let unfinished = if state.arrivals_done { Ok(()) } else { Err(()) };
+                match (unfinished, state.checkers.check_liveness(now)) {
+                    (Ok(()), Ok(())) => Verdict::Held,
+                    (_, Err(violation)) => Verdict::Liveness(violation),
+                    (Err(()), Ok(())) => Verdict::Liveness(Violation {
+                        invariant: crate::check::Invariant::Liveness,
+                        job: None,
+                        message: "the arrival generator never finished offering its jobs".to_string(),
+                        lines: Vec::new(),
+                    }),
+                }
+            }
+        }
+    };
+    // Kill every node and give the runtime one more tick, so that madsim frees the world.
+    let mut ids: Vec<SimNodeId> = ctx.state().nodes.values().copied().collect();
+    ids.push(ctx.chaos.id());
+    for id in ids {
+        Handle::current().kill(id);
+    }
+    sleep(Duration::from_millis(1)).await;
+    verdict
+}
+
+fn build_nodes(ctx: &Arc<Ctx>) {
+    let handle = Handle::current();
+    let add = |node: Node, addr: SocketAddr| {
+        let ctx2 = ctx.clone();
+        let built = handle
+            .create_node()
+            .name(node.to_string())
+            .ip(addr.ip())
+            .init(move || node::main(ctx2.clone(), node))
+            .build();
+        ctx.state().nodes.insert(node, built.id());
+    };
+    add(Node::Table, crate::net::table_addr());
+    add(Node::Ledger, crate::net::ledger_addr());
+    for n in 0..ctx.params.workers {
+        add(Node::Worker(n), crate::net::worker_addr(n));
+    }
+    for n in 0..ctx.params.reclaimers {
+        add(Node::Reclaimer(n), crate::net::reclaimer_addr(n));
+    }
+    add(Node::Arrivals, crate::net::arrivals_addr());
+}
