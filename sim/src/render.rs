@@ -12,13 +12,17 @@ use crate::history::{Entry, Event, MessageKind, Node, OutcomeKind};
 use lease_core::{BatchId, OutputId};
 use std::fmt::Write;
 
+/// The column header of a rendered history.
+const HEADER: &str = "    time_ms  node      event           details";
+
 /// Renders a whole history, with a header line. Answers that changed nothing and say nothing
 /// about a job (an empty listing, an empty acquire, a duplicate enqueue) are left out, and
 /// counted on a last line: idle workers and scanning reclaimers would bury the story. The JSONL
 /// history keeps every one.
 pub fn render(entries: &[Entry]) -> String {
     let mut out = String::with_capacity(entries.len() * 64);
-    out.push_str("    time_ms  node      event           details\n");
+    out.push_str(HEADER);
+    out.push('\n');
     let mut quiet = 0usize;
     for entry in entries {
         if is_quiet(&entry.event) {
@@ -234,4 +238,91 @@ fn details(event: &Event) -> String {
         },
         Event::FaultsHealed {} => "faults off; the system must now converge".to_string(),
     }
+}
+
+/// The story of a violation, as Elle prints a cycle and not the whole history: the lines about
+/// the jobs it names, and the faults that touched the nodes holding them, up to the violation.
+/// Cited lines are marked `>`; each line keeps its number in the full history.
+pub fn explain(history: &[Entry], violation: &crate::check::Violation) -> String {
+    use std::collections::BTreeSet;
+    let end = violation.lines.last().copied().unwrap_or(history.len()).min(history.len());
+    let cited: BTreeSet<usize> = violation.lines.iter().copied().collect();
+    let (jobs, nodes) = involved(history, violation);
+    let touches = |entry: &Entry| -> bool {
+        let struck = named_nodes(entry);
+        is_fault_line(&entry.event) && struck.iter().any(|node| nodes.contains(node))
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "violation: {}: {}", violation.invariant, violation.message);
+    let names = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<_>>().join(" ");
+    let _ = writeln!(out, "jobs: {}", names(&jobs.iter().map(ToString::to_string).collect()));
+    let _ = writeln!(out, "nodes: {}", names(&nodes.iter().map(ToString::to_string).collect()));
+    let _ = writeln!(out, "{:>8} {HEADER}", "line");
+    let mut shown = 0;
+    for (index, entry) in history[..end].iter().enumerate() {
+        let line = index + 1;
+        let about = entry.job().is_some_and(|job| jobs.contains(&job));
+        if line == 1
+            || about
+            || touches(entry)
+            || cited.contains(&line)
+            || matches!(entry.event, Event::FaultsHealed {})
+        {
+            let mark = if cited.contains(&line) { '>' } else { ' ' };
+            let _ = writeln!(out, "{line:>7}{mark} {}", render_line(entry));
+            shown += 1;
+        }
+    }
+    let _ = writeln!(out, "({shown} of {end} lines up to the violation; trace.txt has them all)");
+    out
+}
+
+/// The jobs a violation names (its own, and those of the lines it cites), and the workers,
+/// reclaimers, table and ledger that touched them up to the violation.
+pub fn involved(
+    history: &[Entry],
+    violation: &crate::check::Violation,
+) -> (std::collections::BTreeSet<lease_core::JobId>, std::collections::BTreeSet<Node>) {
+    use std::collections::BTreeSet;
+    let end = violation.lines.last().copied().unwrap_or(history.len()).min(history.len());
+    let cited: BTreeSet<usize> = violation.lines.iter().copied().collect();
+    let mut jobs: BTreeSet<lease_core::JobId> = violation.job.into_iter().collect();
+    jobs.extend(cited.iter().filter_map(|&line| history.get(line.wrapping_sub(1))?.job()));
+    let mut nodes: BTreeSet<Node> = BTreeSet::new();
+    for (index, entry) in history[..end].iter().enumerate() {
+        if entry.job().is_some_and(|job| jobs.contains(&job)) || cited.contains(&(index + 1)) {
+            nodes.extend(named_nodes(entry));
+        }
+    }
+    nodes.retain(|node| !matches!(node, Node::World | Node::Arrivals));
+    (jobs, nodes)
+}
+
+/// The nodes a line names: its own, and any in its fields (from, owner, target, peer, reclaimer).
+fn named_nodes(entry: &Entry) -> Vec<Node> {
+    let mut nodes = vec![entry.node];
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(entry) {
+        for key in ["from", "owner", "target", "peer", "reclaimer"] {
+            if let Some(node) = fields.get(key).and_then(serde_json::Value::as_str).and_then(|s| s.parse().ok()) {
+                nodes.push(node);
+            }
+        }
+    }
+    nodes
+}
+
+/// Whether a line is a fault the world dealt.
+fn is_fault_line(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::Crashed { .. }
+            | Event::Restarted { .. }
+            | Event::Paused { .. }
+            | Event::Resumed { .. }
+            | Event::Partitioned { .. }
+            | Event::Healed { .. }
+            | Event::Delayed { .. }
+            | Event::Duplicated { .. }
+            | Event::Lost { .. }
+    )
 }

@@ -8,6 +8,7 @@ mod bench;
 mod check;
 mod hunt;
 mod run;
+mod shrink;
 mod sweep;
 
 use crate::figures::Figures;
@@ -102,6 +103,41 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Shrink a failing seed (or plan) to a minimal plan that fails the same invariant, and write
+    /// it to DIR with its history, trace, explanation and a reproduce line.
+    Shrink {
+        /// The scenario.
+        #[arg(long, default_value = "swarm")]
+        scenario: String,
+        /// The failing seed.
+        #[arg(long, required_unless_present_any = ["plan", "every_bug"])]
+        seed: Option<u64>,
+        /// Plant a bug (see `lease-sim bugs`).
+        #[arg(long)]
+        bug: Option<String>,
+        /// Shrink this failing plan instead of a seed.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["seed", "bug"])]
+        plan: Option<PathBuf>,
+        /// The most runs the shrinker may spend.
+        #[arg(long, default_value_t = shrink::BUDGET)]
+        budget: u64,
+        /// Where to write plan.json, history.jsonl, trace.txt, explanation.txt and reproduce.
+        #[arg(long, value_name = "DIR", required_unless_present = "every_bug")]
+        out: Option<PathBuf>,
+        /// Hunt every planted bug from seed 0 and shrink its first failing seed: the README's
+        /// table (exit 3 if a shrunk plan keeps more than 3 faults or stops failing).
+        #[arg(long, conflicts_with_all = ["seed", "bug", "plan", "out"])]
+        every_bug: bool,
+        /// With --every-bug: seeds each bug may take before it counts as not caught.
+        #[arg(long, default_value_t = 2_000)]
+        hunt_budget: u64,
+        /// With --every-bug: threads for the hunt.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// With --every-bug: print JSON rows instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check a history file against every invariant, as an outside checker would.
     Check {
         /// The JSONL history.
@@ -182,6 +218,22 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             Ok(bench::bench(options, json))
         }
         Command::Check { file } => check::check(&file),
+        Command::Shrink { scenario, seed, bug, plan, budget, out, every_bug, hunt_budget, threads, json } => {
+            if budget == 0 {
+                return Err(BadInput("--budget must be at least 1".to_string()));
+            }
+            let scenario = parse_scenario(&scenario)?;
+            if every_bug {
+                return Ok(shrink::every_bug(scenario, budget, hunt_budget.max(1), parse_threads(threads)?, json));
+            }
+            let out = out.ok_or_else(|| BadInput("shrink needs --out DIR".to_string()))?;
+            let source = match (plan, seed) {
+                (Some(path), _) => shrink::Source::Plan(Box::new(read_plan(&path)?), path),
+                (None, Some(seed)) => shrink::Source::Seed(Target { scenario, bug: parse_bug(bug.as_deref())? }, seed),
+                (None, None) => return Err(BadInput("shrink needs --seed, --plan or --every-bug".to_string())),
+            };
+            shrink::shrink(source, budget, &out)
+        }
         Command::Scenarios => {
             for scenario in Scenario::ALL {
                 println!("{:<20} {}", scenario.name(), scenario.about());

@@ -44,18 +44,19 @@ pub enum Site {
         /// The lease epoch the call was made under.
         epoch: Epoch,
     },
-    /// A message on its way.
+    /// A message on its way. One about a lease is named by its job and epoch, whoever holds the
+    /// lease; any other by its sender and receiver (`ends`).
     Message {
-        /// The sender.
-        from: Node,
-        /// The receiver.
-        to: Node,
+        /// The sender and the receiver, for a message about no lease.
+        ends: Option<(Node, Node)>,
         /// The request it makes or answers.
         message: MessageKind,
         /// Whether it is the answer.
         reply: bool,
         /// The job it names, if any.
         job: Option<JobId>,
+        /// The lease epoch it acts under, if any.
+        epoch: Option<Epoch>,
     },
 }
 
@@ -65,7 +66,7 @@ impl Site {
         match *self {
             Site::Point { node, .. } => vec![node],
             Site::Call { .. } => vec![Node::Ledger],
-            Site::Message { from, to, .. } => vec![from, to],
+            Site::Message { ends, .. } => ends.map_or_else(Vec::new, |(from, to)| vec![from, to]),
         }
     }
 
@@ -202,8 +203,6 @@ pub(crate) struct Decisions {
     drawn: Option<Drawn>,
     /// A plan's faults, by visit and question.
     planned: BTreeMap<(Visit, Question), Dealt>,
-    /// The dependency's ordinary latency: not a fault, drawn in both modes from its own stream.
-    latency: Xoshiro256PlusPlus,
     /// The gaps between arrivals of a seeded run (a plan lists its arrivals).
     pub arrivals: Xoshiro256PlusPlus,
     occurrences: BTreeMap<Site, u32>,
@@ -230,9 +229,8 @@ impl Decisions {
     }
 
     fn with(seed: u64, drawn: Option<Drawn>, planned: BTreeMap<(Visit, Question), Dealt>) -> Decisions {
-        let latency = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x1a7e_9c1e);
         let arrivals = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xa221_7a15);
-        Decisions { drawn, planned, latency, arrivals, occurrences: BTreeMap::new(), recorded: Vec::new() }
+        Decisions { drawn, planned, arrivals, occurrences: BTreeMap::new(), recorded: Vec::new() }
     }
 
     fn visit(&mut self, site: Site) -> Visit {
@@ -392,11 +390,13 @@ impl Ctx {
         lands_at.checked_sub(now + self.one_way_us()).filter(|&hold| hold > 0)
     }
 
-    /// A call to the dependency for `job` under `epoch` begins: its visit, and its latency (the
-    /// ordinary latency from its own stream, times the slow factor when the call is slow).
-    pub(crate) fn call(&self, job: JobId, epoch: Epoch) -> (Option<Visit>, u64) {
+    /// A call to the dependency for `job` under `epoch`, sent under wire id `id`, begins: its
+    /// visit, and its latency (the ordinary latency, a function of the call like the network's,
+    /// times the slow factor when the call is slow).
+    pub(crate) fn call(&self, job: JobId, epoch: Epoch, id: u64) -> (Option<Visit>, u64) {
         let dependency = self.params.dependency;
-        let base = self.state().decisions.latency.gen_range(dependency.latency_min_us..=dependency.latency_max_us);
+        let (min, max) = (dependency.latency_min_us, dependency.latency_max_us.max(dependency.latency_min_us));
+        let base = min + crate::world::ctx::mix(self.params.seed, &("dependency", job, epoch, id)) % (max - min + 1);
         let visit = self.visit(Site::Call { job, epoch });
         let slow = self.ask(visit, Question::Slow, |_, draw| {
             chance(&mut draw.drawn.rng, dependency.slow_rate).then_some(Dealt::Slow { factor: dependency.slow_factor })

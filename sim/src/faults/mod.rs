@@ -12,6 +12,7 @@
 
 pub mod decide;
 pub mod plan;
+pub mod shrink;
 pub mod verbs;
 
 use crate::history::{CrashPoint, Node};

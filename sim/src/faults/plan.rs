@@ -295,12 +295,13 @@ impl Raw {
                         raw.job = Some(job.0);
                         raw.epoch = Some(epoch.0);
                     }
-                    Site::Message { from, to, message, reply, job } => {
-                        raw.from = Some(from);
-                        raw.to = Some(to);
+                    Site::Message { ends, message, reply, job, epoch } => {
+                        raw.from = ends.map(|(from, _)| from);
+                        raw.to = ends.map(|(_, to)| to);
                         raw.message = Some(message);
                         raw.reply = Some(reply);
                         raw.job = job.map(|job| job.0);
+                        raw.epoch = epoch.map(|epoch| epoch.0);
                     }
                 }
                 let verb = match dealt {
@@ -396,11 +397,21 @@ impl Raw {
             Ok(Site::Call { job, epoch: Epoch(need(self.epoch, "epoch")?) })
         };
         let message_site = || -> Result<Site, String> {
-            let from = self.from.ok_or_else(|| format!("`{}` needs `from`", self.verb))?;
-            let to = self.to.ok_or_else(|| format!("`{}` needs `to`", self.verb))?;
             let message = self.message.ok_or_else(|| format!("`{}` needs `message`", self.verb))?;
             let reply = self.reply.ok_or_else(|| format!("`{}` needs `reply`", self.verb))?;
-            Ok(Site::Message { from, to, message, reply, job })
+            let epoch = self.epoch.map(Epoch);
+            let ends = match (self.from, self.to, epoch) {
+                (None, None, Some(_)) => None,
+                (Some(from), Some(to), None) => Some((from, to)),
+                (_, _, Some(_)) => {
+                    return Err(format!(
+                        "`{}` of a message about a lease names its `job` and `epoch`, not `from` and `to`",
+                        self.verb
+                    ))
+                }
+                _ => return Err(format!("`{}` needs `from` and `to` (or, for a lease's message, `epoch`)", self.verb)),
+            };
+            Ok(Site::Message { ends, message, reply, job, epoch })
         };
         let (site, dealt) = match self.verb.as_str() {
             "crash" => {

@@ -59,6 +59,7 @@ pub(crate) fn restart(ctx: &Ctx, node: Node, life: u64) {
 pub(crate) fn partition(ctx: &Ctx, node: Node, peer: Option<Node>) {
     let net = madsim::net::NetSim::current();
     ctx.record(Node::World, Event::Partitioned { target: node, peer });
+    ctx.state().cuts.insert((node, peer));
     match peer {
         None => net.clog_node(ctx.sim_id(node)),
         Some(peer) => {
@@ -71,6 +72,7 @@ pub(crate) fn partition(ctx: &Ctx, node: Node, peer: Option<Node>) {
 /// Repairs a partition that [`partition`] made.
 pub(crate) fn repair(ctx: &Ctx, node: Node, peer: Option<Node>) {
     let net = madsim::net::NetSim::current();
+    ctx.state().cuts.remove(&(node, peer));
     match peer {
         None => net.unclog_node(ctx.sim_id(node)),
         Some(peer) => {
@@ -172,7 +174,7 @@ fn undo_later(ctx: &Arc<Ctx>, after_us: u64, undo: impl FnOnce(&Ctx) + Send + 's
 }
 
 /// Ends the fault phase: every partition closes, paused nodes resume, crashed nodes restart, and
-/// latency returns to normal. Nothing strikes after this.
+/// the network turns calm. Nothing strikes after this.
 pub(crate) fn heal(ctx: &Arc<Ctx>) {
     let net = madsim::net::NetSim::current();
     let nodes: Vec<(Node, madsim::task::NodeId)> = ctx.state().nodes.iter().map(|(n, id)| (*n, *id)).collect();
@@ -191,8 +193,9 @@ pub(crate) fn heal(ctx: &Arc<Ctx>) {
     for (node, life) in down {
         restart(ctx, node, life);
     }
-    let calm = crate::world::latency(crate::scenario::CALM_LATENCY_US);
-    net.update_config(|net| net.send_latency = calm);
-    ctx.state().faults_on = false;
+    let mut state = ctx.state();
+    state.cuts.clear();
+    state.faults_on = false;
+    drop(state);
     ctx.record(Node::World, Event::FaultsHealed {});
 }

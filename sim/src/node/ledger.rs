@@ -59,7 +59,7 @@ fn lookup(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, batch: Option<lease_cor
 /// One call to the dependency, on its own task so that slow calls overlap.
 async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, to: SocketAddr, letter: Letter, id: u64, op: OpId, epoch: Epoch) {
     let caller = letter.from;
-    let (call, latency_us) = ctx.call(op.job, epoch);
+    let (call, latency_us) = ctx.call(op.job, epoch, id);
     ctx.sleep_us(latency_us).await;
     let execution = if ctx.call_fault(call, Question::FailBefore) {
         verbs::fail(&ctx, caller, op, epoch, false)

@@ -13,7 +13,7 @@ use crate::faults::decide::Site;
 use crate::history::{Event, MessageKind, Node};
 use crate::net::{Request, TAG};
 use crate::world::ctx::Ctx;
-use lease_core::{JobId, ReclaimRequest, WorkerRequest};
+use lease_core::{Epoch, JobId, ReclaimRequest, WorkerRequest};
 use madsim::net::Endpoint;
 use std::net::SocketAddr;
 
@@ -30,38 +30,41 @@ pub(super) struct Letter {
     pub reply: bool,
     /// The job it is about, when it names one.
     pub job: Option<JobId>,
+    /// The lease epoch it acts under, when it names one.
+    pub epoch: Option<Epoch>,
 }
 
 impl Letter {
     /// `request`, on its way to `to`.
     pub fn request(request: &Request, to: Node) -> Letter {
-        let (from, message, job) = match request {
-            Request::Enqueue(job) => (Node::Arrivals, MessageKind::Enqueue, Some(*job)),
+        let (from, message, lease) = match request {
+            Request::Enqueue(job) => (Node::Arrivals, MessageKind::Enqueue, (Some(*job), None)),
             Request::Worker(n, request) => {
-                let (message, job) = match *request {
-                    WorkerRequest::Acquire => (MessageKind::Acquire, None),
-                    WorkerRequest::Renew { job, .. } => (MessageKind::Renew, Some(job)),
-                    WorkerRequest::Lookup { op, .. } => (MessageKind::Lookup, Some(op.job)),
-                    WorkerRequest::Execute { op, .. } => (MessageKind::Execute, Some(op.job)),
-                    WorkerRequest::Complete { job, .. } => (MessageKind::Complete, Some(job)),
-                    WorkerRequest::Requeue { job, .. } => (MessageKind::Requeue, Some(job)),
-                    WorkerRequest::Release { job, .. } => (MessageKind::Release, Some(job)),
+                let (message, job, epoch) = match *request {
+                    WorkerRequest::Acquire => (MessageKind::Acquire, None, None),
+                    WorkerRequest::Renew { job, epoch, .. } => (MessageKind::Renew, Some(job), Some(epoch)),
+                    WorkerRequest::Lookup { op, epoch } => (MessageKind::Lookup, Some(op.job), Some(epoch)),
+                    WorkerRequest::Execute { op, epoch } => (MessageKind::Execute, Some(op.job), Some(epoch)),
+                    WorkerRequest::Complete { job, epoch, .. } => (MessageKind::Complete, Some(job), Some(epoch)),
+                    WorkerRequest::Requeue { job, epoch, .. } => (MessageKind::Requeue, Some(job), Some(epoch)),
+                    WorkerRequest::Release { job, epoch } => (MessageKind::Release, Some(job), Some(epoch)),
                 };
-                (Node::Worker(*n), message, job)
+                (Node::Worker(*n), message, (job, epoch))
             }
             Request::Reclaimer(n, request) => {
-                let (message, job) = match *request {
-                    ReclaimRequest::ListExpired { .. } => (MessageKind::List, None),
-                    ReclaimRequest::Fence { lease, .. } => (MessageKind::Fence, Some(lease.job)),
-                    ReclaimRequest::Lookup { op, .. } => (MessageKind::Lookup, Some(op.job)),
-                    ReclaimRequest::Complete { job, .. } => (MessageKind::Complete, Some(job)),
-                    ReclaimRequest::Requeue { job, .. } => (MessageKind::Requeue, Some(job)),
-                    ReclaimRequest::Quarantine { job, .. } => (MessageKind::Quarantine, Some(job)),
+                let (message, job, epoch) = match *request {
+                    ReclaimRequest::ListExpired { .. } => (MessageKind::List, None, None),
+                    ReclaimRequest::Fence { lease, .. } => (MessageKind::Fence, Some(lease.job), Some(lease.epoch)),
+                    ReclaimRequest::Lookup { op, epoch, .. } => (MessageKind::Lookup, Some(op.job), Some(epoch)),
+                    ReclaimRequest::Complete { job, epoch, .. } => (MessageKind::Complete, Some(job), Some(epoch)),
+                    ReclaimRequest::Requeue { job, epoch, .. } => (MessageKind::Requeue, Some(job), Some(epoch)),
+                    ReclaimRequest::Quarantine { job, epoch, .. } => (MessageKind::Quarantine, Some(job), Some(epoch)),
                 };
-                (Node::Reclaimer(*n), message, job)
+                (Node::Reclaimer(*n), message, (job, epoch))
             }
         };
-        Letter { from, to, message, reply: false, job }
+        let (job, epoch) = lease;
+        Letter { from, to, message, reply: false, job, epoch }
     }
 
     /// The answer to this request, on its way back.
@@ -76,26 +79,32 @@ where
     T: Clone + Send + Sync + 'static,
 {
     let envelope = Envelope { id, body };
-    let Letter { from, to: peer, message, reply, job } = letter;
+    let Letter { from, to: peer, message, reply, job, epoch } = letter;
     let hand_back = !reply && matches!(message, MessageKind::Requeue | MessageKind::Complete | MessageKind::Release);
-    let site = Site::Message { from, to: peer, message, reply, job };
+    // A message about a lease is named by its job and epoch, whoever holds it: a plan that
+    // strikes it keeps striking it when shrinking hands the lease to another worker.
+    let ends = if epoch.is_some() { None } else { Some((from, peer)) };
+    let site = Site::Message { ends, message, reply, job, epoch };
     let fate = ctx.message_fate(site, hand_back && job.is_some());
     let copied = fate.copy_gap_us.map(|gap_us| (gap_us, envelope.clone()));
+    let latency_us = ctx.latency_us(&(from, peer, message, reply, job, id));
     match (fate.lost, fate.delay_us) {
         (true, _) => ctx.record(Node::World, Event::Lost { target: from, peer, message, reply, job }),
+        // A message crossing a partition when it is sent is dropped (and one in flight when a
+        // partition starts, when it reaches the cut): the partition's line says why.
+        (false, _) if ctx.is_cut(from, peer) => {}
         (false, Some(len_us)) => {
             ctx.record(Node::World, Event::Delayed { target: from, peer, message, reply, job, len_us });
-            later(ctx, endpoint, to, len_us, envelope);
+            later(ctx, endpoint, to, latency_us + len_us, envelope);
         }
-        // A send that fails (a dead network) is the same as a lost message.
-        (false, None) => drop(endpoint.send_to_raw(to, TAG, Box::new(envelope)).await),
+        (false, None) => later(ctx, endpoint, to, latency_us, envelope),
     }
     // The copy is made once the original has left the sender, never before: a sender paused
     // in the middle of its send holds the original, and the network has nothing to copy yet. A
     // copy of a lost message is a retransmission, and it may arrive.
     if let Some((gap_us, envelope)) = copied {
         ctx.record(Node::World, Event::Duplicated { target: from, peer, message, reply, job, gap_us });
-        later(ctx, endpoint, to, fate.delay_us.unwrap_or(0) + gap_us, envelope);
+        later(ctx, endpoint, to, latency_us + fate.delay_us.unwrap_or(0) + gap_us, envelope);
     }
 }
 

@@ -52,6 +52,8 @@ pub(crate) struct State {
     /// Nodes that are down, with the life that crashed.
     pub(crate) down: BTreeMap<Node, u64>,
     pub(crate) paused: BTreeSet<Node>,
+    /// Partitions in force: a node cut off from everyone (`None`) or from one peer.
+    pub(crate) cuts: BTreeSet<(Node, Option<Node>)>,
 }
 
 impl Ctx {
@@ -90,6 +92,24 @@ impl Ctx {
             sleep(Duration::from_micros(after_us)).await;
             task.await;
         });
+    }
+
+    /// How long the network takes to carry a message, in microseconds: in the fault phase, in the
+    /// world's latency range; after the heal, in the calm one. It is a function of the run's seed
+    /// and the message (sender, receiver, kind, job and wire id), not a draw from a shared stream:
+    /// a plan edited elsewhere, or shrunk, leaves this message's latency as it was.
+    pub fn latency_us(&self, key: &impl std::hash::Hash) -> u64 {
+        let (min, max) = if self.state().faults_on { self.params.latency_us } else { crate::scenario::CALM_LATENCY_US };
+        min + mix(self.params.seed, key) % (max.max(min) - min + 1)
+    }
+
+    /// Whether a partition in force cuts `from` off from `to`.
+    pub fn is_cut(&self, from: Node, to: Node) -> bool {
+        let state = self.state();
+        if state.cuts.is_empty() {
+            return false;
+        }
+        [(from, None), (to, None), (from, Some(to)), (to, Some(from))].iter().any(|cut| state.cuts.contains(cut))
     }
 
     /// The middle of the network's one-way latency: how long a message aimed at a time takes.
@@ -141,15 +161,30 @@ thread_local! {
 
 impl State {
     /// Appends an event at `now`, and checks it, while the caller holds the lock.
+    /// Once a safety invariant broke, the history ends: the world stops within a supervisor tick,
+    /// and what it does meanwhile is neither checked nor recorded.
     pub fn record_at(&mut self, now: Time, node: Node, event: Event) {
-        let entry = Entry { t_us: now.0, node, event };
-        self.history.push(entry);
-        let line = self.history.len();
         if self.violation.is_some() {
             return;
         }
+        let entry = Entry { t_us: now.0, node, event };
+        self.history.push(entry);
+        let line = self.history.len();
         if let Err(violation) = self.checkers.observe(line, &self.history[line - 1]) {
             self.violation = Some(violation);
         }
     }
+}
+
+/// A well-mixed 64-bit hash of `seed` and `key`: std's SipHash with fixed keys (so the same on
+/// every run and machine), finished with splitmix64.
+pub(crate) fn mix(seed: u64, key: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    #[allow(deprecated, reason = "SipHasher with fixed keys is stable and deterministic, which is what this needs")]
+    let mut hasher = std::hash::SipHasher::new_with_keys(seed, 0x1a7e_9c1e_5eed);
+    key.hash(&mut hasher);
+    let mut x = hasher.finish();
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }

@@ -32,7 +32,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often the supervisor looks for a violation or convergence. A violation stops the world
-/// within one tick; the history after it is not checked, so the report is the same either way.
+/// within one tick, and the history ends at the violating line: nothing after it is recorded, so
+/// the report is the same either way.
 const SUPERVISOR_TICK_US: u64 = 100_000;
 
 /// How a run ended.
@@ -138,7 +139,11 @@ fn run_world(params: Params) -> RunReport {
     // Messages are lost by the world's own stream (`faults::decide`), never by madsim's, whose
     // draws steer its scheduler.
     config.net.packet_loss_rate = 0.0;
-    config.net.send_latency = latency(params.latency_us);
+    // Latency is the world's too (`Ctx::latency_us`): a function of the message, not a draw from
+    // madsim's stream, so that a change to one message's fate does not re-roll every other
+    // message's latency. madsim adds a fixed microsecond.
+    config.net.send_latency =
+        Duration::from_micros(MADSIM_LATENCY_US)..Duration::from_nanos(MADSIM_LATENCY_US * 1_000 + 1);
     let runtime = Runtime::with_seed_and_config(params.seed, config);
     let chaos = runtime.create_node().name("chaos").build();
     let bugs = Bugs::plant(params.bug);
@@ -162,6 +167,7 @@ fn run_world(params: Params) -> RunReport {
         incarnations: BTreeMap::new(),
         down: BTreeMap::new(),
         paused: BTreeSet::new(),
+        cuts: BTreeSet::new(),
     };
     let verdict = runtime.block_on({
         let params = params.clone();
@@ -191,10 +197,8 @@ fn run_world(params: Params) -> RunReport {
     RunReport { params, history, verdict, coverage, wasted_grants, sim_us, events, plan }
 }
 
-/// madsim's latency range for `[min_us, max_us]`.
-pub(crate) fn latency((min_us, max_us): (u64, u64)) -> std::ops::Range<Duration> {
-    Duration::from_micros(min_us)..Duration::from_micros(max_us.max(min_us + 1))
-}
+/// The fixed latency madsim adds to every message, on top of the world's own.
+const MADSIM_LATENCY_US: u64 = 1;
 
 async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
     let params = &ctx.params;
