@@ -1,129 +1,131 @@
-//! Proves that no seed that once failed fails again unseen: every seed of
-//! `scenarios/regressions.txt` runs on every `cargo test`. How: parse the list (a bad line is a
-//! test failure naming it), run each seed, and demand what its line says.
+//! Proves that no failure this project ever found comes back unseen: every plan in
+//! `scenarios/regressions/` replays on every `cargo test`, and ends as its `expect` says.
 //!
-//! One entry a line, `scenario seed [bug]  # why it is here`:
-//! - without a bug, the seed must hold every invariant: it once failed (a protocol bug, a false
-//!   alarm, a harness bug), and the fix must stay fixed;
-//! - with a planted bug (a name from `lease-sim bugs`), the seed must FAIL: it pins a seed that
-//!   catches that bug, so a checker that loses its teeth fails here.
+//! A regression is a plan, not a seed: a seed means something only while every generator draws
+//! exactly as it did, while a plan lists its world, its arrivals and every fault it deals. Each
+//! file carries a `comment` saying what it exposed, and an `expect`:
+//! - `held`: the plan once failed (a protocol bug, a false alarm, a harness bug), and the fix
+//!   must stay fixed;
+//! - an invariant's name (or `crash`): the plan plants a bug, shrunk by `lease-sim shrink` to a
+//!   few faults, and must still FAIL with that invariant, so a checker that loses its teeth fails
+//!   here. Every planted bug has one.
 //!
-//! The `#` comment is required: a seed nobody can explain gets deleted, not kept. Blank lines and
-//! lines that are only a comment are skipped. A nightly failure, once fixed, is added from its
-//! `seed-S.reproduce` file (its `--scenario`, `--seed`, and `--bug` if any).
+//! To add one: `lease-sim shrink ... --out DIR` on the failure, fix it, and copy `DIR/plan.json`
+//! here with a comment; a plan that must hold gets `"expect": "held"`.
 
-use lease_core::Bug;
-use lease_sim::runner::Target;
-use lease_sim::scenario::Scenario;
-use lease_sim::world::Verdict;
+use lease_sim::faults::plan::Plan;
+use lease_sim::faults::shrink::finding;
+use std::path::{Path, PathBuf};
 
-/// The list, as compiled in.
-pub const REGRESSIONS: &str = include_str!("../regressions.txt");
+/// Where the plans live.
+pub fn directory() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("regressions")
+}
 
-/// One entry of the list.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One regression plan, read from its file.
+#[derive(Debug, Clone)]
 pub struct Regression {
-    /// The line it is on, from 1.
-    pub line: usize,
-    /// The scenario, and the planted bug if any.
-    pub target: Target,
-    /// The seed.
-    pub seed: u64,
-    /// Why it is there: the line's comment.
-    pub why: String,
+    /// The file.
+    pub path: PathBuf,
+    /// The plan.
+    pub plan: Plan,
 }
 
 impl Regression {
-    /// Runs the seed; `Err` says how the outcome differs from what the line demands.
+    /// Replays the plan; `Err` says how the outcome differs from its `expect`.
     pub fn check(&self) -> Result<(), String> {
-        let report = self.target.run(self.seed);
-        let reproduce = self.target.reproduce(self.seed);
-        match (&report.verdict, self.target.bug) {
-            (Verdict::Held, None) => Ok(()),
-            (Verdict::Safety(_) | Verdict::Liveness(_) | Verdict::Crash(_), Some(_)) => Ok(()),
-            (Verdict::Crash(crash), None) => Err(format!("line {}: {crash}\n  reproduce: {reproduce}", self.line)),
-            (Verdict::Safety(violation) | Verdict::Liveness(violation), None) => {
-                Err(format!("line {}: failed again: {violation}\n  reproduce: {reproduce}", self.line))
-            }
-            (Verdict::Held, Some(bug)) => Err(format!(
-                "line {}: the planted bug {bug} escaped: every invariant held\n  reproduce: {reproduce}",
-                self.line
-            )),
+        let name = self.path.display();
+        let expect = self.plan.expect.as_deref().ok_or_else(|| format!("{name}: no `expect`"))?;
+        let params = self.plan.params().map_err(|error| format!("{name}: {error}"))?;
+        let report = lease_sim::world::run(params);
+        let found = finding(&report).map_or("held", |finding| finding.name());
+        if found == expect {
+            return Ok(());
         }
+        Err(format!(
+            "{name}: expected {expect}, got {found}\n  reproduce: cargo run --release -p lease-sim -- run --plan {name}"
+        ))
     }
 }
 
-/// Parses the list; the error names the first bad line and says what is wrong with it.
-pub fn parse(text: &str) -> Result<Vec<Regression>, String> {
-    let mut regressions = Vec::new();
-    for (index, raw) in text.lines().enumerate() {
-        let line = index + 1;
-        let bad = |why: String| format!("regressions.txt line {line}: {why}: {raw:?}");
-        let (entry, why) = raw.split_once('#').map_or((raw, None), |(entry, why)| (entry, Some(why.trim())));
-        let words: Vec<&str> = entry.split_whitespace().collect();
-        if words.is_empty() {
-            continue; // blank, or only a comment
-        }
-        let why = why.filter(|why| !why.is_empty()).ok_or_else(|| bad("no `# why` comment".to_string()))?;
-        let [scenario, seed, bug @ ..] = words.as_slice() else {
-            return Err(bad("write `scenario seed [bug]  # why`".to_string()));
-        };
-        let scenario = Scenario::from_name(scenario).ok_or_else(|| bad(format!("unknown scenario {scenario:?}")))?;
-        let seed = seed.parse::<u64>().map_err(|_| bad(format!("{seed:?} is not a seed")))?;
-        let bug = match bug {
-            [] => None,
-            [bug] => Some(bug.parse::<Bug>().map_err(|error| bad(error.to_string()))?),
-            _ => return Err(bad("more than one bug".to_string())),
-        };
-        regressions.push(Regression { line, target: Target { scenario, bug }, seed, why: why.to_string() });
-    }
-    Ok(regressions)
+/// Every plan in the directory, in file-name order; the error names the first file that cannot
+/// be read or has no comment.
+pub fn load() -> Result<Vec<Regression>, String> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(directory())
+        .map_err(|error| format!("{}: {error}", directory().display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).map_err(|error| format!("{}: {error}", path.display()))?;
+            let plan = Plan::parse(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+            if plan.comment.as_deref().is_none_or(|comment| comment.trim().is_empty()) {
+                return Err(format!("{}: no comment saying what it exposed", path.display()));
+            }
+            Ok(Regression { path, plan })
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lease_core::Bug;
 
-    // Every listed seed does what its line demands: holds, or with a planted bug, fails.
+    // Every plan replays as its `expect` says: holds, or with a planted bug, fails that invariant.
+    // Two threads share the plans.
     #[test]
-    fn every_regression_seed_behaves_as_listed() {
-        let regressions = parse(REGRESSIONS).unwrap_or_else(|error| panic!("{error}"));
-        let wrong: Vec<String> = regressions.iter().filter_map(|regression| regression.check().err()).collect();
-        assert!(wrong.is_empty(), "{} of {} regression seeds:\n{}", wrong.len(), regressions.len(), wrong.join("\n"));
+    fn every_regression_plan_ends_as_it_expects() {
+        let regressions = load().unwrap_or_else(|error| panic!("{error}"));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let wrong = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| loop {
+                    let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(regression) = regressions.get(index) else { break };
+                    if let Err(error) = regression.check() {
+                        wrong.lock().unwrap().push(error);
+                    }
+                });
+            }
+        });
+        let wrong = wrong.into_inner().unwrap();
+        assert!(wrong.is_empty(), "{} of {} regression plans:\n{}", wrong.len(), regressions.len(), wrong.join("\n"));
     }
 
-    // The list holds the seeds that failed in this project's history, and at least one planted bug.
+    // The plans keep the failures of this project's history, and every planted bug has a shrunk
+    // plan of at most three faults that must fail (the canary's comes from a seed where it
+    // fails, as it does by construction).
     #[test]
-    fn the_list_keeps_the_historical_failures_and_a_planted_bug() {
-        let regressions = parse(REGRESSIONS).unwrap_or_else(|error| panic!("{error}"));
-        let listed = |scenario: Scenario, seed: u64| {
-            regressions.iter().any(|r| r.target == Target::new(scenario) && r.seed == seed)
-        };
-        for (scenario, seed) in [
-            (Scenario::Swarm, 100),
-            (Scenario::ClockDrift, 42),
-            (Scenario::ClockDrift, 60),
-            (Scenario::MassExpiry, 133),
-            (Scenario::Swarm, 936),
-            (Scenario::Swarm, 1966),
+    fn the_plans_keep_the_historical_failures_and_every_planted_bug() {
+        let regressions = load().unwrap_or_else(|error| panic!("{error}"));
+        let named = |name: &str| regressions.iter().find(|r| r.path.file_name().is_some_and(|file| file == name));
+        for name in [
+            "swarm-seed-100.json",
+            "clock-drift-seed-42.json",
+            "clock-drift-seed-60.json",
+            "mass-expiry-seed-133.json",
+            "swarm-seed-936.json",
+            "swarm-seed-1966.json",
+            "calm-seed-156.json",
+            "clock-drift-seed-4.json",
+            "cut-from-table-seed-7.json",
         ] {
-            assert!(listed(scenario, seed), "{} {seed} is missing from regressions.txt", scenario.name());
+            let regression = named(name).unwrap_or_else(|| panic!("{name} is missing from scenarios/regressions"));
+            assert_eq!(regression.plan.expect.as_deref(), Some("held"), "{name}");
         }
-        assert!(regressions.iter().any(|r| r.target.bug.is_some()), "no line with a planted bug");
-    }
-
-    // A bad line is refused with its number and what is wrong with it.
-    #[test]
-    fn a_bad_line_is_refused_naming_it() {
-        let refused = |text: &str| parse(text).expect_err(text);
-        assert_eq!(parse("\n# a comment\n   \nswarm 7  # why\n").unwrap()[0].line, 4);
-        assert!(refused("swarm 7").contains("line 1: no `# why` comment"));
-        assert!(refused("swarm 7 #  ").contains("no `# why` comment"));
-        assert!(refused("\nswarm  # why").contains("line 2: write `scenario seed [bug]"));
-        assert!(refused("weather 7  # why").contains("unknown scenario \"weather\""));
-        assert!(refused("swarm seven  # why").contains("\"seven\" is not a seed"));
-        assert!(refused("swarm -7  # why").contains("is not a seed"));
-        assert!(refused("swarm 7 gremlins  # why").contains("line 1:"));
-        assert!(refused("swarm 7 canary canary  # why").contains("more than one bug"));
+        for bug in Bug::ALL {
+            let name = format!("bug-{bug}.json");
+            let regression = named(&name).unwrap_or_else(|| panic!("{name} is missing from scenarios/regressions"));
+            assert_eq!(regression.plan.bug, Some(bug), "{name} plants its bug");
+            assert_ne!(regression.plan.expect.as_deref(), Some("held"), "{name} must fail");
+            let faults = regression.plan.faults.len();
+            let most = if bug == Bug::RenewGrace { 4 } else { 3 };
+            assert!(faults <= most, "{name} keeps {faults} faults; shrink it again");
+        }
     }
 }

@@ -53,6 +53,9 @@ pub struct Plan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct World {
+    /// Jobs the world offers: the arrival list's, or more when the run it was recorded from
+    /// stopped at a violation before it offered them all.
+    pub jobs: u32,
     /// Worker count.
     pub workers: u32,
     /// Reclaimer count.
@@ -502,6 +505,9 @@ impl Plan {
         if w.network_latency_us.0 == 0 {
             return err("world: the network's latency is at least 1us");
         }
+        if self.arrivals.len() > w.jobs as usize {
+            return err(format!("world: {} arrivals, but the world offers {} jobs", self.arrivals.len(), w.jobs));
+        }
         let end_us = w.fault_phase_us.saturating_add(w.liveness_budget_us);
         let mut jobs = std::collections::BTreeSet::new();
         let mut last = 0;
@@ -602,7 +608,7 @@ impl Plan {
         params.arrival_mean_us = w.arrival_mean_us;
         params.fault_phase_us = w.fault_phase_us;
         params.liveness_budget_us = w.liveness_budget_us;
-        params.jobs = self.arrivals.len() as u32;
+        params.jobs = w.jobs;
         params.worker_clocks = vec![LocalClock::EXACT; w.workers as usize];
         params.reclaimer_clocks = vec![LocalClock::EXACT; w.reclaimers as usize];
         params.arrivals = Some(self.arrivals.clone());
@@ -623,6 +629,7 @@ impl Plan {
     /// it dealt.
     pub fn of_run(params: &Params, arrivals: &[Arrival], keyed: &[Keyed]) -> Plan {
         let world = World {
+            jobs: params.jobs,
             workers: params.workers,
             reclaimers: params.reclaimers,
             lease_ttl_us: params.table.lease_ttl.as_us(),

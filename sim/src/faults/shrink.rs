@@ -116,12 +116,14 @@ impl Search<'_> {
         let mut cut = self.best.clone();
         cut.faults.retain(|fault| fault.time_us() <= end_us);
         cut.arrivals.retain(|arrival| arrival.at_us <= end_us);
+        cut.world.jobs = cut.arrivals.len() as u32;
         let mut progress = false;
         if cut != self.best {
             progress |= self.try_plan(cut);
         }
         // The replay's own record: only the keyed faults that struck, with their times.
         let mut recorded = self.report.plan.clone();
+        recorded.world.jobs = recorded.arrivals.len() as u32;
         recorded.comment.clone_from(&self.best.comment);
         recorded.expect.clone_from(&self.best.expect);
         if recorded.faults.len() < self.best.faults.len() || recorded.arrivals.len() < self.best.arrivals.len() {
@@ -152,6 +154,7 @@ impl Search<'_> {
             }
             let mut candidate = base.clone();
             candidate.arrivals = subset.to_vec();
+            candidate.world.jobs = subset.len() as u32;
             let jobs: std::collections::BTreeSet<u64> = subset.iter().map(|arrival| arrival.job).collect();
             candidate.faults.retain(|fault| fault.job().is_none_or(|job| jobs.contains(&job.0)));
             self.try_plan(candidate)

@@ -17,7 +17,8 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
     let Some(endpoint) = bind(crate::net::arrivals_addr()).await else { return };
     let mut inbox = Inbox::new(&endpoint);
     let mut offers = 0u64;
-    for index in 0..ctx.params.jobs as usize {
+    let offered = ctx.params.arrivals.as_ref().map_or(ctx.params.jobs as usize, Vec::len);
+    for index in 0..offered {
         // A plan lists each job and when it is offered; a seeded run draws the gaps, and records
         // what it offered when, for the plan.
         // The time recorded is the one slept to, not the one woken at: madsim moves its clock on
