@@ -500,10 +500,38 @@ pub fn shrink(
             break;
         }
     }
-    let (mut plan, report) = best.expect("one order ran");
+    let (plan, report) = best.expect("one order ran");
+    let mut plan = with_struck_times(plan, &report.plan);
     let after = Size::of(&plan, &report);
     plan.expect = Some(finding.name().to_string());
     Ok(Shrunk { plan, report, finding, runs, before, after, exhausted })
+}
+
+/// `plan` with each keyed fault's `fired_us` set to when it struck in its own replay (`struck`,
+/// that replay's record), and the keyed faults that never struck left out: a keyed fault strikes
+/// at its visit, so neither change alters the run.
+fn with_struck_times(mut plan: Plan, struck: &Plan) -> Plan {
+    let fired: std::collections::BTreeMap<(Visit, Dealt), u64> = struck
+        .faults
+        .iter()
+        .filter_map(|fault| match fault {
+            Planned::Keyed(keyed) => Some(((keyed.visit, keyed.dealt), keyed.fired_us)),
+            _ => None,
+        })
+        .collect();
+    plan.faults = plan
+        .faults
+        .into_iter()
+        .filter_map(|fault| match fault {
+            Planned::Keyed(keyed) => {
+                let fired_us = *fired.get(&(keyed.visit, keyed.dealt))?;
+                Some(Planned::Keyed(Keyed { fired_us, ..keyed }))
+            }
+            other => Some(other),
+        })
+        .collect();
+    plan.faults.sort_by_key(Planned::time_us);
+    plan
 }
 
 /// The order of the first two passes.
