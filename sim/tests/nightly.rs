@@ -55,8 +55,9 @@ fn failing_seeds(summary: &serde_json::Value) -> Vec<(u64, String)> {
 }
 
 // Proves that a canary sweep with --failures-dir leaves, for every failing seed, a history, a
-// trace and a reproduce command; that the command, run as written, replays the same violation
-// (exit 1); and that the history fails the outside checker the same way (exit 1).
+// trace, a reproduce command and a plan; that the command, run as written, replays the same
+// violation (exit 1); that the history fails the outside checker the same way (exit 1); and that
+// the plan replays the same violation too.
 #[test]
 fn every_failing_seed_leaves_files_that_replay_it() {
     let dir = TempDir::new("failures");
@@ -69,7 +70,7 @@ fn every_failing_seed_leaves_files_that_replay_it() {
     assert!(!failures.is_empty(), "the canary fails some seed in 200");
     assert_eq!(summary["failures_written"].as_u64(), Some(failures.len() as u64));
     let files = std::fs::read_dir(&dir_arg).unwrap().count();
-    assert_eq!(files, 3 * failures.len(), "three files per failing seed, and nothing else");
+    assert_eq!(files, 4 * failures.len(), "four files per failing seed, and nothing else");
     for (seed, invariant) in &failures {
         let file = |extension: &str| Path::new(&dir_arg).join(format!("seed-{seed}.{extension}"));
         let trace = std::fs::read_to_string(file("trace")).unwrap();
@@ -88,6 +89,9 @@ fn every_failing_seed_leaves_files_that_replay_it() {
         let (code, stdout, _) = lease_sim(&["check", file("jsonl").to_str().unwrap()]);
         assert_eq!(code, Some(1), "{stdout}");
         assert!(stdout.contains(&format!("{invariant} violated")), "the checker agrees:\n{stdout}");
+        let (code, stdout, _) = lease_sim(&["run", "--plan", file("plan.json").to_str().unwrap()]);
+        assert_eq!(code, Some(1), "the plan replays the failure:\n{stdout}");
+        assert!(stdout.contains(&format!("SAFETY VIOLATION: {invariant}")), "same invariant from the plan:\n{stdout}");
     }
 }
 

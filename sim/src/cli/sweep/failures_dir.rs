@@ -3,7 +3,9 @@
 //! For a failing seed `S` it writes, each atomically (a temporary file renamed into place):
 //! - `seed-S.jsonl`: the history, which `lease-sim check` reads back;
 //! - `seed-S.trace`: the rendered history, then the outcome;
-//! - `seed-S.reproduce`: the one-line command that replays the seed.
+//! - `seed-S.reproduce`: the one-line command that replays the seed;
+//! - `seed-S.plan.json`: the run's fault plan, which `lease-sim run --plan` replays and `lease-sim
+//!   shrink --plan` shrinks, and which outlives changes to the generators.
 //!
 //! The files are written on the worker thread that ran the seed, from the report it holds at
 //! that moment. A sweep keeps no history (it folds each seed into a tally), so this is the one
@@ -28,7 +30,7 @@ pub struct FailuresDir {
     /// Seeds given a slot so far, written or not; a slot is taken before writing, so that
     /// concurrent threads never pass [`FAILURES_WRITTEN_MAX`].
     claimed: AtomicU64,
-    /// Seeds whose three files were all written.
+    /// Seeds whose four files were all written.
     written: AtomicU64,
 }
 
@@ -60,7 +62,15 @@ impl FailuresDir {
         let trace = format!("{}outcome: {outcome}\n", crate::render::render(&report.history));
         let reproduce = format!("{}\n", target.reproduce(result.seed));
         debug_assert_eq!(reproduce.trim_end(), failure.reproduce);
-        let files = [("jsonl", to_jsonl(&report.history)), ("trace", trace), ("reproduce", reproduce)];
+        let mut plan = report.plan.clone();
+        plan.comment = Some(format!("recorded from: {}", failure.reproduce));
+        plan.expect = Some(failure.invariant.name().to_string());
+        let files = [
+            ("jsonl", to_jsonl(&report.history)),
+            ("trace", trace),
+            ("reproduce", reproduce),
+            ("plan.json", plan.to_json()),
+        ];
         for (extension, text) in files {
             let path = self.dir.join(format!("seed-{}.{extension}", result.seed));
             if let Err(error) = atomic::write(&path, text.as_bytes()) {
