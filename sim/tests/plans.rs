@@ -147,8 +147,8 @@ fn an_invalid_plan_is_refused_with_exit_3() {
 
 // Proves shrink's promise on planted bugs: from a bug's failing seed, `shrink` writes a plan of
 // at most three faults that, replayed, fails the same invariant, with its history, trace,
-// explanation (the violating job's lines, the violation marked) and a reproduce line that works;
-// and a seed that holds is refused, with nothing to shrink.
+// explanation (the violating job's lines, the violation marked) and a reproduce line that works,
+// the same plan every time; and a seed that holds is refused, with nothing to shrink.
 #[test]
 fn shrink_ends_with_a_small_plan_failing_the_same_invariant() {
     let dir = std::env::temp_dir().join(format!("lease-shrink-{}", std::process::id()));
@@ -184,6 +184,11 @@ fn shrink_ends_with_a_small_plan_failing_the_same_invariant() {
         let (code, stdout, _) = lease_sim(&args);
         assert_eq!(code.map(|c| c as u8), Some(expected.exit_code()), "the reproduce line fails again: {stdout}");
         assert!(stdout.contains("plan="), "it plays the plan: {stdout}");
+        // Shrinking is deterministic: the same failure shrinks to the same plan.
+        let again = dir.join(format!("{bug}-again"));
+        lease_sim(&["shrink", "--seed", &seed_text, "--bug", bug, "--out", again.to_str().unwrap()]);
+        let twice = std::fs::read_to_string(again.join("plan.json")).unwrap();
+        assert_eq!(twice, std::fs::read_to_string(out.join("plan.json")).unwrap(), "{bug}: the same plan twice");
     }
     let (code, _, stderr) = lease_sim(&["shrink", "--seed", "3", "--out", dir.join("held").to_str().unwrap()]);
     assert_eq!(code, Some(3), "{stderr}");
