@@ -2,7 +2,7 @@
 //! recorded with its reason and counted) and that nothing accepted is lost. How: a small capacity
 //! and a surge of twenty to fifty times the arrival rate.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::ArrivalSurge;

@@ -4,7 +4,7 @@
 //! for jobs 0 to 2 and crashes the workers of jobs 0 to 7 after their effects, so reclaims meet
 //! the conflicts, often in batches with other expired leases; the sweep adds random rivals.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::ConflictingOutputs;

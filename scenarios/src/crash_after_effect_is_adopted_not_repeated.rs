@@ -4,7 +4,7 @@
 //! worker of jobs 0 to 3 right after the ledger accepted their effects; the sweep adds random
 //! after-effect crashes, packet loss and latency.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::CrashAfterEffect;

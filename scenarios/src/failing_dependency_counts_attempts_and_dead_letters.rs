@@ -3,7 +3,7 @@
 //! after the effect happened (the next attempt adopts it). How: a fifth to three fifths of calls
 //! fail, some after applying, with `attempts_max` of one to three.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::FailingDependency;

@@ -4,7 +4,7 @@
 //! wider than the drift. How: every worker and reclaimer gets its own clock; pauses, crashes and
 //! losses are added around them.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::ClockDrift;

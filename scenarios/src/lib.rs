@@ -9,7 +9,7 @@
 //!   checked against every invariant, and required to reach the scenario's interesting situations
 //!   (coverage: a sweep that never reaches the dangerous situation proves nothing).
 //!
-//! The parameters of each scenario live in `lease_sim::scenario::Scenario`, so that the command
+//! The parameters of each scenario live in `lease_sim::scenarios::Scenario`, so that the command
 //! line can run them (`lease-sim run --scenario NAME`); the proof lives here.
 //!
 //! `LEASE_SEEDS=N` sweeps N seeds per scenario instead of the default; `LEASE_SEED=S` runs one.

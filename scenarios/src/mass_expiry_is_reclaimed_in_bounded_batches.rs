@@ -3,7 +3,7 @@
 //! of arrivals fills the workers, then all of them crash at one instant and stay down for several
 //! lease lengths, with a small `batch_max`.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::MassExpiry;

@@ -4,7 +4,7 @@
 //! jobs 0 to 2 for two lease lengths after they decided to call the dependency, and those of jobs
 //! 3 to 5 after they decided to complete; the sweep adds random stalls and process pauses.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::PausedWorker;

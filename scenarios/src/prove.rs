@@ -4,7 +4,7 @@
 use lease_sim::check::Coverage;
 use lease_sim::history::{Entry, Event};
 use lease_sim::runner::{self, SeedResult, Target};
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 use lease_sim::world::{self, RunReport, Verdict};
 use std::sync::atomic::AtomicBool;
 

@@ -3,7 +3,7 @@
 //! late apply is refused as stale (or adopted, if it landed first). How: a tenth to two fifths of
 //! calls are slowed ten to sixty times.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::SlowDependency;

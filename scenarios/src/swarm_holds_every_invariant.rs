@@ -5,7 +5,7 @@
 //! its own rates. How: a sweep over the default seeds that must also reach every interesting
 //! situation listed for the swarm.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::Swarm;

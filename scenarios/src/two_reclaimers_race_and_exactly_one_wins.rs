@@ -3,7 +3,7 @@
 //! reclaimers scan at the same short cadence; the script crashes the workers of jobs 0 to 5 before
 //! their effects, so their leases expire and every reclaimer lists them at once.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::ReclaimerRace;

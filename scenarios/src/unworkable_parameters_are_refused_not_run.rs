@@ -8,7 +8,7 @@
 #[cfg(test)]
 mod tests {
     use lease_core::Span;
-    use lease_sim::scenario::{Params, Scenario};
+    use lease_sim::scenarios::{Params, Scenario};
     use lease_sim::world::{self, Verdict};
 
     fn refused(name: &str, break_it: impl Fn(&mut Params), needle: &str) {

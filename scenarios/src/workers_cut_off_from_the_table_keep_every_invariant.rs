@@ -3,7 +3,7 @@
 //! after losing the other. How: two to four scheduled cuts of single worker-table links, each for
 //! one to four lease lengths, with packet loss and latency around them.
 
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 
 /// The scenario.
 pub const SCENARIO: Scenario = Scenario::CutFromTable;

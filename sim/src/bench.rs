@@ -14,7 +14,7 @@
 //! in a test's assertion.
 
 use crate::runner::Target;
-use crate::scenario::Scenario;
+use crate::scenarios::Scenario;
 use crate::world::{self, Events};
 use madsim::net::Endpoint;
 use madsim::runtime::Runtime;

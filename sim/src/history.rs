@@ -290,7 +290,7 @@ impl From<lease_core::Abandon> for AbandonReason {
 }
 
 /// Where in the protocol a node crashed: `crashed`'s `point`. The protocol points are those of
-/// [`Point`](crate::scenario::Point), which converts into this; `at_random` is a crash the fault
+/// [`Point`](crate::faults::Point), which converts into this; `at_random` is a crash the fault
 /// schedule dealt, at no particular point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -30,6 +30,6 @@ mod node;
 pub mod panics;
 pub mod render;
 pub mod runner;
-pub mod scenario;
+pub mod scenarios;
 pub mod shard;
 pub mod world;

@@ -7,7 +7,7 @@
 use crate::check::{Coverage, Invariant};
 use crate::figures::{Figures, Spread};
 use crate::history::Entry;
-use crate::scenario::Scenario;
+use crate::scenarios::Scenario;
 use crate::shard::SeedPlan;
 use crate::world::{self, RunReport, Verdict};
 use lease_core::Bug;
@@ -32,7 +32,7 @@ impl Target {
     }
 
     /// Every parameter of `seed`'s world.
-    pub fn params(self, seed: u64) -> crate::scenario::Params {
+    pub fn params(self, seed: u64) -> crate::scenarios::Params {
         self.scenario.params(seed, self.bug)
     }
 

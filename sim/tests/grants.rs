@@ -7,7 +7,7 @@
 
 use lease_sim::history::{Entry, Event, Node, OutcomeKind};
 use lease_sim::runner::{self, SeedResult, Target};
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 use lease_sim::shard::{SeedPlan, Shard};
 use lease_sim::world::{self, RunReport};
 use std::sync::atomic::AtomicBool;

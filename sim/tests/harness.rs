@@ -4,7 +4,7 @@
 
 use lease_core::Bug;
 use lease_sim::runner::{self, SeedResult, Target};
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 use lease_sim::shard::{SeedPlan, Shard};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;

@@ -3,7 +3,7 @@
 
 use lease_core::Bug;
 use lease_sim::runner;
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 use std::sync::atomic::AtomicBool;
 
 /// How a planted bug is expected to show up.

@@ -3,7 +3,7 @@
 
 use lease_core::Bug;
 use lease_sim::runner::{self, SeedResult, Target};
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 use lease_sim::shard::{SeedPlan, Shard};
 use lease_sim::world::RunReport;
 use std::collections::BTreeSet;

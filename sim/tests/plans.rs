@@ -9,7 +9,7 @@ use lease_sim::faults::plan::Plan;
 use lease_sim::faults::shrink::finding;
 use lease_sim::history::to_jsonl;
 use lease_sim::runner::Target;
-use lease_sim::scenario::Scenario;
+use lease_sim::scenarios::Scenario;
 use lease_sim::world;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};

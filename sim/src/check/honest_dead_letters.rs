@@ -18,7 +18,7 @@
 //!   expired before `faults_healed`, or it was granted before then and its owner never acted on
 //!   it (no lookup or execution of its under that epoch: the grant's answer, and any retried
 //!   one, were lost in the fault phase); and the `run` line's `params` has `loss=` above zero or a
-//!   `latency_us=` range whose top is above the calm one ([`crate::scenario::CALM_LATENCY_US`]),
+//!   `latency_us=` range whose top is above the calm one ([`crate::scenarios::CALM_LATENCY_US`]),
 //!   or some partition was in force while the lease was held. Lost and late messages then explain
 //!   a worker that never heard of its grant, or whose lookup never arrived.
 //!
@@ -268,7 +268,7 @@ fn has_network_faults(params: &str) -> bool {
         }
         let Some(range) = pair.strip_prefix("latency_us=") else { return false };
         let top = range.split_once("..").and_then(|(_, top)| top.parse::<u64>().ok());
-        top.is_some_and(|top| top > crate::scenario::CALM_LATENCY_US.1)
+        top.is_some_and(|top| top > crate::scenarios::CALM_LATENCY_US.1)
     })
 }
 

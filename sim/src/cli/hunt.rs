@@ -2,7 +2,7 @@
 //! starting seeds: the median says how loud a bug is, the worst how long a night must run.
 
 use crate::runner::{self, Hunted};
-use crate::scenario::Scenario;
+use crate::scenarios::Scenario;
 use lease_core::Bug;
 use std::sync::atomic::AtomicBool;
 

@@ -13,7 +13,7 @@ mod sweep;
 
 use crate::figures::Figures;
 use crate::runner::Target;
-use crate::scenario::Scenario;
+use crate::scenarios::Scenario;
 use clap::{Parser, Subcommand};
 use lease_core::Bug;
 use std::path::PathBuf;

@@ -6,7 +6,7 @@ use crate::faults::plan::Plan;
 use crate::figures::Figures;
 use crate::history::{to_jsonl, Entry, Event};
 use crate::runner::Target;
-use crate::scenario::Params;
+use crate::scenarios::Params;
 use crate::world::Verdict;
 use lease_core::JobId;
 use std::path::{Path, PathBuf};

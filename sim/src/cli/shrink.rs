@@ -6,7 +6,7 @@ use crate::atomic;
 use crate::faults::plan::Plan;
 use crate::faults::shrink::{self, Shrunk, Size};
 use crate::runner::{Finding, Target};
-use crate::scenario::Scenario;
+use crate::scenarios::Scenario;
 use crate::world::{RunReport, Verdict};
 use lease_core::Bug;
 use std::io::IsTerminal;

@@ -209,7 +209,7 @@ fn exit_code(summary: &Summary, never_reached: &[&str], require_coverage: bool) 
 }
 
 /// The situations `scenario` requires that `sometimes` never counted, in the scenario's order.
-fn never_reached(scenario: crate::scenario::Scenario, sometimes: &crate::check::Coverage) -> Vec<&'static str> {
+fn never_reached(scenario: crate::scenarios::Scenario, sometimes: &crate::check::Coverage) -> Vec<&'static str> {
     scenario.situations().iter().copied().filter(|name| sometimes.get(name) == 0).collect()
 }
 
@@ -349,7 +349,7 @@ fn print_summary(report: &Report) {
     );
     println!("sometimes: {}", coverage_line(&summary.sometimes));
     println!("{}", super::windows_line(&summary.seeds_reaching, summary.runs));
-    if let Some(scenario) = crate::scenario::Scenario::from_name(summary.scenario) {
+    if let Some(scenario) = crate::scenarios::Scenario::from_name(summary.scenario) {
         let wanted = scenario.situations();
         let missing = &report.never_reached;
         match missing.is_empty() {

@@ -20,7 +20,7 @@ use super::decide::{Dealt, Keyed, Site, Visit};
 use super::{Fault, Point};
 use crate::clock::{LocalClock, BASE_US, DRIFT_PPM_MAX};
 use crate::history::{MessageKind, Node};
-use crate::scenario::Params;
+use crate::scenarios::Params;
 use lease_core::{Bug, Epoch, JobId, ReclaimerConfig, Span, TableConfig, WorkerConfig};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;

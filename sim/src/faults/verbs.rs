@@ -13,7 +13,7 @@
 use super::{Fault, Point};
 use crate::clock::LocalClock;
 use crate::history::{CrashPoint, Event, Node};
-use crate::scenario::Params;
+use crate::scenarios::Params;
 use crate::world::ctx::Ctx;
 use lease_core::{Epoch, Execution, JobId, OpId};
 use madsim::runtime::Handle;

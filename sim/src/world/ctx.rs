@@ -7,7 +7,7 @@ use crate::check::{Checkers, Violation};
 use crate::faults::decide::Decisions;
 use crate::faults::plan::Arrival;
 use crate::history::{Entry, Event, Node};
-use crate::scenario::Params;
+use crate::scenarios::Params;
 use lease_core::{Bugs, EffectLedger, LeaseTable, Time};
 use madsim::runtime::NodeHandle;
 use madsim::task::NodeId as SimNodeId;
@@ -99,7 +99,8 @@ impl Ctx {
     /// and the message (sender, receiver, kind, job and wire id), not a draw from a shared stream:
     /// a plan edited elsewhere, or shrunk, leaves this message's latency as it was.
     pub fn latency_us(&self, key: &impl std::hash::Hash) -> u64 {
-        let (min, max) = if self.state().faults_on { self.params.latency_us } else { crate::scenario::CALM_LATENCY_US };
+        let (min, max) =
+            if self.state().faults_on { self.params.latency_us } else { crate::scenarios::CALM_LATENCY_US };
         min + mix(self.params.seed, key) % (max.max(min) - min + 1)
     }
 

@@ -20,7 +20,7 @@ use crate::faults::plan::Plan;
 use crate::faults::verbs;
 use crate::history::{Entry, Event, Node};
 use crate::node;
-use crate::scenario::Params;
+use crate::scenarios::Params;
 use ctx::{Ctx, State, SELF};
 use lease_core::{Bugs, EffectLedger, LeaseTable};
 use madsim::runtime::{Handle, Runtime};

@@ -1,0 +1,308 @@
+//! The parameters of one run: everything a world needs, chosen from the seed (or read from a
+//! plan), and how `run` and the history describe them.
+
+use crate::clock::LocalClock;
+use crate::faults::decide::Keyed;
+use crate::faults::plan::Arrival;
+use crate::faults::{
+    CrashRates, Dependency, Fault, Scripted, StallRates, Strike, Surge, WindowFaults, WINDOW_FAULT_MIN_US,
+};
+use lease_core::{Bug, ReclaimerConfig, Span, TableConfig, WorkerConfig};
+use std::fmt::Write;
+
+/// One-way network latency outside the fault phase.
+pub const CALM_LATENCY_US: (u64, u64) = (1_000, 10_000);
+
+/// Everything one run needs, chosen from the seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// The seed.
+    pub seed: u64,
+    /// The scenario's name.
+    pub scenario: String,
+    /// The planted bug, if any.
+    pub bug: Option<Bug>,
+    /// Jobs the arrival generator offers.
+    pub jobs: u32,
+    /// Worker count.
+    pub workers: u32,
+    /// Reclaimer count.
+    pub reclaimers: u32,
+    /// The table's limits.
+    pub table: TableConfig,
+    /// Workers' timing.
+    pub worker: WorkerConfig,
+    /// Reclaimers' timing.
+    pub reclaimer: ReclaimerConfig,
+    /// Mean time between arrivals (Poisson).
+    pub arrival_mean_us: u64,
+    /// The dependency during the fault phase (it turns fast and reliable at the heal).
+    pub dependency: Dependency,
+    /// Packet loss during the fault phase.
+    pub loss_rate: f64,
+    /// One-way network latency range.
+    pub latency_us: (u64, u64),
+    /// Each worker's clock.
+    pub worker_clocks: Vec<LocalClock>,
+    /// Each reclaimer's clock.
+    pub reclaimer_clocks: Vec<LocalClock>,
+    /// Crash chances at protocol points.
+    pub crash: CrashRates,
+    /// Stall chances at protocol points.
+    pub stall: StallRates,
+    /// Faults aimed at the protocol's windows.
+    pub windows: WindowFaults,
+    /// Scripted strikes, and jobs whose dependency call also writes a rival output.
+    pub script: Vec<Scripted>,
+    /// Jobs whose first dependency call writes a second, different output (scripted conflicts).
+    pub rival_jobs: Vec<lease_core::JobId>,
+    /// How long a node crashed at a protocol point stays down.
+    pub restart_delay_us: u64,
+    /// Faults at fixed times, in time order.
+    pub schedule: Vec<(u64, Fault)>,
+    /// An arrival surge, if any.
+    pub surge: Option<Surge>,
+    /// When the faults heal.
+    pub fault_phase_us: u64,
+    /// How long after the heal every accepted job has to reach a terminal outcome.
+    pub liveness_budget_us: u64,
+    /// The jobs to offer and when, from a plan; `None` draws Poisson arrivals from the seed.
+    pub arrivals: Option<Vec<Arrival>>,
+    /// A plan's keyed faults: when set, every fault decision is looked up here and nothing is
+    /// drawn (every rate is zero).
+    pub planned: Option<std::sync::Arc<Vec<Keyed>>>,
+}
+
+impl Params {
+    /// A calm world of 100 jobs, 2 workers and 1 reclaimer, with leases of 400 ms and no fault of
+    /// any kind: what a scenario draws its own world over, and a plan its own.
+    pub fn quiet(scenario: String, seed: u64, bug: Option<Bug>) -> Params {
+        let lease_ttl = Span::from_ms(400);
+        Params {
+            seed,
+            scenario,
+            bug,
+            jobs: 100,
+            workers: 2,
+            reclaimers: 1,
+            table: TableConfig { capacity: 100, lease_ttl, batch_max: 4, attempts_max: 3 },
+            worker: worker_timing(lease_ttl),
+            reclaimer: ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 },
+            arrival_mean_us: 10_000,
+            dependency: Dependency {
+                latency_min_us: 2_000,
+                latency_max_us: 20_000,
+                slow_rate: 0.0,
+                slow_factor: 1,
+                fail_rate: 0.0,
+                lost_reply_rate: 0.0,
+                rival_rate: 0.0,
+            },
+            loss_rate: 0.0,
+            latency_us: CALM_LATENCY_US,
+            worker_clocks: vec![LocalClock::EXACT; 2],
+            reclaimer_clocks: vec![LocalClock::EXACT; 1],
+            crash: CrashRates::default(),
+            stall: StallRates::default(),
+            windows: WindowFaults {
+                near_us: lease_ttl.as_us() / 8,
+                far_us: lease_ttl.as_us() / 4,
+                ..WindowFaults::default()
+            },
+            script: Vec::new(),
+            rival_jobs: Vec::new(),
+            restart_delay_us: lease_ttl.as_us(),
+            schedule: Vec::new(),
+            surge: None,
+            fault_phase_us: 3_000_000,
+            liveness_budget_us: 30_000_000,
+            arrivals: None,
+            planned: None,
+        }
+    }
+
+    /// The same world offering `jobs` jobs, with the fault phase and the liveness budget
+    /// stretched to the time the arrivals take, so that a larger world is the same world for
+    /// longer, not a more overloaded one.
+    pub fn with_jobs(mut self, jobs: u32) -> Params {
+        assert!(jobs > 0, "a world needs a job");
+        let arrivals_us = self.arrival_mean_us * jobs as u64;
+        self.jobs = jobs;
+        self.fault_phase_us = self.fault_phase_us.max(arrivals_us + arrivals_us / 5);
+        self.liveness_budget_us += jobs as u64 * 10_000;
+        self
+    }
+
+    /// The world's shape and timing as `name=value` pairs: the `run` line's `params`. The same
+    /// for a seeded run and for its plan's replay, which draws nothing.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        let d = &self.dependency;
+        let _ = write!(
+            out,
+            "jobs={} workers={} reclaimers={} lease_ttl_us={} batch_max={} capacity={} attempts_max={} \
+             heartbeat_us={} drift_margin_us={} scan_every_us={} arrival_mean_us={} dep_latency_us={}..{} \
+             latency_us={}..{} fault_phase_us={} liveness_budget_us={} acquire_wait_us={} \
+             worker_request_timeout_us={} idle_backoff_us={} reclaimer_request_timeout_us={} \
+             reclaimer_retries_max={}",
+            self.jobs,
+            self.workers,
+            self.reclaimers,
+            self.table.lease_ttl.as_us(),
+            self.table.batch_max,
+            self.table.capacity,
+            self.table.attempts_max,
+            self.worker.heartbeat_every.as_us(),
+            self.worker.drift_margin.as_us(),
+            self.reclaimer.scan_every.as_us(),
+            self.arrival_mean_us,
+            d.latency_min_us,
+            d.latency_max_us,
+            self.latency_us.0,
+            self.latency_us.1,
+            self.fault_phase_us,
+            self.liveness_budget_us,
+            self.worker.acquire_wait.as_us(),
+            self.worker.request_timeout.as_us(),
+            self.worker.idle_backoff.as_us(),
+            self.reclaimer.request_timeout.as_us(),
+            self.reclaimer.retries_max,
+        );
+        out
+    }
+
+    /// The rates and scripts a seeded run draws its faults with, as `name=value` pairs: what
+    /// `run` prints under the world's `params`. A plan's replay has none.
+    pub fn describe_faults(&self) -> String {
+        let mut out = String::new();
+        let d = &self.dependency;
+        let c = &self.crash;
+        let _ = write!(
+            out,
+            "dep_slow={:.3}x{} dep_fail={:.3} dep_lost_reply={:.3} dep_rival={:.3} loss={:.3} crash_before={:.3} \
+             crash_after={:.3} crash_ack={:.3} crash_reclaim={:.3} restart_delay_us={}",
+            d.slow_rate,
+            d.slow_factor,
+            d.fail_rate,
+            d.lost_reply_rate,
+            d.rival_rate,
+            self.loss_rate,
+            c.before_effect,
+            c.after_effect,
+            c.during_ack,
+            c.mid_reclaim,
+            self.restart_delay_us,
+        );
+        let clocks = self.worker_clocks.iter().enumerate().map(|(n, c)| (format!("w{n}"), c));
+        let clocks = clocks.chain(self.reclaimer_clocks.iter().enumerate().map(|(n, c)| (format!("r{n}"), c)));
+        for (node, clock) in clocks.filter(|(_, clock)| **clock != LocalClock::EXACT) {
+            let _ = write!(out, " clock_{node}={:+}us{:+}ppm", clock.offset_us, clock.drift_ppm);
+        }
+        if self.stall != StallRates::default() {
+            let st = &self.stall;
+            let _ = write!(
+                out,
+                " stall_effect={:.3} stall_ack={:.3} stall_renew={:.3} stall_us={}..{}",
+                st.before_effect, st.before_ack, st.before_renew, st.len_us.0, st.len_us.1
+            );
+        }
+        if self.windows.delay_rate > 0.0 || self.windows.duplicate_rate > 0.0 {
+            let w = &self.windows;
+            let _ = write!(out, " msg_delay={:.3} msg_duplicate={:.3}", w.delay_rate, w.duplicate_rate);
+        }
+        if self.windows.hand_back_copy > 0.0 {
+            let _ = write!(out, " msg_hand_back_copy={:.3}", self.windows.hand_back_copy);
+        }
+        let w = &self.windows;
+        let aimed = [w.after_listing, w.after_fence, w.before_renew_reply, w.renew_at_boundary];
+        let boundary = [w.reclaim_at_boundary, w.effect_at_boundary, w.complete_at_boundary];
+        if aimed.into_iter().chain(boundary).any(|rate| rate > 0.0) {
+            let _ = write!(
+                out,
+                " stall_listing={:.3} stall_fence={:.3} stall_renew_reply={:.3} aim_renew={:.3} aim_reclaim={:.3} \
+                 aim_effect={:.3} aim_complete={:.3}",
+                w.after_listing,
+                w.after_fence,
+                w.before_renew_reply,
+                w.renew_at_boundary,
+                w.reclaim_at_boundary,
+                w.effect_at_boundary,
+                w.complete_at_boundary
+            );
+        }
+        let any = [w.delay_rate, w.duplicate_rate, w.after_listing, w.after_fence, w.before_renew_reply];
+        if any.iter().any(|&rate| rate > 0.0) {
+            let _ = write!(out, " window_us={}..{}..{}", WINDOW_FAULT_MIN_US, w.near_us, w.far_us);
+        }
+        for scripted in &self.script {
+            let strike = match scripted.strike {
+                Strike::Crash => "crash".to_string(),
+                Strike::Stall(us) => format!("stall{us}us"),
+            };
+            let _ = write!(out, " script={}@{}:{strike}", scripted.job, scripted.point.name());
+        }
+        for job in &self.rival_jobs {
+            let _ = write!(out, " rival={job}");
+        }
+        if let Some(surge) = self.surge {
+            let _ = write!(out, " surge={}us+{}us*{}", surge.at_us, surge.len_us, surge.factor);
+        }
+        for (at, fault) in &self.schedule {
+            let _ = match fault {
+                Fault::Partition { node, len_us } => write!(out, " partition@{at}={node}+{len_us}us"),
+                Fault::CutLink { a, b, len_us } => write!(out, " cut@{at}={a}-{b}+{len_us}us"),
+                Fault::Pause { node, len_us } => write!(out, " pause@{at}={node}+{len_us}us"),
+                Fault::Crash { node, down_us } => write!(out, " crash@{at}={node}+{down_us}us"),
+            };
+        }
+        out
+    }
+}
+
+/// A worker's timing for leases of `lease_ttl`.
+pub(super) fn worker_timing(lease_ttl: Span) -> WorkerConfig {
+    WorkerConfig {
+        lease_ttl,
+        heartbeat_every: lease_ttl / 4,
+        drift_margin: lease_ttl / 8,
+        request_timeout: lease_ttl / 6,
+        idle_backoff: Span::from_ms(5),
+        // Long polling, held far shorter than a grant stays usable (ttl - margin = 7/8 ttl): a
+        // grant made at the end of a hold, answered within a round trip (ttl/6), leaves most of
+        // the lease to act in, and so does one to the acquire's first retry.
+        acquire_wait: lease_ttl / 8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenarios::Scenario;
+
+    // Proves `describe` (the `run` line's `params` and the header `run` prints before the world
+    // starts) names every timing a replay needs, the ones a reader asks first about included.
+    #[test]
+    fn describe_names_every_timing() {
+        for scenario in Scenario::ALL {
+            let params = scenario.params(7, None);
+            let text = format!("{} {}", params.describe(), params.describe_faults());
+            let expected = [
+                ("lease_ttl_us", params.table.lease_ttl.as_us()),
+                ("heartbeat_us", params.worker.heartbeat_every.as_us()),
+                ("drift_margin_us", params.worker.drift_margin.as_us()),
+                ("acquire_wait_us", params.worker.acquire_wait.as_us()),
+                ("worker_request_timeout_us", params.worker.request_timeout.as_us()),
+                ("idle_backoff_us", params.worker.idle_backoff.as_us()),
+                ("scan_every_us", params.reclaimer.scan_every.as_us()),
+                ("reclaimer_request_timeout_us", params.reclaimer.request_timeout.as_us()),
+                ("reclaimer_retries_max", u64::from(params.reclaimer.retries_max)),
+                ("restart_delay_us", params.restart_delay_us),
+                ("fault_phase_us", params.fault_phase_us),
+                ("liveness_budget_us", params.liveness_budget_us),
+            ];
+            for (name, value) in expected {
+                let pair = format!("{name}={value}");
+                assert!(text.split(' ').any(|word| word == pair), "{}: no {pair} in {text}", scenario.name());
+            }
+        }
+    }
+}
