@@ -5,7 +5,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::ArrivalSurge;
+pub const SCENARIO: Scenario = Scenario::ARRIVAL_SURGE;
 
 #[cfg(test)]
 mod tests {

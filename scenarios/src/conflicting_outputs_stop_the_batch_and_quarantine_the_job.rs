@@ -7,7 +7,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::ConflictingOutputs;
+pub const SCENARIO: Scenario = Scenario::CONFLICTING_OUTPUTS;
 
 #[cfg(test)]
 mod tests {

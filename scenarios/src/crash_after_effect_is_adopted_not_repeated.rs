@@ -7,7 +7,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::CrashAfterEffect;
+pub const SCENARIO: Scenario = Scenario::CRASH_AFTER_EFFECT;
 
 #[cfg(test)]
 mod tests {

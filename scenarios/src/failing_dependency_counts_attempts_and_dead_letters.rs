@@ -6,7 +6,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::FailingDependency;
+pub const SCENARIO: Scenario = Scenario::FAILING_DEPENDENCY;
 
 #[cfg(test)]
 mod tests {

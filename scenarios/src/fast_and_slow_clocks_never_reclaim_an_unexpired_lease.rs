@@ -7,7 +7,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::ClockDrift;
+pub const SCENARIO: Scenario = Scenario::CLOCK_DRIFT;
 
 #[cfg(test)]
 mod tests {

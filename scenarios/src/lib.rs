@@ -9,8 +9,10 @@
 //!   checked against every invariant, and required to reach the scenario's interesting situations
 //!   (coverage: a sweep that never reaches the dangerous situation proves nothing).
 //!
-//! The parameters of each scenario live in `lease_sim::scenarios::Scenario`, so that the command
-//! line can run them (`lease-sim run --scenario NAME`); the proof lives here.
+//! Each scenario is defined once, in its own file of `sim/src/scenarios/` (its name, its
+//! sentence, its required situations and how it draws its world from the seed), so that the
+//! command line can run it (`lease-sim run --scenario NAME`); `lease_sim::scenarios::Scenario::ALL`
+//! lists them. The proof lives here.
 //!
 //! `LEASE_SEEDS=N` sweeps N seeds per scenario instead of the default; `LEASE_SEED=S` runs one.
 

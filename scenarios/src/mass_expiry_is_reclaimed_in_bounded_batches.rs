@@ -6,7 +6,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::MassExpiry;
+pub const SCENARIO: Scenario = Scenario::MASS_EXPIRY;
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::PausedWorker;
+pub const SCENARIO: Scenario = Scenario::PAUSED_WORKER;
 
 #[cfg(test)]
 mod tests {

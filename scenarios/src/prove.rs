@@ -156,9 +156,9 @@ mod tests {
     // A sweep below its default seed count is refused, saying so; a replay of one seed is not.
     #[test]
     fn a_smaller_sweep_never_drops_the_coverage_requirement() {
-        assert_eq!(Seeds::Replay(7).sweep(Scenario::Calm, 300), vec![7]);
-        assert_eq!(Seeds::First(3).sweep(Scenario::Calm, 3), vec![0, 1, 2]);
-        let refused = std::panic::catch_unwind(|| Seeds::First(10).sweep(Scenario::ReclaimerRace, 300));
+        assert_eq!(Seeds::Replay(7).sweep(Scenario::CALM, 300), vec![7]);
+        assert_eq!(Seeds::First(3).sweep(Scenario::CALM, 3), vec![0, 1, 2]);
+        let refused = std::panic::catch_unwind(|| Seeds::First(10).sweep(Scenario::RECLAIMER_RACE, 300));
         let message = *refused.expect_err("a smaller sweep is refused").downcast::<String>().unwrap();
         assert!(message.contains("LEASE_SEEDS=10 is below the 300 seeds"), "{message}");
         assert!(message.contains("reclaimer_lost_race"), "{message}");

@@ -6,7 +6,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::SlowDependency;
+pub const SCENARIO: Scenario = Scenario::SLOW_DEPENDENCY;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::Swarm;
+pub const SCENARIO: Scenario = Scenario::SWARM;
 
 #[cfg(test)]
 mod tests {

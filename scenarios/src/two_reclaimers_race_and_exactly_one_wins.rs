@@ -6,7 +6,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::ReclaimerRace;
+pub const SCENARIO: Scenario = Scenario::RECLAIMER_RACE;
 
 #[cfg(test)]
 mod tests {

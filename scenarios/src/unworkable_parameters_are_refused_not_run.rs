@@ -12,7 +12,7 @@ mod tests {
     use lease_sim::world::{self, Verdict};
 
     fn refused(name: &str, break_it: impl Fn(&mut Params), needle: &str) {
-        let mut params = Scenario::Calm.params(3, None);
+        let mut params = Scenario::CALM.params(3, None);
         params.jobs = 3;
         break_it(&mut params);
         let report = world::run(params);

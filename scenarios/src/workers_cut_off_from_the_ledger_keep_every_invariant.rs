@@ -6,7 +6,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::CutFromLedger;
+pub const SCENARIO: Scenario = Scenario::CUT_FROM_LEDGER;
 
 #[cfg(test)]
 mod tests {

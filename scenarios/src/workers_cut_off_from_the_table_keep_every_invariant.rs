@@ -6,7 +6,7 @@
 use lease_sim::scenarios::Scenario;
 
 /// The scenario.
-pub const SCENARIO: Scenario = Scenario::CutFromTable;
+pub const SCENARIO: Scenario = Scenario::CUT_FROM_TABLE;
 
 #[cfg(test)]
 mod tests {

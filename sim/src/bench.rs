@@ -136,7 +136,7 @@ pub fn run(options: BenchOptions, progress: &dyn Fn(&str)) -> Report {
 
 /// The swarm at 100 jobs; returns the speed and each seed's events, in seed order.
 fn swarm(seeds: u64, threads: usize) -> (Speed, Vec<Events>) {
-    let target = Target::new(Scenario::Swarm);
+    let target = Target::new(Scenario::SWARM);
     let seed_list: Vec<u64> = (0..seeds).collect();
     let events = Mutex::new(Vec::new());
     let sim_us = AtomicU64::new(0);
@@ -239,7 +239,7 @@ pub fn reference_world(seed: u64, messages: u64, timers: u64) -> ReferenceRun {
 fn scale(jobs: u32, seeds: u64) -> Scale {
     let started = Instant::now();
     for seed in 0..seeds {
-        let params = Scenario::Swarm.params(seed, None).with_jobs(jobs);
+        let params = Scenario::SWARM.params(seed, None).with_jobs(jobs);
         let _ = world::run(params);
     }
     let wall = started.elapsed().as_secs_f64().max(1e-9);
@@ -248,7 +248,7 @@ fn scale(jobs: u32, seeds: u64) -> Scale {
 
 /// Resident memory before and after a long sweep in this process.
 fn memory(seeds: u64, threads: usize) -> Memory {
-    let target = Target::new(Scenario::Swarm);
+    let target = Target::new(Scenario::SWARM);
     let _ = target.run(0);
     let rss_start_kib = status_kib("VmRSS:");
     // Each seed's report is dropped at once: this measures the worlds, not what a caller keeps.

@@ -123,7 +123,7 @@ fn dead_lettered_unrun(history: &[Entry]) -> Vec<String> {
 // their acquires, no grant or regrant names a worker between its crash and its restart.
 #[test]
 fn no_grant_goes_to_a_worker_that_is_down() {
-    let found = sweep_finding(Scenario::Swarm, &seeds(300), grants_to_workers_that_are_down);
+    let found = sweep_finding(Scenario::SWARM, &seeds(300), grants_to_workers_that_are_down);
     assert!(found.is_empty(), "grants to crashed workers: {found:#?}");
 }
 
@@ -132,7 +132,7 @@ fn no_grant_goes_to_a_worker_that_is_down() {
 // is acted on (looked up or executed by its holder under its epoch) before its lease expires.
 #[test]
 fn after_the_heal_every_grant_is_acted_on() {
-    let found = sweep_finding(Scenario::Swarm, &seeds(300), unused_grants_after_the_heal);
+    let found = sweep_finding(Scenario::SWARM, &seeds(300), unused_grants_after_the_heal);
     assert!(found.is_empty(), "grants never acted on after the heal: {found:#?}");
 }
 
@@ -141,7 +141,7 @@ fn after_the_heal_every_grant_is_acted_on() {
 // ever reaching the dependency, and no grant after the heal goes unused.
 #[test]
 fn the_snapshot_seeds_run_every_job_they_dead_letter() {
-    for (scenario, seed) in [(Scenario::ClockDrift, 4), (Scenario::CutFromTable, 7), (Scenario::ReclaimerRace, 2)] {
+    for (scenario, seed) in [(Scenario::CLOCK_DRIFT, 4), (Scenario::CUT_FROM_TABLE, 7), (Scenario::RECLAIMER_RACE, 2)] {
         let mut params = scenario.params(seed, None);
         params.jobs = 12;
         let report = world::run(params);

@@ -47,7 +47,7 @@ fn assert_all_held(target: Target, results: &[SeedResult]) {
 // liveness after the heal, over the default seeds (LEASE_SEEDS for more).
 #[test]
 fn swarm_sweep_holds_every_invariant() {
-    let target = Target::new(Scenario::Swarm);
+    let target = Target::new(Scenario::SWARM);
     let results = sweep(target, &seeds(500), 2);
     assert_all_held(target, &results);
 }
@@ -70,7 +70,7 @@ fn hashes(target: Target, seeds: &[u64], threads: usize) -> Vec<(u64, u64)> {
 // after other seeds on the same thread.
 #[test]
 fn same_seed_gives_a_byte_identical_history_whatever_the_thread_count() {
-    let target = Target::new(Scenario::Swarm);
+    let target = Target::new(Scenario::SWARM);
     let seeds: Vec<u64> = (1_000..1_040).collect();
     let one = hashes(target, &seeds, 1);
     let two = hashes(target, &seeds, 2);
@@ -98,7 +98,7 @@ fn same_seed_gives_a_byte_identical_history_whatever_the_thread_count() {
 // printed `lease-sim run ...` command, run as printed, reports the same invariant and exit code.
 #[test]
 fn a_failure_replays_from_its_printed_command() {
-    let target = Target { scenario: Scenario::Swarm, bug: Some(Bug::Canary) };
+    let target = Target { scenario: Scenario::SWARM, bug: Some(Bug::Canary) };
     let results = sweep(target, &(0..200).collect::<Vec<_>>(), 2);
     let failure = results.iter().find_map(|result| result.failure.clone()).expect("the canary fails some seed in 200");
     let args: Vec<&str> = failure.reproduce.split_whitespace().skip_while(|word| *word != "--").skip(1).collect();
@@ -235,7 +235,7 @@ fn require_coverage_exits_5_when_a_required_situation_was_never_reached() {
 // what a reader of the history alone counts (`Figures::of`, as `lease-sim check` would).
 #[test]
 fn a_runs_figures_agree_with_its_history_read_alone() {
-    let target = Target::new(Scenario::Swarm);
+    let target = Target::new(Scenario::SWARM);
     let mut wasted = 0;
     for seed in seeds(40) {
         let report = target.run(seed);

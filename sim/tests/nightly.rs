@@ -134,7 +134,7 @@ fn two_shards_report_disjoint_seeds_that_cover_the_range() {
 // whose union is the range, and that a stopped sweep ran exactly its plan's first seeds.
 #[test]
 fn the_runner_runs_each_shard_of_a_range_exactly_once() {
-    let target = Target::new(Scenario::Calm);
+    let target = Target::new(Scenario::CALM);
     let sweep = |plan: &SeedPlan, stop_after: u64| {
         let (stop, seeds) = (AtomicBool::new(false), Mutex::new(Vec::new()));
         let (tally, _) = runner::sweep_plan(target, plan, 2, &stop, &|_: &RunReport, result: &SeedResult| {

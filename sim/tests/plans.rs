@@ -55,11 +55,11 @@ fn on_two_threads<T: Sync>(items: &[T], work: impl Fn(&T) -> Option<String> + Sy
 #[test]
 fn every_recorded_plan_replays_its_run_byte_for_byte() {
     let mut targets: Vec<(Target, u64)> = Vec::new();
-    for scenario in Scenario::ALL {
+    for &scenario in Scenario::ALL {
         targets.extend((0..seeds()).map(|seed| (Target::new(scenario), seed)));
     }
     targets
-        .extend((0..40).map(|seed| (Target { scenario: Scenario::Swarm, bug: Some(Bug::FenceRevivesFinished) }, seed)));
+        .extend((0..40).map(|seed| (Target { scenario: Scenario::SWARM, bug: Some(Bug::FenceRevivesFinished) }, seed)));
     let differ = on_two_threads(&targets, |&(target, seed)| {
         let original = target.run(seed);
         let text = original.plan.to_json();
@@ -82,7 +82,7 @@ fn number_after<'a>(text: &'a str, key: &str) -> &'a str {
 // the same plan.
 #[test]
 fn a_plan_reads_back_as_written_one_fault_a_line_in_time_order() {
-    let report = Target::new(Scenario::Swarm).run(3);
+    let report = Target::new(Scenario::SWARM).run(3);
     let text = report.plan.to_json();
     assert_eq!(Plan::parse(&text).expect("a recorded plan reads"), report.plan);
     let faults: Vec<&str> = text.lines().skip_while(|line| !line.contains("\"faults\"")).skip(1).collect();
@@ -155,7 +155,7 @@ fn shrink_ends_with_a_small_plan_failing_the_same_invariant() {
     for (bug, seed) in
         [("fence-revives-finished", 2), ("dead-letter-ignores-terminal", 2), ("reclaim-skips-adoption", 0)]
     {
-        let target = Target { scenario: Scenario::Swarm, bug: Some(bug.parse::<Bug>().unwrap()) };
+        let target = Target { scenario: Scenario::SWARM, bug: Some(bug.parse::<Bug>().unwrap()) };
         let original = target.run(seed);
         let expected = finding(&original).unwrap_or_else(|| panic!("{bug} fails on seed {seed}"));
         let out = dir.join(bug);

@@ -7,7 +7,7 @@ use super::Params;
 use crate::clock::{LocalClock, DRIFT_PPM_MAX};
 use crate::faults::{Fault, Point, Scripted, Strike};
 use crate::history::Node;
-use lease_core::{Bug, ReclaimerConfig, Span, TableConfig};
+use lease_core::{Bug, JobId, ReclaimerConfig, Span, TableConfig};
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -41,15 +41,18 @@ pub(super) fn base(scenario: &'static str, seed: u64, bug: Option<Bug>, rng: &mu
     params
 }
 
-pub(super) fn script(params: &mut Params, jobs: impl Iterator<Item = lease_core::JobId>, point: Point, strike: Strike) {
+/// Strikes `strike` at `point` once for each of `jobs`.
+pub(super) fn script(params: &mut Params, jobs: impl Iterator<Item = JobId>, point: Point, strike: Strike) {
     params.script.extend(jobs.map(|job| Scripted { job, point, strike }));
 }
 
+/// Packet loss up to 3%, and one-way latency up to 10 to 30 ms, during the fault phase.
 pub(super) fn lossy(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     params.loss_rate = rng.gen_range(0.0..0.03);
     params.latency_us = (1_000, rng.gen_range(10_000..=30_000));
 }
 
+/// One to three pauses of random workers, each for half a lease to three lease lengths.
 pub(super) fn pauses(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     let ttl_us = params.table.lease_ttl.as_us();
     for _ in 0..rng.gen_range(1..=3) {
@@ -74,6 +77,23 @@ pub(super) fn drift(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     params.reclaimer_clocks = (0..params.reclaimers).map(|_| clock()).collect();
 }
 
+/// Jobs `range`, for a script.
+pub(super) fn jobs(range: std::ops::Range<u64>) -> impl Iterator<Item = JobId> {
+    range.map(JobId)
+}
+
+/// Two to four cuts of single worker links to `peer` (the table or the ledger), each for one to
+/// four lease lengths, at random times of the fault phase.
+pub(super) fn cut_workers_from(params: &mut Params, rng: &mut Xoshiro256PlusPlus, peer: Node) {
+    let ttl_us = params.table.lease_ttl.as_us();
+    for _ in 0..rng.gen_range(2..=4) {
+        let at = rng.gen_range(0..params.fault_phase_us);
+        let node = Node::Worker(rng.gen_range(0..params.workers));
+        let len_us = rng.gen_range(ttl_us..=ttl_us * 4);
+        params.schedule.push((at, Fault::CutLink { a: node, b: peer, len_us }));
+    }
+}
+
 /// The smallest clock offset a drifting clock gets: a few milliseconds.
 pub(super) const OFFSET_MIN_US: u64 = 2_000;
 
@@ -91,7 +111,7 @@ mod tests {
     fn drifting_clocks_run_ahead_and_behind_and_every_one_is_described() {
         let mut behind = 0;
         for seed in 0..50 {
-            let params = Scenario::ClockDrift.params(seed, None);
+            let params = Scenario::CLOCK_DRIFT.params(seed, None);
             let ttl_us = params.table.lease_ttl.as_us() as i64;
             let describe = params.describe_faults();
             let workers = params.worker_clocks.iter().enumerate().map(|(n, clock)| (format!("w{n}"), clock));
