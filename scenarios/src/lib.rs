@@ -16,19 +16,36 @@
 //!
 //! `LEASE_SEEDS=N` sweeps N seeds per scenario instead of the default; `LEASE_SEED=S` runs one.
 
-pub mod arrival_surge_past_capacity_is_rejected_visibly_and_nothing_accepted_is_lost;
-pub mod conflicting_outputs_stop_the_batch_and_quarantine_the_job;
-pub mod crash_after_effect_is_adopted_not_repeated;
-pub mod failing_dependency_counts_attempts_and_dead_letters;
-pub mod fast_and_slow_clocks_never_reclaim_an_unexpired_lease;
-pub mod mass_expiry_is_reclaimed_in_bounded_batches;
-pub mod paused_worker_wakes_to_find_every_write_fenced;
-pub mod slow_dependency_never_duplicates_an_effect;
-pub mod swarm_holds_every_invariant;
-pub mod two_reclaimers_race_and_exactly_one_wins;
+use lease_sim::scenarios::Scenario;
+
+/// Declares the proof modules, one per scenario, and [`PROOFS`], which pairs each module's name
+/// with the scenario its `SCENARIO` names: what the README's table shows beside the registry.
+macro_rules! proofs {
+    ($($module:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Every proof module's name, with the scenario it proves.
+        pub const PROOFS: &[(&str, Scenario)] = &[$((stringify!($module), $module::SCENARIO)),*];
+    };
+}
+
+proofs! {
+    swarm_holds_every_invariant,
+    crash_after_effect_is_adopted_not_repeated,
+    two_reclaimers_race_and_exactly_one_wins,
+    paused_worker_wakes_to_find_every_write_fenced,
+    fast_and_slow_clocks_never_reclaim_an_unexpired_lease,
+    conflicting_outputs_stop_the_batch_and_quarantine_the_job,
+    mass_expiry_is_reclaimed_in_bounded_batches,
+    workers_cut_off_from_the_table_keep_every_invariant,
+    workers_cut_off_from_the_ledger_keep_every_invariant,
+    slow_dependency_never_duplicates_an_effect,
+    failing_dependency_counts_attempts_and_dead_letters,
+    arrival_surge_past_capacity_is_rejected_visibly_and_nothing_accepted_is_lost,
+}
+
 pub mod unworkable_parameters_are_refused_not_run;
-pub mod workers_cut_off_from_the_ledger_keep_every_invariant;
-pub mod workers_cut_off_from_the_table_keep_every_invariant;
 
 pub mod prove;
+pub mod readme;
 pub mod regressions;
