@@ -42,6 +42,7 @@ proofs! {
     slow_dependency_never_duplicates_an_effect,
     failing_dependency_counts_attempts_and_dead_letters,
     arrival_surge_past_capacity_is_rejected_visibly_and_nothing_accepted_is_lost,
+    ledger_restart_answers_every_call_in_flight_and_duplicates_nothing,
 }
 
 pub mod unworkable_parameters_are_refused_not_run;

@@ -23,6 +23,7 @@ mod crash_after_effect;
 mod cut_from_ledger;
 mod cut_from_table;
 mod failing_dependency;
+mod ledger_restart;
 mod mass_expiry;
 mod paused_worker;
 mod reclaimer_race;
@@ -70,6 +71,7 @@ impl Scenario {
         Scenario::FAILING_DEPENDENCY,
         Scenario::ARRIVAL_SURGE,
         Scenario::CALM,
+        Scenario::LEDGER_RESTART,
     ];
 
     /// `swarm`: every fault kind on, each seed its own mix (`swarm.rs`). The default.
@@ -98,6 +100,8 @@ impl Scenario {
     pub const ARRIVAL_SURGE: Scenario = Scenario(&arrival_surge::DEFINITION);
     /// `calm`: no faults, the baseline (`calm.rs`).
     pub const CALM: Scenario = Scenario(&calm::DEFINITION);
+    /// `ledger-restart` (`ledger_restart.rs`).
+    pub const LEDGER_RESTART: Scenario = Scenario(&ledger_restart::DEFINITION);
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
