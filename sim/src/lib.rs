@@ -28,6 +28,7 @@ pub mod net;
 pub mod nightly;
 mod node;
 pub mod panics;
+pub mod provenance;
 pub mod render;
 pub mod runner;
 pub mod scenarios;

@@ -27,7 +27,7 @@ pub const EXIT_UNCOVERED: u8 = 5;
 
 /// Deterministic simulation of lease recovery: seeded worlds, swarm faults, invariant checkers.
 #[derive(Parser, Debug)]
-#[command(name = "lease-sim", version, about, long_about = None)]
+#[command(name = "lease-sim", version = crate::provenance::VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
