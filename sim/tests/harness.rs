@@ -245,3 +245,32 @@ fn a_runs_figures_agree_with_its_history_read_alone() {
     }
     assert!(wasted > 0, "the swarm wastes some grants in its fault phase, so the comparison means something");
 }
+
+// Proves that what a person keeps to replay a run names the build that ran it: `run` prints the
+// commit and the toolchain in its header, before the world starts; a sweep's summary carries
+// them as text and as JSON; and the history, which must stay byte-identical across commits, does
+// not.
+#[test]
+fn run_and_sweep_name_the_commit_and_toolchain_that_ran_them() {
+    use lease_sim::provenance::{COMMIT, TOOLCHAIN};
+    let provenance = format!("provenance: commit={COMMIT} toolchain={TOOLCHAIN}");
+    let history = std::env::temp_dir().join(format!("lease-sim-provenance-{}.jsonl", std::process::id()));
+    let (code, stdout, stderr) =
+        lease_sim(&["run", "--scenario", "calm", "--seed", "3", "--history", history.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let header = stdout.find(&provenance).unwrap_or_else(|| panic!("the header names the build:\n{stdout}"));
+    let figures = stdout.find("figures: ").expect("the figures are printed");
+    assert!(header < figures, "the build is named before the world starts:\n{stdout}");
+    let text = std::fs::read_to_string(&history).unwrap();
+    std::fs::remove_file(&history).unwrap();
+    assert!(!text.contains(TOOLCHAIN) && !text.contains("commit"), "the history stays free of provenance");
+
+    let (code, stdout, stderr) = lease_sim(&["sweep", "--scenario", "calm", "--seeds", "0..2", "--json"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON summary");
+    assert_eq!(summary["commit"].as_str(), Some(COMMIT), "{stdout}");
+    assert_eq!(summary["toolchain"].as_str(), Some(TOOLCHAIN), "{stdout}");
+    let (code, stdout, _) = lease_sim(&["sweep", "--scenario", "calm", "--seeds", "0..2"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains(&provenance), "the text summary names the build:\n{stdout}");
+}

@@ -68,6 +68,8 @@ pub(super) fn run(source: Source, outputs: Outputs<'_>) -> Result<u8, BadInput> 
             Source::Seed(..) => String::new(),
         }
     );
+    // Which build: a seed replays byte for byte only on the commit and toolchain that ran it.
+    println!("provenance: {}", crate::provenance::line());
     println!("params: {}", params.describe());
     if let Source::Seed(..) = source {
         println!("faults: {}", params.describe_faults());

@@ -130,6 +130,10 @@ struct Report<'a> {
     failures_written: Option<u64>,
     /// The scenario's required situations that no seed reached.
     never_reached: Vec<&'static str>,
+    /// The commit this binary was built from ([`crate::provenance::COMMIT`]).
+    commit: &'static str,
+    /// The compiler that built it ([`crate::provenance::TOOLCHAIN`]).
+    toolchain: &'static str,
 }
 
 /// Runs `lease-sim sweep`. Every argument is checked, and every output path opened, before the
@@ -185,6 +189,8 @@ pub(super) fn sweep(args: SweepArgs) -> Result<u8, BadInput> {
         failures_dir: args.failures_dir.clone(),
         failures_written: failures.as_ref().map(FailuresDir::written),
         never_reached: never_reached(target.scenario, &summary.sometimes),
+        commit: crate::provenance::COMMIT,
+        toolchain: crate::provenance::TOOLCHAIN,
     };
     let json = serde_json::to_string(&report).expect("the summary serialises");
     if let Some(file) = summary_json {
@@ -322,6 +328,7 @@ fn print_summary(report: &Report) {
         "sweep: scenario={}{bug} seed_base={}{date} shard={} runs={} threads={}",
         summary.scenario, report.seed_base, report.shard, summary.runs, summary.threads
     );
+    println!("provenance: commit={} toolchain={}", report.commit, report.toolchain);
     let ends = report.seed_last.map(|last| format!(" (first {}, last {last})", summary.seed_first));
     println!("seeds: {}{}", report.seeds, ends.unwrap_or_default());
     match (report.ended, report.duration_s) {
