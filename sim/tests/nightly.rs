@@ -55,9 +55,9 @@ fn failing_seeds(summary: &serde_json::Value) -> Vec<(u64, String)> {
 }
 
 // Proves that a canary sweep with --failures-dir leaves, for every failing seed, a history, a
-// trace, a reproduce command and a plan; that the command, run as written, replays the same
-// violation (exit 1); that the history fails the outside checker the same way (exit 1); and that
-// the plan replays the same violation too.
+// trace, a reproduce command with the commit and toolchain that found it, and a plan; that the
+// command, run as written, replays the same violation (exit 1); that the history fails the
+// outside checker the same way (exit 1); and that the plan replays the same violation too.
 #[test]
 fn every_failing_seed_leaves_files_that_replay_it() {
     let dir = TempDir::new("failures");
@@ -76,8 +76,10 @@ fn every_failing_seed_leaves_files_that_replay_it() {
         let trace = std::fs::read_to_string(file("trace")).unwrap();
         assert!(trace.contains(&format!("SAFETY VIOLATION: {invariant}")), "seed {seed}'s trace ends with it");
         let reproduce = std::fs::read_to_string(file("reproduce")).unwrap();
-        assert!(reproduce.ends_with('\n') && reproduce.lines().count() == 1, "one line: {reproduce:?}");
-        let args: Vec<&str> = reproduce
+        let (command, build) = reproduce.split_once('\n').expect("the command is the first line");
+        let provenance = lease_sim::provenance::line();
+        assert_eq!(build, format!("# found by lease-sim {provenance}\n"), "then the build that found it");
+        let args: Vec<&str> = command
             .strip_prefix(CARGO_PREFIX)
             .unwrap_or_else(|| panic!("starts with {CARGO_PREFIX:?}: {reproduce}"))
             .split_whitespace()

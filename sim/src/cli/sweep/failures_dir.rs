@@ -3,7 +3,10 @@
 //! For a failing seed `S` it writes, each atomically (a temporary file renamed into place):
 //! - `seed-S.jsonl`: the history, which `lease-sim check` reads back;
 //! - `seed-S.trace`: the rendered history, then the outcome;
-//! - `seed-S.reproduce`: the one-line command that replays the seed;
+//! - `seed-S.reproduce`: the command that replays the seed, on its first line, then a comment
+//!   naming the commit and toolchain that found it (a seed replays byte for byte on that build):
+//!   a shell script (`sh seed-S.reproduce`), whose first line takes more flags
+//!   (`$(head -n1 seed-S.reproduce) --trace`);
 //! - `seed-S.plan.json`: the run's fault plan, which `lease-sim run --plan` replays and `lease-sim
 //!   shrink --plan` shrinks, and which outlives changes to the generators.
 //!
@@ -60,8 +63,9 @@ impl FailuresDir {
             Verdict::Crash(crash) => format!("CRASH: {crash}"),
         };
         let trace = format!("{}outcome: {outcome}\n", crate::render::render(&report.history));
-        let reproduce = format!("{}\n", target.reproduce(result.seed));
-        debug_assert_eq!(reproduce.trim_end(), failure.reproduce);
+        let command = target.reproduce(result.seed);
+        debug_assert_eq!(command, failure.reproduce);
+        let reproduce = format!("{command}\n# found by lease-sim {}\n", crate::provenance::line());
         let mut plan = report.plan.clone();
         plan.comment = Some(format!("recorded from: {}", failure.reproduce));
         plan.expect = Some(failure.invariant.name().to_string());
