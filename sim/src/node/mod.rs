@@ -18,16 +18,21 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-/// The task a node runs, from its start or restart until it is killed.
+/// The task a node runs, from its start or restart until it is killed: a new life of the node.
 pub(crate) fn main(ctx: Arc<Ctx>, node: Node) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-    match node {
-        Node::Table => Box::pin(table::main(ctx)),
-        Node::Ledger => Box::pin(ledger::main(ctx)),
-        Node::Worker(n) => Box::pin(worker::main(ctx, n)),
-        Node::Reclaimer(n) => Box::pin(reclaimer::main(ctx, n)),
-        Node::Arrivals => Box::pin(arrivals::main(ctx)),
-        Node::World => unreachable!("the world is not a node"),
-    }
+    assert!(node != Node::World, "the world is not a node");
+    Box::pin(async move {
+        // Counted when the life first runs: a node killed before that never lived.
+        let life = ctx.incarnate(node);
+        match node {
+            Node::Table => table::main(ctx).await,
+            Node::Ledger => ledger::main(ctx).await,
+            Node::Worker(n) => worker::main(ctx, n, life).await,
+            Node::Reclaimer(n) => reclaimer::main(ctx, n, life).await,
+            Node::Arrivals => arrivals::main(ctx).await,
+            Node::World => unreachable!("checked above"),
+        }
+    })
 }
 
 /// Binds `addr`, or returns `None` when the node is being killed as it starts.

@@ -11,9 +11,9 @@ use crate::world::ctx::Ctx;
 use lease_core::{Fencing, JobId, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId, RequestId};
 use std::sync::Arc;
 
-pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
+/// The life `incarnation` of reclaimer `n` (see [`super::main`]).
+pub(super) async fn main(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let node = Node::Reclaimer(n);
-    let incarnation = ctx.incarnate(node);
     let Some(endpoint) = bind(crate::net::reclaimer_addr(n)).await else { return };
     let mut inbox = Inbox::new(&endpoint);
     let clock = ctx.params.reclaimer_clocks[n as usize];

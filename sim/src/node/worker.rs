@@ -11,9 +11,9 @@ use crate::world::ctx::Ctx;
 use lease_core::{Apply, Execution, JobId, RequestId, Worker, WorkerAction, WorkerId, WorkerReply, WorkerRequest};
 use std::sync::Arc;
 
-pub(super) async fn main(ctx: Arc<Ctx>, n: u32) {
+/// The life `incarnation` of worker `n` (see [`super::main`]).
+pub(super) async fn main(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let node = Node::Worker(n);
-    let incarnation = ctx.incarnate(node);
     let Some(endpoint) = bind(crate::net::worker_addr(n)).await else { return };
     let mut inbox = Inbox::new(&endpoint);
     let clock = ctx.params.worker_clocks[n as usize];
