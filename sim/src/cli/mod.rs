@@ -56,6 +56,11 @@ enum Command {
         /// Plant a bug (see `lease-sim bugs`).
         #[arg(long)]
         bug: Option<String>,
+        /// Print the world's logs on stderr, each line stamped with the simulated time: every
+        /// history line as it is recorded, in the span of the node that recorded it (`RUST_LOG`,
+        /// e.g. `lease_sim=trace` for every message too, overrides the level; see README, "Logs").
+        #[arg(long)]
+        log: bool,
         /// Print the whole history, rendered as a table (see README, "Reading a trace").
         #[arg(long)]
         trace: bool,
@@ -173,8 +178,11 @@ pub fn main() -> ExitCode {
 }
 
 fn execute(command: Command) -> Result<u8, BadInput> {
+    // Before any world: no subscriber at all unless `--log` or RUST_LOG asks for one.
+    let log = matches!(command, Command::Run { log: true, .. });
+    crate::logs::start(log).map_err(|error| BadInput(error.to_string()))?;
     match command {
-        Command::Run { scenario, seed, plan, record_plan, history, bug, trace } => {
+        Command::Run { scenario, seed, plan, record_plan, history, bug, log: _, trace } => {
             let source = match (plan, seed) {
                 (Some(path), _) => run::Source::Plan(Box::new(read_plan(&path)?), path),
                 (None, Some(seed)) => {

@@ -18,6 +18,7 @@ use crate::world::ctx::Ctx;
 use lease_core::{Epoch, Execution, JobId, OpId};
 use madsim::runtime::Handle;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// Crashes `node` (at protocol point `point` for `job`, or wherever it was), and has the world
 /// restart it after `restart_after_us`. A node crashed at a point must not touch the network
@@ -35,10 +36,11 @@ pub(crate) fn crash(ctx: &Ctx, node: Node, point: CrashPoint, job: Option<JobId>
     };
     Handle::current().kill(id);
     let ctx2 = ctx.self_arc();
-    ctx.chaos.spawn(async move {
+    let restarting = async move {
         ctx2.sleep_us(restart_after_us).await;
         restart(&ctx2, node, life);
-    });
+    };
+    ctx.chaos.spawn(restarting.instrument(crate::logs::world_span()));
 }
 
 /// Restarts `node` if it is still down from the crash of life `life`.
@@ -165,12 +167,13 @@ pub(crate) fn inject(ctx: &Arc<Ctx>, fault: Fault) {
 /// Runs `undo` on the world's own node `after_us` from now, unless the faults healed first.
 fn undo_later(ctx: &Arc<Ctx>, after_us: u64, undo: impl FnOnce(&Ctx) + Send + 'static) {
     let ctx2 = ctx.clone();
-    ctx.chaos.spawn(async move {
+    let undoing = async move {
         ctx2.sleep_us(after_us).await;
         if ctx2.state().faults_on {
             undo(&ctx2);
         }
-    });
+    };
+    ctx.chaos.spawn(undoing.instrument(crate::logs::world_span()));
 }
 
 /// Ends the fault phase: every partition closes, paused nodes resume, crashed nodes restart, and

@@ -19,11 +19,13 @@ use lease_core::{
 use madsim::net::Endpoint;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tracing::Instrument;
 
 pub(super) async fn main(ctx: Arc<Ctx>) {
     let Some(endpoint) = bind(ledger_addr()).await else { return };
     while let Ok((payload, from)) = endpoint.recv_from_raw(TAG).await {
         let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the ledger");
+        tracing::trace!(id = envelope.id, request = ?envelope.body, "request taken");
         let id = envelope.id;
         let letter = Letter::request(&envelope.body, Node::Ledger);
         let reply = match envelope.body {
@@ -34,7 +36,9 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 Reply::Reclaimer(ReclaimReply::Looked(lookup(&ctx, Node::Reclaimer(n), op, epoch, Some(batch))))
             }
             Request::Worker(_, WorkerRequest::Execute { op, epoch }) => {
-                madsim::task::spawn(execute(ctx.clone(), endpoint.clone(), from, letter, id, op, epoch));
+                let call = execute(ctx.clone(), endpoint.clone(), from, letter, id, op, epoch);
+                // In the ledger's span: the call is this life's work.
+                madsim::task::spawn(call.instrument(tracing::Span::current()));
                 continue;
             }
             other => panic!("harness bug: {other:?} routed to the ledger"),

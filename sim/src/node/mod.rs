@@ -17,19 +17,22 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use tracing::Instrument;
 
-/// The task a node runs, from its start or restart until it is killed: a new life of the node.
+/// The task a node runs, from its start or restart until it is killed: a new life of the node,
+/// whose logs all sit in the span `node{node=w1 life=2}` (see [`crate::logs`]).
 pub(crate) fn main(ctx: Arc<Ctx>, node: Node) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     assert!(node != Node::World, "the world is not a node");
     Box::pin(async move {
         // Counted when the life first runs: a node killed before that never lived.
         let life = ctx.incarnate(node);
+        let span = tracing::debug_span!("node", node = %node, life);
         match node {
-            Node::Table => table::main(ctx).await,
-            Node::Ledger => ledger::main(ctx).await,
-            Node::Worker(n) => worker::main(ctx, n, life).await,
-            Node::Reclaimer(n) => reclaimer::main(ctx, n, life).await,
-            Node::Arrivals => arrivals::main(ctx).await,
+            Node::Table => table::main(ctx).instrument(span).await,
+            Node::Ledger => ledger::main(ctx).instrument(span).await,
+            Node::Worker(n) => worker::main(ctx, n, life).instrument(span).await,
+            Node::Reclaimer(n) => reclaimer::main(ctx, n, life).instrument(span).await,
+            Node::Arrivals => arrivals::main(ctx).instrument(span).await,
             Node::World => unreachable!("checked above"),
         }
     })
@@ -44,6 +47,7 @@ async fn bind(addr: SocketAddr) -> Option<Endpoint> {
 /// (a dead network) is the same as a lost message.
 async fn send(ctx: &Ctx, endpoint: &Endpoint, to: SocketAddr, id: u64, body: Request) {
     let peer = if to == crate::net::table_addr() { Node::Table } else { Node::Ledger };
+    tracing::trace!(to = %peer, id, request = ?body, "request sent");
     let letter = wire::Letter::request(&body, peer);
     wire::post(ctx, endpoint, to, letter, id, body).await
 }
@@ -77,6 +81,8 @@ impl<'a> Inbox<'a> {
         let Ok(received) = madsim::time::timeout(wait, &mut self.pending).await else { return Ok(None) };
         self.pending = Box::pin(self.endpoint.recv_from_raw(TAG));
         let (payload, _) = received.map_err(|_| ())?;
-        Ok(Some(*payload.downcast::<Envelope<Reply>>().expect("only replies reach a client")))
+        let envelope = *payload.downcast::<Envelope<Reply>>().expect("only replies reach a client");
+        tracing::trace!(id = envelope.id, reply = ?envelope.body, "reply taken");
+        Ok(Some(envelope))
     }
 }

@@ -150,6 +150,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             continue;
         };
         let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the table");
+        tracing::trace!(id = envelope.id, request = ?envelope.body, "request taken");
         let id = envelope.id;
         if let Request::Worker(worker, request) = envelope.body {
             if request == WorkerRequest::Acquire {

@@ -88,10 +88,11 @@ impl Ctx {
     /// it held back, which no pause, crash or restart of the sender touches.
     pub fn after(&self, after_us: u64, task: impl std::future::Future<Output = ()> + Send + 'static) {
         self.armed();
-        self.chaos.spawn(async move {
+        let later = async move {
             sleep(Duration::from_micros(after_us)).await;
             task.await;
-        });
+        };
+        self.chaos.spawn(tracing::Instrument::instrument(later, crate::logs::world_span()));
     }
 
     /// How long the network takes to carry a message, in microseconds: in the fault phase, in the
@@ -171,7 +172,15 @@ impl State {
         let entry = Entry { t_us: now.0, node, event };
         self.history.push(entry);
         let line = self.history.len();
-        if let Err(violation) = self.checkers.observe(line, &self.history[line - 1]) {
+        let entry = &self.history[line - 1];
+        // Rendered only when a subscriber wants the event (see `crate::logs`).
+        tracing::debug!(
+            line,
+            kind = %crate::logs::kind(&entry.event),
+            "{}",
+            crate::render::render_line(entry).trim_start()
+        );
+        if let Err(violation) = self.checkers.observe(line, entry) {
             self.violation = Some(violation);
         }
     }

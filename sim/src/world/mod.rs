@@ -175,7 +175,7 @@ fn run_world(params: Params) -> RunReport {
             let timers = std::sync::atomic::AtomicU64::new(0);
             let ctx = Arc::new(Ctx { params, bugs, timers, start: Instant::now(), chaos, state: Mutex::new(state) });
             SELF.with(|cell| *cell.borrow_mut() = Some(ctx.clone()));
-            let verdict = supervise(&ctx).await;
+            let verdict = tracing::Instrument::instrument(supervise(&ctx), crate::logs::world_span()).await;
             let sim_us = ctx.now().0;
             let events = Events {
                 messages: madsim::net::NetSim::current().stat().msg_count,
