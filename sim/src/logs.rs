@@ -12,7 +12,7 @@
 //!
 //! Every event sits in a span that names its node and life, `node{node=w1 life=2}` (a life is
 //! one start or restart of the node), or in the span `world` for the supervisor and the world's
-//! own tasks (restarts, repairs, held-back messages).
+//! own tasks that record history (restarts, repairs).
 //!
 //! Logging never changes a run. Events only read the world: they draw from none of its streams,
 //! and the timer reads madsim's clock without moving it. A history is byte-identical with logs on
@@ -79,8 +79,8 @@ where
     tracing_subscriber::fmt().with_env_filter(filter).with_timer(SimTime).with_ansi(false).with_writer(writer).finish()
 }
 
-/// The span of the supervisor and of the world's own tasks: restarts, repairs, and messages the
-/// network held back. A root: a restart is the world's doing, not the crashed node's, whichever
+/// The span of the supervisor and of the world's own tasks that record history: restarts and
+/// repairs. A root: a restart is the world's doing, not the crashed node's, whichever
 /// task dealt the crash.
 pub(crate) fn world_span() -> tracing::Span {
     tracing::debug_span!(parent: None, "world")

@@ -88,11 +88,11 @@ impl Ctx {
     /// it held back, which no pause, crash or restart of the sender touches.
     pub fn after(&self, after_us: u64, task: impl std::future::Future<Output = ()> + Send + 'static) {
         self.armed();
-        let later = async move {
+        // No span: these tasks carry messages and log nothing, and there is one per message.
+        self.chaos.spawn(async move {
             sleep(Duration::from_micros(after_us)).await;
             task.await;
-        };
-        self.chaos.spawn(tracing::Instrument::instrument(later, crate::logs::world_span()));
+        });
     }
 
     /// How long the network takes to carry a message, in microseconds: in the fault phase, in the
