@@ -8,6 +8,10 @@
 //!   number of timers as the swarm runs did, with no protocol, checker or history: the ceiling.
 //!   The ratio of the two event rates says what the protocol, checkers and history cost;
 //! - **scaling**: seeds per second and microseconds per job at 10, 100, 1,000 and 10,000 jobs;
+//! - **logging**: seeds per second of the swarm on one thread with no `tracing` subscriber (as
+//!   every run without `--log`), with a subscriber installed whose filter disables every event of
+//!   the harness, and logging every history line (`--log`'s level) to nowhere: what the log
+//!   statements cost when off, and what logging costs when on;
 //! - **memory**: resident memory at the start and after `memory_seeds` seeds in one process.
 //!
 //! These are wall-clock figures of a shared machine: they belong in a benchmark's output, never
@@ -77,6 +81,23 @@ pub struct Memory {
     pub seeds: u64,
 }
 
+/// What logging costs (see [`crate::logs`]), one thread.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Logging {
+    /// Seeds run for each of `off` and `disabled`.
+    pub seeds: u64,
+    /// Seeds per second with no subscriber: every run without `--log` or `RUST_LOG`.
+    pub off_seeds_per_sec: f64,
+    /// Seeds per second with a subscriber whose filter (`lease_sim=info`) disables every event.
+    pub disabled_seeds_per_sec: f64,
+    /// `disabled` over `off`.
+    pub disabled_vs_off: f64,
+    /// Seeds run logging at `--log`'s level.
+    pub debug_seeds: u64,
+    /// Seeds per second logging every history line (`lease_sim=debug`) to a sink.
+    pub debug_seeds_per_sec: f64,
+}
+
 /// Every figure of one `bench` run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -94,6 +115,8 @@ pub struct Report {
     pub scaling: Vec<Scale>,
     /// Microseconds per job at 10,000 jobs over that at 100.
     pub cost_growth_100_to_10000: f64,
+    /// What logging costs, off and on.
+    pub logging: Logging,
     /// Memory over a long sweep.
     pub memory: Option<Memory>,
 }
@@ -118,6 +141,8 @@ pub fn run(options: BenchOptions, progress: &dyn Fn(&str)) -> Report {
         scaling.push(scale(jobs, seeds.max(2)));
     }
     let us_per_job = |jobs: u32| scaling.iter().find(|scale| scale.jobs == jobs).map_or(0.0, |scale| scale.us_per_job);
+    progress("logging: off, disabled, and at debug");
+    let logging = logging(options.seeds);
     let memory = (options.memory_seeds > 0).then(|| {
         progress(&format!("memory over {} seeds", options.memory_seeds));
         memory(options.memory_seeds, options.threads)
@@ -130,6 +155,7 @@ pub fn run(options: BenchOptions, progress: &dyn Fn(&str)) -> Report {
         swarm_threads,
         reference,
         scaling,
+        logging,
         memory,
     }
 }
@@ -244,6 +270,47 @@ fn scale(jobs: u32, seeds: u64) -> Scale {
     }
     let wall = started.elapsed().as_secs_f64().max(1e-9);
     Scale { jobs, seeds, seeds_per_sec: seeds as f64 / wall, us_per_job: wall * 1e6 / (seeds as f64 * jobs as f64) }
+}
+
+/// Rounds of [`logging`]: the two ways alternate, so that a machine busy for a while slows both.
+const LOGGING_ROUNDS: u64 = 5;
+
+/// Logging's cost, on this thread: the same swarm seeds with no subscriber and under one that
+/// disables every event, alternating in rounds, then a tenth of the seeds logging at debug into a
+/// sink. The first round without a subscriber runs before any was ever installed in the process;
+/// later ones run after, when tracing has cached that no one wants the harness's events.
+fn logging(seeds: u64) -> Logging {
+    let target = Target::new(Scenario::SWARM);
+    let time = |seeds: std::ops::Range<u64>| {
+        let started = Instant::now();
+        for seed in seeds {
+            drop(target.run(seed));
+        }
+        started.elapsed().as_secs_f64()
+    };
+    let under = |filter: &str, seeds: std::ops::Range<u64>| {
+        let filter = tracing_subscriber::EnvFilter::new(filter);
+        tracing::subscriber::with_default(crate::logs::subscriber(filter, std::io::sink), || time(seeds))
+    };
+    let per_round = seeds.div_ceil(LOGGING_ROUNDS);
+    let (mut off_s, mut disabled_s) = (0.0, 0.0);
+    for round in 0..LOGGING_ROUNDS {
+        let range = round * per_round..((round + 1) * per_round).min(seeds);
+        off_s += time(range.clone());
+        disabled_s += under("lease_sim=info", range);
+    }
+    let debug_seeds = (seeds / 10).max(1);
+    let debug_s = under(crate::logs::LOG_FILTER, 0..debug_seeds);
+    let rate = |seeds: u64, wall_s: f64| seeds as f64 / wall_s.max(1e-9);
+    let (off_seeds_per_sec, disabled_seeds_per_sec) = (rate(seeds, off_s), rate(seeds, disabled_s));
+    Logging {
+        seeds,
+        off_seeds_per_sec,
+        disabled_seeds_per_sec,
+        disabled_vs_off: disabled_seeds_per_sec / off_seeds_per_sec,
+        debug_seeds,
+        debug_seeds_per_sec: rate(debug_seeds, debug_s),
+    }
 }
 
 /// Resident memory before and after a long sweep in this process.

@@ -38,6 +38,17 @@ fn print_report(report: &Report) {
         );
     }
     println!("cost per job, 10,000 vs 100 jobs: {:.2}x", report.cost_growth_100_to_10000);
+    let logging = &report.logging;
+    println!(
+        "logging: off {:.1} seeds/s, subscriber with every event disabled {:.1} seeds/s ({:.1}% of off) \
+         ({} seeds each); at debug into a sink {:.1} seeds/s ({} seeds); 1 thread",
+        logging.off_seeds_per_sec,
+        logging.disabled_seeds_per_sec,
+        logging.disabled_vs_off * 100.0,
+        logging.seeds,
+        logging.debug_seeds_per_sec,
+        logging.debug_seeds,
+    );
     if let Some(memory) = report.memory {
         println!(
             "memory: rss {} KiB at start, {} KiB after {} seeds (growth {} KiB), peak {} KiB",
