@@ -273,7 +273,7 @@ fn scale(jobs: u32, seeds: u64) -> Scale {
 }
 
 /// Rounds of [`logging`]: the two ways alternate, so that a machine busy for a while slows both.
-const LOGGING_ROUNDS: u64 = 5;
+const LOGGING_ROUNDS: u64 = 10;
 
 /// Logging's cost, on this thread: the same swarm seeds with no subscriber and under one that
 /// disables every event, alternating in rounds, then a tenth of the seeds logging at debug into a
