@@ -179,6 +179,8 @@ fn shrink_ends_with_a_small_plan_failing_the_same_invariant() {
         assert!(explanation.starts_with(&format!("violation: {expected}")), "{explanation}");
         assert!(explanation.lines().any(|line| line.contains('>')), "the violating line is marked:\n{explanation}");
         let reproduce = std::fs::read_to_string(out.join("reproduce")).unwrap();
+        let build = format!("# shrunk by lease-sim {}\n", lease_sim::provenance::line());
+        assert!(reproduce.ends_with(&build), "it names the build that shrank it: {reproduce}");
         let args: Vec<&str> =
             reproduce.lines().next().unwrap().split_whitespace().skip_while(|w| *w != "--").skip(1).collect();
         let (code, stdout, _) = lease_sim(&args);

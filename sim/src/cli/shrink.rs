@@ -111,9 +111,11 @@ fn write_out(out: &Path, plan: &Plan, shrunk: &Shrunk, origin: &str) -> Result<(
     };
     write("explanation.txt", &explanation)?;
     let reproduce = format!(
-        "cargo run --release -p lease-sim -- run --plan {}\n# shrunk from: {origin}\n# expect: {}\n",
+        "cargo run --release -p lease-sim -- run --plan {}\n# shrunk from: {origin}\n# expect: {}\n\
+         # shrunk by lease-sim {}\n",
         out.join("plan.json").display(),
-        shrunk.finding
+        shrunk.finding,
+        crate::provenance::line()
     );
     write("reproduce", &reproduce)
 }
