@@ -124,7 +124,7 @@ mod tests {
             assert_eq!(regression.plan.bug, Some(bug), "{name} plants its bug");
             assert_ne!(regression.plan.expect.as_deref(), Some("held"), "{name} must fail");
             let faults = regression.plan.faults.len();
-            let most = if bug == Bug::RenewGrace { 4 } else { 3 };
+            let most = if bug == Bug::RenewWithoutEpochCheck { 4 } else { 3 };
             assert!(faults <= most, "{name} keeps {faults} faults; shrink it again");
         }
     }

@@ -39,6 +39,9 @@ pub struct Envelope<T> {
     pub id: u64,
     /// The request or reply.
     pub body: T,
+    /// When the network delivers it, on the world's clock: the receiver holds a message that
+    /// reaches its mailbox sooner (madsim carries every message in a microsecond) until then.
+    pub due_us: u64,
 }
 
 /// Bits of a wire id that hold the node's own request counter.

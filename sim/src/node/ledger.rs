@@ -7,7 +7,7 @@
 //! output for the same operation (a non-idempotent dependency), which the ledger keeps as a rival.
 
 use super::wire::Letter;
-use super::{bind, Envelope};
+use super::{bind, Envelope, Held};
 use crate::faults::decide::Question;
 use crate::faults::verbs;
 use crate::history::{EffectRejectReason, Event, Node};
@@ -23,8 +23,32 @@ use tracing::Instrument;
 
 pub(super) async fn main(ctx: Arc<Ctx>) {
     let Some(endpoint) = bind(ledger_addr()).await else { return };
-    while let Ok((payload, from)) = endpoint.recv_from_raw(TAG).await {
-        let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the ledger");
+    // One receive kept pending across waits for held requests (see [`super::Inbox`]).
+    let mut receiving = Box::pin(endpoint.recv_from_raw(TAG));
+    let mut held = Held::<Request>::new();
+    loop {
+        let now = ctx.now().0;
+        let (envelope, from) = match held.due(now) {
+            Some(due) => due,
+            None => {
+                let received = match held.next_due_us() {
+                    None => Some((&mut receiving).await),
+                    Some(due) => {
+                        ctx.armed();
+                        let wait = std::time::Duration::from_micros(due.saturating_sub(now).max(1));
+                        madsim::time::timeout(wait, &mut receiving).await.ok()
+                    }
+                };
+                let Some(received) = received else { continue };
+                receiving = Box::pin(endpoint.recv_from_raw(TAG));
+                let Ok((payload, from)) = received else { return };
+                let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the ledger");
+                match held.arrived(envelope, from, ctx.now().0) {
+                    Some(due) => due,
+                    None => continue,
+                }
+            }
+        };
         tracing::trace!(id = envelope.id, request = ?envelope.body, "request taken");
         let id = envelope.id;
         let letter = Letter::request(&envelope.body, Node::Ledger);

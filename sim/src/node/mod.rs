@@ -55,34 +55,90 @@ async fn send(ctx: &Ctx, endpoint: &Endpoint, to: SocketAddr, id: u64, body: Req
 /// One pending `recv_from_raw`: what a node has asked its endpoint for and not yet got.
 type Receiving<'a> = Pin<Box<dyn Future<Output = std::io::Result<(madsim::net::Payload, SocketAddr)>> + Send + 'a>>;
 
-/// A client's incoming replies, received without ever losing one to a timeout.
+/// Messages that reached a node's mailbox before they were due, held until then: the network's
+/// latency is the world's ([`wire`]), and madsim carries every message in a microsecond.
+pub(crate) struct Held<T> {
+    /// In order of due time, then of arrival.
+    waiting: std::collections::VecDeque<(Envelope<T>, SocketAddr)>,
+}
+
+impl<T> Held<T> {
+    pub(crate) fn new() -> Held<T> {
+        Held { waiting: std::collections::VecDeque::new() }
+    }
+
+    /// Takes a message that just arrived: `Some` back when it is due by `now_us`, else held.
+    pub(crate) fn arrived(
+        &mut self,
+        envelope: Envelope<T>,
+        from: SocketAddr,
+        now_us: u64,
+    ) -> Option<(Envelope<T>, SocketAddr)> {
+        if envelope.due_us <= now_us && self.waiting.front().is_none_or(|(first, _)| first.due_us > now_us) {
+            return Some((envelope, from));
+        }
+        let at = self.waiting.partition_point(|(held, _)| held.due_us <= envelope.due_us);
+        self.waiting.insert(at, (envelope, from));
+        None
+    }
+
+    /// The first held message due by `now_us`, if any.
+    pub(crate) fn due(&mut self, now_us: u64) -> Option<(Envelope<T>, SocketAddr)> {
+        if self.waiting.front()?.0.due_us <= now_us {
+            return self.waiting.pop_front();
+        }
+        None
+    }
+
+    /// When the first held message is due.
+    pub(crate) fn next_due_us(&self) -> Option<u64> {
+        self.waiting.front().map(|(first, _)| first.due_us)
+    }
+}
+
+/// A client's incoming replies, received without ever losing one to a timeout, each when due.
 ///
 /// madsim's `recv_from_raw` takes the message out of the mailbox and then sleeps (at least a
 /// simulated millisecond) before it returns it; a timeout that fires in that millisecond drops the
 /// future, and the message with it. That is a loss no fault dealt, and it goes on after the heal.
 /// So the inbox keeps one receive pending across waits: a wait that runs out leaves it pending,
-/// and the next wait finishes it.
+/// and the next wait finishes it. A reply that arrives before it is due is held until then.
 pub(crate) struct Inbox<'a> {
     endpoint: &'a Endpoint,
     pending: Receiving<'a>,
+    held: Held<Reply>,
 }
 
 impl<'a> Inbox<'a> {
     /// The inbox of `endpoint`.
     pub(crate) fn new(endpoint: &'a Endpoint) -> Inbox<'a> {
-        Inbox { endpoint, pending: Box::pin(endpoint.recv_from_raw(TAG)) }
+        Inbox { endpoint, pending: Box::pin(endpoint.recv_from_raw(TAG)), held: Held::new() }
     }
 
     /// Receives one reply within `wait_us`: `Ok(Some)` a reply, `Ok(None)` the wait ran out,
     /// `Err` the node's network is gone (it is being killed).
     pub(crate) async fn receive(&mut self, ctx: &Ctx, wait_us: u64) -> Result<Option<Envelope<Reply>>, ()> {
-        ctx.armed();
-        let wait = std::time::Duration::from_micros(wait_us.max(1));
-        let Ok(received) = madsim::time::timeout(wait, &mut self.pending).await else { return Ok(None) };
-        self.pending = Box::pin(self.endpoint.recv_from_raw(TAG));
-        let (payload, _) = received.map_err(|_| ())?;
-        let envelope = *payload.downcast::<Envelope<Reply>>().expect("only replies reach a client");
-        tracing::trace!(id = envelope.id, reply = ?envelope.body, "reply taken");
-        Ok(Some(envelope))
+        let deadline = ctx.now().0 + wait_us.max(1);
+        loop {
+            let now = ctx.now().0;
+            if let Some((envelope, _)) = self.held.due(now) {
+                tracing::trace!(id = envelope.id, reply = ?envelope.body, "reply taken");
+                return Ok(Some(envelope));
+            }
+            if now >= deadline {
+                return Ok(None);
+            }
+            let until = self.held.next_due_us().map_or(deadline, |due| due.min(deadline));
+            ctx.armed();
+            let wait = std::time::Duration::from_micros(until.saturating_sub(now).max(1));
+            let Ok(received) = madsim::time::timeout(wait, &mut self.pending).await else { continue };
+            self.pending = Box::pin(self.endpoint.recv_from_raw(TAG));
+            let (payload, from) = received.map_err(|_| ())?;
+            let envelope = *payload.downcast::<Envelope<Reply>>().expect("only replies reach a client");
+            if let Some((envelope, _)) = self.held.arrived(envelope, from, ctx.now().0) {
+                tracing::trace!(id = envelope.id, reply = ?envelope.body, "reply taken");
+                return Ok(Some(envelope));
+            }
+        }
     }
 }

@@ -18,8 +18,8 @@
 //! A reclaimer's `as_of` (its own clock, which the table never uses, but a planted bug does) is put
 //! on the table's scale first ([`on_table_scale`]), as a table comparing wall clocks would read it.
 
-use super::bind;
 use super::wire::Letter;
+use super::{bind, Held};
 use crate::clock::on_table_scale;
 use crate::history::{Event, Listing, Node, RefuseReason, RefusedRequest};
 use crate::net::{table_addr, Envelope, INCARNATION_SHIFT, TAG};
@@ -112,44 +112,65 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
     // One receive kept pending across timer wake-ups: dropping it when the timer fires would lose
     // a request it had already taken from the mailbox (see [`super::Inbox`]).
     let mut receiving = Box::pin(endpoint.recv_from_raw(TAG));
+    // Requests that reached the mailbox before the network's latency was over, and one timer for
+    // the first of them.
+    let mut held = Held::<Request>::new();
+    let mut due_timer: Option<(u64, Pin<Box<madsim::time::Sleep>>)> = None;
     loop {
-        let first_until = parked.front().map(|first| first.until_us);
-        if timer.as_ref().map(|(until, _)| *until) != first_until {
-            timer = first_until.map(|until| {
-                ctx.armed();
-                let wait = Duration::from_micros(until.saturating_sub(ctx.now().0).max(1));
-                (until, Box::pin(madsim::time::sleep(wait)))
-            });
-        }
-        let received = poll_fn(|cx| {
-            if let Poll::Ready(received) = receiving.as_mut().poll(cx) {
-                return Poll::Ready(received.map(Some));
-            }
-            let fired = timer.as_mut().is_some_and(|(_, sleep)| sleep.as_mut().poll(cx).is_ready());
-            if fired {
-                return Poll::Ready(Ok(None));
-            }
-            Poll::Pending
-        })
-        .await;
-        let Ok(received) = received else { return };
-        if received.is_some() {
-            receiving = Box::pin(endpoint.recv_from_raw(TAG));
-        }
-        let Some((payload, from)) = received else {
-            timer = None;
-            let now = ctx.now().0;
-            while parked.front().is_some_and(|first| first.until_us <= now) {
-                let first = parked.pop_front().expect("checked");
-                if !first.alive(&ctx) {
-                    continue; // Its connection was reset: nobody to answer.
+        let (envelope, from) = match held.due(ctx.now().0) {
+            Some(due) => due,
+            None => {
+                let first_until = parked.front().map(|first| first.until_us);
+                if timer.as_ref().map(|(until, _)| *until) != first_until {
+                    timer = first_until.map(|until| arm(&ctx, until));
                 }
-                let empty = Reply::Worker(WorkerReply::Acquired(Acquired::Empty));
-                reply(&ctx, &endpoint, first.from, first.id, acquire_letter(first.worker), empty).await;
+                let next_due = held.next_due_us();
+                if due_timer.as_ref().map(|(due, _)| *due) != next_due {
+                    due_timer = next_due.map(|due| arm(&ctx, due));
+                }
+                let woke = poll_fn(|cx| {
+                    if let Poll::Ready(received) = receiving.as_mut().poll(cx) {
+                        return Poll::Ready(received.map(|(payload, from)| Woke::Message(payload, from)));
+                    }
+                    if timer.as_mut().is_some_and(|(_, sleep)| sleep.as_mut().poll(cx).is_ready()) {
+                        return Poll::Ready(Ok(Woke::Parked));
+                    }
+                    if due_timer.as_mut().is_some_and(|(_, sleep)| sleep.as_mut().poll(cx).is_ready()) {
+                        return Poll::Ready(Ok(Woke::Due));
+                    }
+                    Poll::Pending
+                })
+                .await;
+                let Ok(woke) = woke else { return };
+                match woke {
+                    Woke::Message(payload, from) => {
+                        receiving = Box::pin(endpoint.recv_from_raw(TAG));
+                        let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the table");
+                        match held.arrived(envelope, from, ctx.now().0) {
+                            Some(due) => due,
+                            None => continue,
+                        }
+                    }
+                    Woke::Due => {
+                        due_timer = None;
+                        continue;
+                    }
+                    Woke::Parked => {
+                        timer = None;
+                        let now = ctx.now().0;
+                        while parked.front().is_some_and(|first| first.until_us <= now) {
+                            let first = parked.pop_front().expect("checked");
+                            if !first.alive(&ctx) {
+                                continue; // Its connection was reset: nobody to answer.
+                            }
+                            let empty = Reply::Worker(WorkerReply::Acquired(Acquired::Empty));
+                            reply(&ctx, &endpoint, first.from, first.id, acquire_letter(first.worker), empty).await;
+                        }
+                        continue;
+                    }
+                }
             }
-            continue;
         };
-        let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the table");
         tracing::trace!(id = envelope.id, request = ?envelope.body, "request taken");
         let id = envelope.id;
         if let Request::Worker(worker, request) = envelope.body {
@@ -199,6 +220,23 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
 /// the caller times out and asks again.
 async fn reply(ctx: &Ctx, endpoint: &madsim::net::Endpoint, to: SocketAddr, id: u64, letter: Letter, body: Reply) {
     super::wire::post(ctx, endpoint, to, letter.answer(), id, body).await
+}
+
+/// What woke the table.
+enum Woke {
+    /// A message reached the mailbox.
+    Message(madsim::net::Payload, SocketAddr),
+    /// The first parked acquire ran out.
+    Parked,
+    /// The first held request is due.
+    Due,
+}
+
+/// A timer that fires at world time `until_us`, with that time.
+fn arm(ctx: &Ctx, until_us: u64) -> (u64, Pin<Box<madsim::time::Sleep>>) {
+    ctx.armed();
+    let wait = Duration::from_micros(until_us.saturating_sub(ctx.now().0).max(1));
+    (until_us, Box::pin(madsim::time::sleep(wait)))
 }
 
 /// Worker `n`'s acquire, as the network carries it.

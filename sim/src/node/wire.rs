@@ -1,12 +1,15 @@
-//! What the network does to single messages during the fault phase: it may hold one back for a
-//! short while, or deliver it twice, the copy some time after the original (a retransmission
-//! crossing the first delivery). Requests and replies alike. Both are drawn from the world's wire
-//! stream at the seed's rates ([`crate::faults::WindowFaults`]), or looked up in a plan, and written to the history
-//! (`delayed`, `duplicated`) when they happen, so a reader sees why a message came late.
+//! What the network does to single messages: it carries each for its latency (a function of the
+//! message and the seed, [`crate::world::ctx::Ctx::latency_us`]), and during the fault phase it
+//! may lose one, hold one back for a short while, or deliver it twice, the copy some time after
+//! the original (a retransmission crossing the first delivery). Requests and replies alike. The
+//! faults are drawn from the world's wire stream at the seed's rates
+//! ([`crate::faults::WindowFaults`]), or looked up in a plan, and written to the history (`lost`,
+//! `delayed`, `duplicated`) when they happen, so a reader sees why a message came late or never.
 //!
-//! A message held back is the network's: it travels on the world's own node, so a pause, crash or
-//! restart of its sender after it left does not touch it. A partition in force when it finally
-//! goes on drops it, as any message crossing the cut.
+//! A message leaves at once, stamped with when it is due; the receiver holds it until then. So a
+//! pause, crash or restart of its sender after it left does not touch it, a partition in force
+//! when it is sent drops it, and a crash of its receiver loses what was on its way to it, as a
+//! reset connection does.
 
 use super::Envelope;
 use crate::faults::decide::Site;
@@ -74,11 +77,14 @@ impl Letter {
 }
 
 /// Sends `body` with wire id `id` to `to`, through the network's faults.
+///
+/// The message leaves now, stamped with when the network delivers it (`due_us`): its latency,
+/// plus any hold-back; a copy, later still. The receiver holds it until then ([`super::Held`]):
+/// the world's latencies cost no task or timer of their own.
 pub(super) async fn post<T>(ctx: &Ctx, endpoint: &Endpoint, to: SocketAddr, letter: Letter, id: u64, body: T)
 where
     T: Clone + Send + Sync + 'static,
 {
-    let envelope = Envelope { id, body };
     let Letter { from, to: peer, message, reply, job, epoch } = letter;
     let hand_back = !reply && matches!(message, MessageKind::Requeue | MessageKind::Complete | MessageKind::Release);
     // A message about a lease is named by its job and epoch, whoever holds it: a plan that
@@ -86,35 +92,39 @@ where
     let ends = if epoch.is_some() { None } else { Some((from, peer)) };
     let site = Site::Message { ends, message, reply, job, epoch };
     let fate = ctx.message_fate(site, hand_back && job.is_some());
-    let copied = fate.copy_gap_us.map(|gap_us| (gap_us, envelope.clone()));
-    let latency_us = ctx.latency_us(&(from, peer, message, reply, job, id));
+    // A message about a lease is keyed, like its faults, by the lease and how many such messages
+    // went before (the third renewal of j4 under e2), so that its latency stays put when a plan
+    // loses another job; any other message by its ends and wire id.
+    let latency_us = match (job, epoch) {
+        (Some(job), Some(epoch)) => {
+            let nth = ctx.nth_of_lease((message, reply, job, epoch));
+            ctx.latency_us(&(message, reply, job, epoch, nth))
+        }
+        _ => ctx.latency_us(&(from, peer, message, reply, job, id)),
+    };
+    let due_us = ctx.now().0 + latency_us + fate.delay_us.unwrap_or(0);
+    let copy = fate.copy_gap_us.map(|gap_us| (gap_us, Envelope { id, body: body.clone(), due_us: due_us + gap_us }));
+    let envelope = Envelope { id, body, due_us };
+    // A message crossing a partition when it is sent is dropped: the partition's line says why.
+    let cut = ctx.is_cut(from, peer);
     match (fate.lost, fate.delay_us) {
         (true, _) => ctx.record(Node::World, Event::Lost { target: from, peer, message, reply, job }),
-        // A message crossing a partition when it is sent is dropped (and one in flight when a
-        // partition starts, when it reaches the cut): the partition's line says why.
-        (false, _) if ctx.is_cut(from, peer) => {}
-        (false, Some(len_us)) => {
-            ctx.record(Node::World, Event::Delayed { target: from, peer, message, reply, job, len_us });
-            later(ctx, endpoint, to, latency_us + len_us, envelope);
+        (false, _) if cut => {}
+        (false, delay) => {
+            if let Some(len_us) = delay {
+                ctx.record(Node::World, Event::Delayed { target: from, peer, message, reply, job, len_us });
+            }
+            // A send that fails (a dead network) is the same as a lost message.
+            drop(endpoint.send_to_raw(to, TAG, Box::new(envelope)).await);
         }
-        (false, None) => later(ctx, endpoint, to, latency_us, envelope),
     }
     // The copy is made once the original has left the sender, never before: a sender paused
     // in the middle of its send holds the original, and the network has nothing to copy yet. A
     // copy of a lost message is a retransmission, and it may arrive.
-    if let Some((gap_us, envelope)) = copied {
+    if let Some((gap_us, copy)) = copy {
         ctx.record(Node::World, Event::Duplicated { target: from, peer, message, reply, job, gap_us });
-        later(ctx, endpoint, to, latency_us + fate.delay_us.unwrap_or(0) + gap_us, envelope);
+        if !ctx.is_cut(from, peer) {
+            drop(endpoint.send_to_raw(to, TAG, Box::new(copy)).await);
+        }
     }
-}
-
-/// Sends `envelope` from the sender's endpoint `after_us` from now, on the network's own task.
-fn later<T>(ctx: &Ctx, endpoint: &Endpoint, to: SocketAddr, after_us: u64, envelope: Envelope<T>)
-where
-    T: Send + Sync + 'static,
-{
-    let endpoint = endpoint.clone();
-    ctx.after(after_us, async move {
-        let _ = endpoint.send_to_raw(to, TAG, Box::new(envelope)).await;
-    });
 }

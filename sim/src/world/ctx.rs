@@ -54,7 +54,12 @@ pub(crate) struct State {
     pub(crate) paused: BTreeSet<Node>,
     /// Partitions in force: a node cut off from everyone (`None`) or from one peer.
     pub(crate) cuts: BTreeSet<(Node, Option<Node>)>,
+    /// Messages about each lease so far, by kind: what keys a lease message's latency.
+    pub(crate) lease_messages: BTreeMap<LeaseMessage, u32>,
 }
+
+/// A kind of message about one lease: the request (or its answer) and the lease's job and epoch.
+pub(crate) type LeaseMessage = (crate::history::MessageKind, bool, lease_core::JobId, lease_core::Epoch);
 
 impl Ctx {
     /// Simulated time since the world began: the table's clock.
@@ -84,17 +89,6 @@ impl Ctx {
         self.state().record_at(now, node, event);
     }
 
-    /// Runs `task` on the world's own node, `after_us` from now: the network carrying a message
-    /// it held back, which no pause, crash or restart of the sender touches.
-    pub fn after(&self, after_us: u64, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        self.armed();
-        // No span: these tasks carry messages and log nothing, and there is one per message.
-        self.chaos.spawn(async move {
-            sleep(Duration::from_micros(after_us)).await;
-            task.await;
-        });
-    }
-
     /// How long the network takes to carry a message, in microseconds: in the fault phase, in the
     /// world's latency range; after the heal, in the calm one. It is a function of the run's seed
     /// and the message (sender, receiver, kind, job and wire id), not a draw from a shared stream:
@@ -103,6 +97,14 @@ impl Ctx {
         let (min, max) =
             if self.state().faults_on { self.params.latency_us } else { crate::scenarios::CALM_LATENCY_US };
         min + mix(self.params.seed, key) % (max.max(min) - min + 1)
+    }
+
+    /// How many messages of this kind about this lease went before this one.
+    pub(crate) fn nth_of_lease(&self, key: LeaseMessage) -> u32 {
+        let mut state = self.state();
+        let count = state.lease_messages.entry(key).or_insert(0);
+        *count += 1;
+        *count
     }
 
     /// Whether a partition in force cuts `from` off from `to`.

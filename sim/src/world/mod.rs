@@ -168,6 +168,7 @@ fn run_world(params: Params) -> RunReport {
         down: BTreeMap::new(),
         paused: BTreeSet::new(),
         cuts: BTreeSet::new(),
+        lease_messages: BTreeMap::new(),
     };
     let verdict = runtime.block_on({
         let params = params.clone();
