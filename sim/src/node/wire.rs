@@ -107,24 +107,31 @@ where
     let envelope = Envelope { id, body, due_us };
     // A message crossing a partition when it is sent is dropped: the partition's line says why.
     let cut = ctx.is_cut(from, peer);
-    match (fate.lost, fate.delay_us) {
-        (true, _) => ctx.record(Node::World, Event::Lost { target: from, peer, message, reply, job }),
-        (false, _) if cut => {}
-        (false, delay) => {
-            if let Some(len_us) = delay {
-                ctx.record(Node::World, Event::Delayed { target: from, peer, message, reply, job, len_us });
-            }
-            // A send that fails (a dead network) is the same as a lost message.
-            drop(endpoint.send_to_raw(to, TAG, Box::new(envelope)).await);
-        }
+    // Every line is written now, while the faults that dealt them are still on; then the sends.
+    if fate.lost {
+        ctx.record(Node::World, Event::Lost { target: from, peer, message, reply, job });
+    } else if let Some(len_us) = fate.delay_us {
+        ctx.record(Node::World, Event::Delayed { target: from, peer, message, reply, job, len_us });
+    }
+    if let Some(gap_us) = fate.copy_gap_us {
+        ctx.record(Node::World, Event::Duplicated { target: from, peer, message, reply, job, gap_us });
+    }
+    if !fate.lost && !cut {
+        // A send that fails (a dead network) is the same as a lost message.
+        drop(endpoint.send_to_raw(to, TAG, Box::new(envelope)).await);
     }
     // The copy is made once the original has left the sender, never before: a sender paused
     // in the middle of its send holds the original, and the network has nothing to copy yet. A
     // copy of a lost message is a retransmission, and it may arrive.
-    if let Some((gap_us, copy)) = copy {
-        ctx.record(Node::World, Event::Duplicated { target: from, peer, message, reply, job, gap_us });
+    //
+    // The copy is the network's, so it leaves on the world's own node: the sender's send is over
+    // when its original leaves. A sender that awaited the copy too could be paused between the
+    // two, and would then take the original's departure to be after the pause (see `Worker::
+    // handle_sent`): a window no real send has, which the swarm found at once.
+    if let Some((_, copy)) = copy {
         if !ctx.is_cut(from, peer) {
-            drop(endpoint.send_to_raw(to, TAG, Box::new(copy)).await);
+            let endpoint = endpoint.clone();
+            ctx.chaos.spawn(async move { drop(endpoint.send_to_raw(to, TAG, Box::new(copy)).await) });
         }
     }
 }
