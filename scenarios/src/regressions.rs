@@ -98,7 +98,7 @@ mod tests {
     }
 
     // The plans keep the failures of this project's history, and every planted bug has a shrunk
-    // plan that must fail, of at most three faults but for the two the README names.
+    // plan of at most three faults that must fail.
     #[test]
     fn the_plans_keep_the_historical_failures_and_every_planted_bug() {
         let regressions = load().unwrap_or_else(|error| panic!("{error}"));
@@ -123,14 +123,8 @@ mod tests {
             let regression = named(&name).unwrap_or_else(|| panic!("{name} is missing from scenarios/regressions"));
             assert_eq!(regression.plan.bug, Some(bug), "{name} plants its bug");
             assert_ne!(regression.plan.expect.as_deref(), Some("held"), "{name} must fail");
-            // The two that shrink least (README, "Shrinking"): every other keeps at most three.
             let faults = regression.plan.faults.len();
-            let most = match bug {
-                Bug::RenewWithoutEpochCheck => 4,
-                Bug::Canary => 100,
-                _ => 3,
-            };
-            assert!(faults <= most, "{name} keeps {faults} faults; shrink it again");
+            assert!(faults <= 3, "{name} keeps {faults} faults; shrink it again");
         }
     }
 }
