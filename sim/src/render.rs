@@ -311,8 +311,8 @@ fn named_nodes(entry: &Entry) -> Vec<Node> {
     nodes
 }
 
-/// Whether a line is a fault the world dealt.
-fn is_fault_line(event: &Event) -> bool {
+/// Whether a line is a fault on a node, or the heal: what `run` shows beside a job's story.
+pub fn is_fault(event: &Event) -> bool {
     matches!(
         event,
         Event::Crashed { .. }
@@ -321,8 +321,12 @@ fn is_fault_line(event: &Event) -> bool {
             | Event::Resumed { .. }
             | Event::Partitioned { .. }
             | Event::Healed { .. }
-            | Event::Delayed { .. }
-            | Event::Duplicated { .. }
-            | Event::Lost { .. }
+            | Event::FaultsHealed {}
     )
+}
+
+/// Whether a line is a fault the world dealt: on a node, or on a single message.
+fn is_fault_line(event: &Event) -> bool {
+    let message = matches!(event, Event::Delayed { .. } | Event::Duplicated { .. } | Event::Lost { .. });
+    message || (is_fault(event) && !matches!(event, Event::FaultsHealed {}))
 }

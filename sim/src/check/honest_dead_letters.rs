@@ -383,6 +383,20 @@ mod tests {
         assert_eq!(violation.lines.first(), Some(&grants[0]));
     }
 
+    // Since history version 4 a `lost` line, not the run line's `loss=`, makes the network
+    // lossy: the wasted attempts of a world without loss fail, and the same history with one
+    // message lost early in the fault phase (another worker's) passes, its leases lost in it.
+    #[test]
+    fn a_lost_line_makes_the_network_lossy() {
+        let (history, _) = wasted_attempts("latency_us=1000..10000", 100_000, 6);
+        assert_eq!(check_history(&history.entries).map(|_| ()).unwrap_err().invariant, Invariant::HonestDeadLetters);
+        let mut entries = history.entries.clone();
+        let (target, peer, message) = (w(2), crate::history::Node::Table, crate::history::MessageKind::Acquire);
+        let lost = crate::history::Event::Lost { target, peer, message, reply: false, job: None };
+        entries.insert(1, crate::history::Entry { t_us: 0, node: crate::history::Node::World, event: lost });
+        assert_eq!(check_history(&entries).map(|_| ()), Ok(()));
+    }
+
     // The same after the heal fails even in a world with loss: only reclaims in the fault phase
     // are excused by the network.
     #[test]

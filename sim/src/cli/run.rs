@@ -4,7 +4,7 @@ use super::{coverage_line, print_figures, BadInput, EXIT_CRASH, EXIT_LIVENESS, E
 use crate::atomic::AtomicFile;
 use crate::faults::plan::Plan;
 use crate::figures::Figures;
-use crate::history::{to_jsonl, Entry, Event};
+use crate::history::{to_jsonl, Entry};
 use crate::runner::Target;
 use crate::scenarios::Params;
 use crate::world::Verdict;
@@ -95,7 +95,8 @@ pub(super) fn run(source: Source, outputs: Outputs<'_>) -> Result<u8, BadInput> 
         if let Source::Plan(played, _) = &source {
             plan.comment = played.comment.clone();
         }
-        plan.expect = Some(expectation(&report.verdict));
+        plan.expect =
+            Some(crate::faults::shrink::finding(&report).map_or("held", |finding| finding.name()).to_string());
         writer
             .commit(plan.to_json().as_bytes())
             .map_err(|error| BadInput(format!("cannot write {}: {error}", path.display())))?;
@@ -143,7 +144,7 @@ fn print_story(history: &[Entry], job: JobId, last: Option<usize>) {
     let story: Vec<(usize, &Entry)> = history[..end]
         .iter()
         .enumerate()
-        .filter(|(_, entry)| entry.job() == Some(job) || is_fault(&entry.event))
+        .filter(|(_, entry)| entry.job() == Some(job) || crate::render::is_fault(&entry.event))
         .map(|(index, entry)| (index + 1, entry))
         .collect();
     let skipped = story.len().saturating_sub(STORY_LINES_MAX);
@@ -153,28 +154,5 @@ fn print_story(history: &[Entry], job: JobId, last: Option<usize>) {
     }
     for (line, entry) in &story[skipped..] {
         println!("  {line:>6} {}", crate::render::render_line(entry));
-    }
-}
-
-fn is_fault(event: &Event) -> bool {
-    matches!(
-        event,
-        Event::Crashed { .. }
-            | Event::Restarted { .. }
-            | Event::Paused { .. }
-            | Event::Resumed { .. }
-            | Event::Partitioned { .. }
-            | Event::Healed { .. }
-            | Event::FaultsHealed {}
-    )
-}
-
-/// What a replay of this run must end with: `held`, or the invariant it broke (`crash` for a
-/// panic).
-pub(crate) fn expectation(verdict: &Verdict) -> String {
-    match verdict {
-        Verdict::Held => "held".to_string(),
-        Verdict::Safety(violation) | Verdict::Liveness(violation) => violation.invariant.name().to_string(),
-        Verdict::Crash(_) => "crash".to_string(),
     }
 }

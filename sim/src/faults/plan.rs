@@ -676,7 +676,6 @@ impl Plan {
     /// The plan as a person reads it: JSON, one arrival and one fault per line, in time order.
     pub fn to_json(&self) -> String {
         let mut out = String::new();
-        let json = |value: &dyn erased::Json| value.json();
         let _ = writeln!(out, "{{");
         let _ = writeln!(out, "  \"plan_version\": {PLAN_VERSION},");
         if let Some(comment) = &self.comment {
@@ -691,15 +690,10 @@ impl Plan {
             let _ = writeln!(out, "  \"expect\": {},", json(expect));
         }
         let _ = writeln!(out, "  \"world\": {},", json(&self.world));
-        list(&mut out, "arrivals", self.arrivals.iter().map(|a| json(a)), true);
+        list(&mut out, "arrivals", self.arrivals.iter().map(json), true);
         list(&mut out, "faults", self.faults.iter().map(|f| json(&Raw::of(f))), false);
         let _ = writeln!(out, "}}");
         out
-    }
-
-    /// How many faults the plan deals (clocks included).
-    pub fn fault_count(&self) -> usize {
-        self.faults.len()
     }
 }
 
@@ -716,14 +710,7 @@ fn list(out: &mut String, name: &str, items: impl ExactSizeIterator<Item = Strin
     let _ = writeln!(out, "  ]{}", if more { "," } else { "" });
 }
 
-mod erased {
-    /// Anything serde can write as one line of JSON.
-    pub trait Json {
-        fn json(&self) -> String;
-    }
-    impl<T: serde::Serialize> Json for T {
-        fn json(&self) -> String {
-            serde_json::to_string(self).expect("plan values serialise")
-        }
-    }
+/// A value as one line of JSON.
+fn json<T: Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).expect("plan values serialise")
 }

@@ -96,9 +96,10 @@ impl Search<'_> {
 
     /// Runs `candidate`; keeps it when it fails the same way and is no bigger. True if kept.
     fn try_plan(&mut self, candidate: Plan) -> bool {
-        if self.spent() || candidate.validate().is_err() {
+        if self.spent() {
             return false;
         }
+        // `params` checks the plan first: a candidate that cannot be played is not run.
         let Ok(params) = candidate.params() else { return false };
         self.runs += 1;
         let report = world::run(params);
