@@ -31,6 +31,7 @@ mod node;
 pub mod panics;
 pub mod provenance;
 pub mod render;
+pub mod report;
 pub mod runner;
 pub mod scenarios;
 pub mod shard;
