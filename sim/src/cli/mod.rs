@@ -7,6 +7,7 @@
 mod bench;
 mod check;
 mod hunt;
+mod report;
 mod run;
 mod shrink;
 mod sweep;
@@ -148,6 +149,19 @@ enum Command {
         /// The JSONL history.
         file: PathBuf,
     },
+    /// Read a history as the operator on call would: windows, incidents, their cause, the
+    /// customers' delay and the recovery (README, "Incident reports"). Prints report.txt; with
+    /// --out, writes report.txt, report.json and timeline.svg there.
+    Report {
+        /// The JSONL history (any history in the contract, simulated or not).
+        file: PathBuf,
+        /// Where to write report.txt, report.json and timeline.svg.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// The window length, e.g. 400ms or 1s (default: the lease ttl).
+        #[arg(long, value_parser = report::parse_duration)]
+        window: Option<u64>,
+    },
     /// List the scenarios.
     Scenarios,
     /// List the planted bugs.
@@ -226,6 +240,10 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             Ok(bench::bench(options, json))
         }
         Command::Check { file } => check::check(&file),
+        Command::Report { file, out, window } => {
+            let entries = report::read_history(&file)?;
+            report::report(&entries, &file.display().to_string(), window, out.as_deref())
+        }
         Command::Shrink { scenario, seed, bug, plan, budget, out, every_bug, hunt_budget, threads, json } => {
             if budget == 0 {
                 return Err(BadInput("--budget must be at least 1".to_string()));
