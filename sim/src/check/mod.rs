@@ -58,7 +58,7 @@ pub mod useful_grants;
 pub mod windows;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 #[cfg(test)]
 mod protocol_histories;
 

@@ -23,6 +23,9 @@ pub const AGE_FACTOR: f64 = 3.0;
 pub const TERM_MIN: f64 = 1.3;
 /// ...and at least this share of the largest term.
 pub const TERM_SHARE: f64 = 0.25;
+/// The baseline needs this many calm windows; with fewer, it is taken over every window while
+/// jobs arrive, and the thresholds fall back to their floors (marked `calm: false`).
+pub const BASELINE_WINDOWS_MIN: usize = 3;
 /// Little's law is taken to hold when L / (λW) is within this of 1.
 pub const LITTLE_TOLERANCE: f64 = 0.15;
 
@@ -32,6 +35,9 @@ pub const LITTLE_TOLERANCE: f64 = 0.15;
 pub struct Baseline {
     /// How many windows the medians are over.
     pub windows: usize,
+    /// Whether they are calm windows (jobs arriving, the oldest younger than half a lease); false
+    /// when the history has too few, and the baseline is over every window while jobs arrive.
+    pub calm: bool,
     /// Offered arrivals (accepted and rejected) per second.
     pub arrival_rate: f64,
     /// The mean backlog.
@@ -191,18 +197,23 @@ pub struct Diagnosis {
 pub fn diagnose(series: &Series, ttl_us: u64) -> Diagnosis {
     let windows = &series.windows;
     let span = arrival_span(windows);
-    // The baseline over every window of the arrival span first, then again over the windows
-    // outside the incidents it finds, and the incidents again.
-    let mut baseline = baseline_over(series, ttl_us, &span.clone().collect::<Vec<_>>());
+    // Calm windows: jobs arrive, and the oldest waiting job is younger than half a lease. The
+    // baseline is over them, then again over those outside the incidents it finds.
+    let calm: Vec<usize> = span.clone().filter(|&k| windows[k].oldest_age_us <= ttl_us / 2).collect();
+    let mut baseline = if calm.len() >= BASELINE_WINDOWS_MIN {
+        baseline_over(series, ttl_us, &calm, true)
+    } else {
+        baseline_over(series, ttl_us, &span.clone().collect::<Vec<_>>(), false)
+    };
     let mut flagged = flag(windows, &baseline);
-    let quiet: Vec<usize> = span.clone().filter(|&k| !near(&flagged, k)).collect();
-    if quiet.len() >= 3 {
-        baseline = baseline_over(series, ttl_us, &quiet);
+    let quiet: Vec<usize> = calm.iter().copied().filter(|&k| !near(&flagged, k)).collect();
+    if quiet.len() >= BASELINE_WINDOWS_MIN {
+        baseline = baseline_over(series, ttl_us, &quiet, true);
         flagged = flag(windows, &baseline);
     }
     let incidents: Vec<Incident> =
         runs(&flagged).into_iter().map(|(first, last)| incident(series, &baseline, ttl_us, first, last)).collect();
-    let steady: Vec<usize> = span.filter(|&k| !near(&flagged, k)).collect();
+    let steady: Vec<usize> = calm.iter().copied().filter(|&k| !near(&flagged, k)).collect();
     let (delay, waited_over_ttl) = delays(series, ttl_us, 0, u64::MAX);
     Diagnosis {
         little: little(series, &steady),
@@ -234,7 +245,7 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     Some(values[values.len() / 2])
 }
 
-fn baseline_over(series: &Series, ttl_us: u64, over: &[usize]) -> Baseline {
+fn baseline_over(series: &Series, ttl_us: u64, over: &[usize], calm: bool) -> Baseline {
     let windows: Vec<&Window> = over.iter().map(|&k| &series.windows[k]).collect();
     let rate = |w: &Window| (w.arrivals + w.rejections) as f64 * 1e6 / (w.to_us - w.from_us).max(1) as f64;
     let arrival_rate = median(windows.iter().map(|w| rate(w)).collect()).unwrap_or(0.0);
@@ -249,8 +260,12 @@ fn baseline_over(series: &Series, ttl_us: u64, over: &[usize]) -> Baseline {
         median(windows.iter().filter_map(|w| w.service_mean_us).collect()).unwrap_or(dependency_mean_us).max(1.0);
     let live_workers = f64::from(series.fleet.max(1));
     let load = arrival_rate * service_us / 1e6 / (live_workers * (1.0 - failure_rate.min(0.95)));
+    // Without calm windows the medians are of a queue under pressure: the thresholds take their
+    // floors instead (a lease for the age, the margin over an idle queue for the backlog).
+    let (threshold_backlog, threshold_age) = if calm { (backlog, oldest_age_us) } else { (0.0, 0) };
     Baseline {
         windows: windows.len(),
+        calm,
         arrival_rate,
         backlog,
         oldest_age_us,
@@ -260,8 +275,8 @@ fn baseline_over(series: &Series, ttl_us: u64, over: &[usize]) -> Baseline {
         failure_rate,
         service_us,
         load,
-        backlog_threshold: (backlog * BACKLOG_FACTOR).max(backlog + BACKLOG_MARGIN),
-        age_threshold_us: ((oldest_age_us as f64 * AGE_FACTOR) as u64).max(ttl_us),
+        backlog_threshold: (threshold_backlog * BACKLOG_FACTOR).max(threshold_backlog + BACKLOG_MARGIN),
+        age_threshold_us: ((threshold_age as f64 * AGE_FACTOR) as u64).max(ttl_us),
     }
 }
 

@@ -122,3 +122,6 @@ impl Report {
         serde_json::to_string_pretty(self).expect("a report always serialises") + "\n"
     }
 }
+
+#[cfg(test)]
+mod tests;

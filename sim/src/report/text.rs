@@ -32,8 +32,9 @@ pub fn render(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "calm baseline ({} windows): {:.0} arrivals/s, backlog {:.1}, oldest job {}, dependency mean {} p99 {}, \
+        "{} ({} windows): {:.0} arrivals/s, backlog {:.1}, oldest job {}, dependency mean {} p99 {}, \
          failures {:.0}%, service {}, load {:.2}",
+        if b.calm { "calm baseline" } else { "baseline (NO calm windows: over every window while jobs arrive)" },
         b.windows,
         b.arrival_rate,
         b.backlog,
@@ -118,6 +119,14 @@ pub fn render(report: &Report) -> String {
             let _ = writeln!(out, "    j{} at {}: {}", ended.job, s(ended.at_us), ended.reason);
         }
         match (incident.recovery_us, incident.fault_end_us) {
+            (Some(_), Some(end)) if end >= incident.to_us => {
+                let _ = writeln!(
+                    out,
+                    "  recovery: back under the thresholds at {}, before the last fault ended ({})",
+                    s(incident.to_us),
+                    s(end)
+                );
+            }
             (Some(recovery), Some(end)) => {
                 let _ = writeln!(
                     out,
@@ -159,23 +168,36 @@ pub fn render(report: &Report) -> String {
         i.unfinished
     );
     let l = &report.little;
+    if l.windows == 0 {
+        let _ = writeln!(out, "Little's law: no steady windows to judge it over");
+    } else {
+        let _ = writeln!(
+            out,
+            "Little's law over {} steady windows: L {:.2} = {:.0}/s x {} ({:.2}); {}",
+            l.windows,
+            l.mean_backlog,
+            l.arrival_rate,
+            ms(l.mean_delay_us as u64),
+            l.ratio,
+            match l.holds {
+                Some(true) => "holds",
+                Some(false) => "DOES NOT HOLD",
+                None => "too few steady windows to judge",
+            }
+        );
+    }
     let _ = writeln!(
         out,
-        "Little's law over {} steady windows: L {:.2} = {:.0}/s x {} ({:.2}); {}; bookkeeping {}",
-        l.windows,
-        l.mean_backlog,
-        l.arrival_rate,
-        ms(l.mean_delay_us as u64),
-        l.ratio,
-        match l.holds {
-            Some(true) => "holds",
-            Some(false) => "DOES NOT HOLD",
-            None => "too few steady windows to judge",
-        },
+        "bookkeeping: {}",
         if l.integral_matches && l.backlog_mismatches == 0 {
-            "agrees with the table".to_string()
+            "the backlog agrees with the table's on every arrival, and its integral with every job's time in the queue"
+                .to_string()
         } else {
-            format!("DISAGREES ({} backlog mismatches, integral {})", l.backlog_mismatches, l.integral_matches)
+            format!(
+                "DISAGREES: {} arrivals where the table's backlog differs from the report's; integral {}",
+                l.backlog_mismatches,
+                if l.integral_matches { "matches" } else { "does not match" }
+            )
         }
     );
     out
