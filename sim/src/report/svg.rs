@@ -73,6 +73,8 @@ const GREY_LINE: RGBColor = RGBColor(150, 150, 150);
 const TITLE_FONT: f64 = 16.0 * 1.24;
 const TEXT_FONT: f64 = 12.0 * 1.24;
 const SMALL_FONT: f64 = 11.0 * 1.24;
+/// The largest figure drawn: past it a line stays at the top (an axis to infinity has no ticks).
+const FIGURE_MAX: f64 = 1e15;
 /// The y axes' tick count.
 const Y_TICKS: usize = 5;
 /// The time axis' tick count.
@@ -97,7 +99,7 @@ pub fn render(report: &Report) -> String {
 
 /// What the picture shows, in the units it shows it.
 struct Timeline {
-    /// The time axis' end, seconds (past every window, fault and the heal; never 0).
+    /// The time axis' end, seconds: the history's end or its last window's, at least a window.
     end_s: f64,
     /// The fault kinds on the history, in the lane's order.
     kinds: Vec<Kind>,
@@ -108,7 +110,8 @@ struct Timeline {
 impl Timeline {
     fn of(report: &Report) -> Timeline {
         let last_window_us = report.windows.last().map_or(0, |w| w.to_us);
-        let end_us = report.end_us.max(last_window_us).max(1);
+        // At least a window long, so a history with no window still has a readable axis.
+        let end_us = report.end_us.max(last_window_us).max(report.window_us).max(1);
         Timeline { end_s: seconds(end_us), kinds: kinds(&report.faults, end_us), panels: panels(report) }
     }
 
@@ -206,14 +209,17 @@ impl Line {
     }
 }
 
-/// Each window's figure held from its start to its end; a window without one (or with a figure
-/// that is not finite) ends a segment.
+/// Each window's figure held from its start to its end, within 0 to [`FIGURE_MAX`]; a window
+/// without one (or with a figure that is not a number) ends a segment.
 fn steps(windows: &[Window], figure: impl Fn(&Window) -> Option<f64>) -> Vec<Vec<(f64, f64)>> {
     let mut segments = Vec::new();
     let mut segment = Vec::new();
     for window in windows {
-        match figure(window).filter(|y| y.is_finite()) {
-            Some(y) => segment.extend([(seconds(window.from_us), y), (seconds(window.to_us), y)]),
+        match figure(window).filter(|y| !y.is_nan()) {
+            Some(y) => {
+                let y = y.clamp(0.0, FIGURE_MAX);
+                segment.extend([(seconds(window.from_us), y), (seconds(window.to_us), y)]);
+            }
             None if segment.is_empty() => {}
             None => segments.push(std::mem::take(&mut segment)),
         }
@@ -266,7 +272,7 @@ fn panels(report: &Report) -> [Panel; 4] {
                 Line::of(w, "jobs in flight", BLUE_LINE, Axis::Left, |w| Some(w.in_flight)),
                 Line::of(w, "live workers", GREEN_LINE, Axis::Left, |w| Some(w.live_workers)),
             ],
-            reference: Some((format!("fleet ({})", report.fleet), f64::from(report.fleet))),
+            reference: Some((format!("fleet ({})", report.fleet), f64::from(report.fleet).min(FIGURE_MAX))),
         },
         Panel {
             title: "flow",
@@ -284,7 +290,7 @@ fn panels(report: &Report) -> [Panel; 4] {
             right: Some("failures (%)"),
             lines: vec![
                 Line::of(w, "p99 latency (ms)", BLUE_LINE, Axis::Left, |w| w.dependency_p99_us.map(ms)),
-                Line::of(w, "failed calls (%, right)", RED.into(), Axis::Right, |w| {
+                Line::of(w, "failed calls (%, right)", RED, Axis::Right, |w| {
                     Some(w.failure_rate * 100.0).filter(|_| w.calls > 0)
                 }),
             ],
@@ -406,7 +412,10 @@ fn draw_lane(root: &Area, area: &Area, report: &Report, timeline: &Timeline) -> 
 /// `bands` as drawn: at least a pixel wide, so the shortest fault still shows.
 fn visible(bands: &[(f64, f64)], end_s: f64) -> impl Iterator<Item = (f64, f64)> + '_ {
     let pixel_s = end_s / f64::from(WIDTH_PX - 2 * (MARGIN_PX + Y_AXIS_PX));
-    bands.iter().map(move |&(from, to)| (from, to.max(from + pixel_s)))
+    bands.iter().map(move |&(from, to)| {
+        let to = to.max(from + pixel_s).min(end_s);
+        (from.min(to - pixel_s).max(0.0), to)
+    })
 }
 
 fn draw_panel(area: &Area, report: &Report, timeline: &Timeline, panel: &Panel, time_axis: bool) -> Drawn {
