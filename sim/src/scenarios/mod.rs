@@ -129,6 +129,7 @@ impl Scenario {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed_1ea5e);
         let mut params = draw::base(self.name(), seed, bug, &mut rng);
         (self.0.draw)(&mut params, &mut rng);
+        params.schedule_windows();
         params.schedule.sort_by_key(|&(at, _)| at);
         params
     }
