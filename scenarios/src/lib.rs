@@ -43,6 +43,14 @@ proofs! {
     failing_dependency_counts_attempts_and_dead_letters,
     arrival_surge_past_capacity_is_rejected_visibly_and_nothing_accepted_is_lost,
     ledger_restart_answers_every_call_in_flight_and_duplicates_nothing,
+    a_calm_labelled_world_has_no_incident,
+    an_arrival_surge_alone_grows_the_backlog_until_it_passes,
+    workers_in_a_crash_loop_grow_the_backlog_until_they_stay_up,
+    a_fleet_cut_off_from_the_table_grows_the_backlog_until_it_is_back,
+    a_dependency_slowdown_alone_grows_the_backlog_until_it_is_fast,
+    a_dependency_outage_alone_grows_the_backlog_until_it_answers,
+    a_surge_over_a_crash_loop_is_two_causes_at_once,
+    a_slowdown_over_a_cut_off_is_two_causes_at_once,
 }
 
 pub mod unworkable_parameters_are_refused_not_run;

@@ -103,6 +103,72 @@ pub fn sweep_holds_and_reaches(scenario: Scenario, default_seeds: u64) -> Reach 
     Reach { runs: results.len() as u64, coverage, seeds_reaching, default_seeds }
 }
 
+/// A labelled run's backlog (jobs accepted and not yet terminal, read from its history): its
+/// peak in the calm lead-in (after the first half second), its peak in the fault window (from
+/// the first true fault, or 2 s for the calm world, to the heal), and its peak over the last
+/// half second of arrivals, after the recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backlog {
+    /// Peak in the lead-in.
+    pub lead: usize,
+    /// Peak in the fault window.
+    pub window: usize,
+    /// Peak over the last half second of arrivals.
+    pub tail: usize,
+}
+
+/// The backlog profile of `report`, a labelled scenario's run.
+pub fn backlog(report: &RunReport) -> Backlog {
+    let truth = lease_sim::scenarios::truth::fault_causes(&report.params);
+    let from_us = truth.iter().map(|fault| fault.from_us).min().unwrap_or(2_000_000);
+    let heal_us = report.params.fault_phase_us;
+    let last_arrival_us = entries(&report.history, |e| matches!(e, Event::Arrived { .. })).last().map_or(0, |e| e.t_us);
+    let (mut now, mut profile) = (0usize, Backlog { lead: 0, window: 0, tail: 0 });
+    for entry in &report.history {
+        match entry.event {
+            Event::Arrived { .. } => now += 1,
+            Event::Terminal { .. } => now -= 1,
+            _ => continue,
+        }
+        let t = entry.t_us;
+        if (500_000..from_us).contains(&t) {
+            profile.lead = profile.lead.max(now);
+        } else if (from_us..=heal_us).contains(&t) {
+            profile.window = profile.window.max(now);
+        } else if t + 500_000 >= last_arrival_us && t <= last_arrival_us {
+            profile.tail = profile.tail.max(now);
+        }
+    }
+    profile
+}
+
+/// The medians of the backlog profiles of `scenario`'s seeds (`LEASE_SEEDS`, default
+/// `default_seeds`): lead-in, window and tail peaks.
+pub fn median_backlog(scenario: Scenario, default_seeds: u64) -> Backlog {
+    let seeds = match Seeds::from_env(default_seeds) {
+        Seeds::Replay(seed) => vec![seed],
+        Seeds::First(count) => (0..count).collect(),
+    };
+    let profiles: Vec<Backlog> = seeds.iter().map(|&seed| backlog(&world::run(scenario.params(seed, None)))).collect();
+    let median = |pick: fn(&Backlog) -> usize| {
+        let mut values: Vec<usize> = profiles.iter().map(pick).collect();
+        values.sort_unstable();
+        values[values.len() / 2]
+    };
+    let profile = Backlog { lead: median(|b| b.lead), window: median(|b| b.window), tail: median(|b| b.tail) };
+    println!("{}: median backlog peaks over {} seeds: {profile:?}", scenario.name(), seeds.len());
+    profile
+}
+
+/// Asserts that `scenario`'s fault pushes the backlog past capacity and that it drains: at the
+/// median over its seeds, the window's peak is at least twice the lead-in's (and above it by 5
+/// jobs), and the tail's is back within 3 jobs of the lead-in's.
+pub fn fault_grows_the_backlog_and_it_drains(scenario: Scenario) {
+    let b = median_backlog(scenario, 50);
+    assert!(b.window >= 2 * b.lead && b.window >= b.lead + 5, "{}: the backlog did not grow: {b:?}", scenario.name());
+    assert!(b.tail <= b.lead + 3, "{}: the backlog did not drain: {b:?}", scenario.name());
+}
+
 /// Runs the scripted seed of `scenario` and demands that it held.
 pub fn scripted(scenario: Scenario, seed: u64) -> RunReport {
     let report = world::run(scenario.params(seed, None));

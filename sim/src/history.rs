@@ -23,7 +23,43 @@ use std::str::FromStr;
 /// - 4: every lost message is on the history (`lost`), and the `run` line's `params` describe the
 ///   world (its shape, timing and network latency), not the rates a generator drew faults at: a
 ///   run replayed from its plan draws nothing, and writes the same `run` line.
-pub const HISTORY_VERSION: u32 = 4;
+/// - 5: the windows of the faults that strike no single node are on the history: the
+///   dependency's (`dependency_degraded` with its rates, `dependency_restored`) and an arrival
+///   surge's (`surge_started`, `surge_ended`). A window still open at the heal ends with
+///   `faults_healed`, which writes no closing line of its own.
+pub const HISTORY_VERSION: u32 = 5;
+
+/// A probability (0 to 1) on a history line: an `f64` that compares and hashes by its bits, so
+/// that lines stay `Eq` and `Hash`. It serialises as the plain number.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Rate(pub f64);
+
+impl PartialEq for Rate {
+    fn eq(&self, other: &Rate) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Rate {}
+
+impl std::hash::Hash for Rate {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
+}
+
+impl PartialOrd for Rate {
+    fn partial_cmp(&self, other: &Rate) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Rate {
+    fn cmp(&self, other: &Rate) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
 
 /// One lease as a reclaim listing showed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -818,7 +854,35 @@ pub enum Event {
         /// How long after the original the copy is sent.
         gap_us: u64,
     },
-    /// The fault phase ended: everything healed, and the system must now converge.
+    /// The dependency behind the ledger turned faulty (node: world): from now on its calls are
+    /// drawn slow, failing, failing after the effect, or writing a rival output at these rates,
+    /// until `dependency_restored` or the heal. Version 5 and later.
+    DependencyDegraded {
+        /// Chance a call is slow.
+        slow_rate: Rate,
+        /// How many times slower a slow call is.
+        slow_factor: u64,
+        /// Chance a call fails before producing anything.
+        fail_rate: Rate,
+        /// Chance a call applies its output but answers "failed".
+        lost_reply_rate: Rate,
+        /// Chance a call also writes a second, different output.
+        rival_rate: Rate,
+    },
+    /// The dependency's faulty window ended before the heal (node: world). Version 5 and later.
+    DependencyRestored {},
+    /// Arrivals surge to `factor` times their rate for `len_us` (node: world). Version 5 and
+    /// later.
+    SurgeStarted {
+        /// How many times the usual arrival rate.
+        factor: u64,
+        /// How long the surge lasts.
+        len_us: u64,
+    },
+    /// An arrival surge ended before the heal (node: world). Version 5 and later.
+    SurgeEnded {},
+    /// The fault phase ended: everything healed, and the system must now converge. It also ends
+    /// the dependency's and a surge's window, if one is still open.
     FaultsHealed {},
 }
 
@@ -895,6 +959,10 @@ impl Entry {
             | Event::Delayed { .. }
             | Event::Lost { .. }
             | Event::Duplicated { .. }
+            | Event::DependencyDegraded { .. }
+            | Event::DependencyRestored {}
+            | Event::SurgeStarted { .. }
+            | Event::SurgeEnded {}
             | Event::FaultsHealed {} => None,
         }
     }
@@ -980,12 +1048,14 @@ mod tests {
         assert!(matches!(parse_jsonl(arrived), Err(HistoryError::NoRunLine)));
         let bad_node = r#"{"t_us":0,"node":"x9","kind":"faults_healed"}"#;
         assert!(matches!(parse_jsonl(bad_node), Err(HistoryError::BadLine { line: 1, .. })));
-        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":4,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
+        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":5,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
         let text = format!("{run}\n{arrived}\nnot json\n");
         assert!(matches!(parse_jsonl(&text), Err(HistoryError::BadLine { line: 3, .. })));
         assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
-        for (version, found) in [("", 1), (r#""history_version":2,"#, 2), (r#""history_version":3,"#, 3)] {
-            let other = run.replace(r#""history_version":4,"#, version);
+        let older =
+            [("", 1), (r#""history_version":2,"#, 2), (r#""history_version":3,"#, 3), (r#""history_version":4,"#, 4)];
+        for (version, found) in older {
+            let other = run.replace(r#""history_version":5,"#, version);
             let refused = parse_jsonl(&format!("{other}\n{arrived}\n"));
             assert!(matches!(refused, Err(HistoryError::UnknownVersion { found: f }) if f == found), "{refused:?}");
         }
@@ -996,7 +1066,7 @@ mod tests {
     // each such field, after a valid `run` line.
     #[test]
     fn an_unknown_reason_why_or_point_is_a_bad_line() {
-        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":4,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
+        let run = r#"{"t_us":0,"node":"world","kind":"run","history_version":5,"seed":1,"scenario":"s","batch_max":1,"capacity":1,"lease_ttl_us":1,"attempts_max":1,"params":""}"#;
         let lines = [
             r#"{"t_us":1,"node":"table","kind":"rejected","job":1,"reason":"?"}"#,
             r#"{"t_us":1,"node":"ledger","kind":"effect_rejected","from":"w1","job":1,"op":{"job":1,"step":0},"epoch":1,"output":7,"reason":"?"}"#,

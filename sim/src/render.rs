@@ -90,6 +90,10 @@ fn kind(event: &Event) -> &'static str {
         Event::Delayed { .. } => "delayed",
         Event::Lost { .. } => "lost",
         Event::Duplicated { .. } => "duplicated",
+        Event::DependencyDegraded { .. } => "dep_degraded",
+        Event::DependencyRestored {} => "dep_restored",
+        Event::SurgeStarted { .. } => "surge_started",
+        Event::SurgeEnded {} => "surge_ended",
         Event::FaultsHealed {} => "faults_healed",
     }
 }
@@ -236,6 +240,13 @@ fn details(event: &Event) -> String {
             Some(peer) => format!("{target} <-> {peer}"),
             None => format!("{target} <-> everyone"),
         },
+        Event::DependencyDegraded { slow_rate, slow_factor, fail_rate, lost_reply_rate, rival_rate } => format!(
+            "calls slow {:.3} (x{slow_factor}), failing {:.3}, failing after the effect {:.3}, rival {:.3}",
+            slow_rate.0, fail_rate.0, lost_reply_rate.0, rival_rate.0
+        ),
+        Event::DependencyRestored {} => "calls fast and reliable again".to_string(),
+        Event::SurgeStarted { factor, len_us } => format!("arrivals x{factor} for {}ms", ms(*len_us)),
+        Event::SurgeEnded {} => "arrivals back to their rate".to_string(),
         Event::FaultsHealed {} => "faults off; the system must now converge".to_string(),
     }
 }
@@ -321,6 +332,10 @@ pub fn is_fault(event: &Event) -> bool {
             | Event::Resumed { .. }
             | Event::Partitioned { .. }
             | Event::Healed { .. }
+            | Event::DependencyDegraded { .. }
+            | Event::DependencyRestored {}
+            | Event::SurgeStarted { .. }
+            | Event::SurgeEnded {}
             | Event::FaultsHealed {}
     )
 }

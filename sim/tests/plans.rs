@@ -93,9 +93,16 @@ fn a_plan_reads_back_as_written_one_fault_a_line_in_time_order() {
     assert!(lines.iter().all(|line| line.contains("\"verb\":")), "each line names its verb");
 }
 
+/// `text` with `line` as its first fault.
+fn with_fault(text: &str, line: &str) -> String {
+    text.replacen("\"faults\": [\n", &format!("\"faults\": [\n    {line},\n"), 1)
+}
+
 // Proves a hand-edited plan that cannot be played is refused with a message and exit 3: an
 // unknown node, a time after the heal, an unknown field, an unknown verb, a keyed fault with a
-// time instead of a visit, another plan version, and a world that cannot work.
+// time instead of a visit, a window (`degrade`, `surge`) with a rate beyond 1, a field missing or
+// a length of 0, another plan version, and a world that cannot work; and that well-formed
+// windows play.
 #[test]
 fn an_invalid_plan_is_refused_with_exit_3() {
     let dir = std::env::temp_dir().join(format!("lease-plans-{}", std::process::id()));
@@ -107,6 +114,13 @@ fn an_invalid_plan_is_refused_with_exit_3() {
     let (code, stdout, _) = lease_sim(&["run", "--plan", recorded.to_str().unwrap()]);
     assert_eq!(code, Some(0), "the recorded plan plays: {stdout}");
     let crash = text.lines().find(|line| line.contains("\"verb\":\"crash\"")).expect("seed 3 crashes something");
+    let degrade = r#"{"at_us":0,"verb":"degrade","len_us":500000,"slow_rate":0.0,"slow_factor":10,"fail_rate":0.5,"lost_reply_rate":0.0,"rival_rate":0.0}"#;
+    for good in [degrade, r#"{"at_us":10,"verb":"surge","factor":3,"len_us":100}"#] {
+        let path = dir.join("windows.json");
+        std::fs::write(&path, with_fault(&text, good)).unwrap();
+        let (code, stdout, stderr) = lease_sim(&["run", "--plan", path.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{good} plays: {stdout}{stderr}");
+    }
     let edits: Vec<(String, &str)> = vec![
         (text.replacen(crash, &crash.replacen("\"node\":\"w", "\"node\":\"w9", 1), 1), "unknown node w9"),
         (text.replacen("\"verb\":\"crash\"", "\"verb\":\"explode\"", 1), "unknown verb \"explode\""),
@@ -118,6 +132,11 @@ fn an_invalid_plan_is_refused_with_exit_3() {
             "capacity must be at least 1",
         ),
         (text.replacen("{\"fired_us\":", "{\"at_us\":", 1), "strikes at a visit"),
+        (with_fault(&text, &degrade.replace("\"fail_rate\":0.5", "\"fail_rate\":1.5")), "a probability"),
+        (with_fault(&text, &degrade.replace("\"slow_factor\":10,", "")), "`degrade` needs `slow_factor`"),
+        (with_fault(&text, &degrade.replace("\"len_us\":500000", "\"len_us\":0")), "a length or factor of 0"),
+        (with_fault(&text, r#"{"at_us":0,"verb":"surge","factor":0,"len_us":100}"#), "a length or factor of 0"),
+        (with_fault(&text, r#"{"at_us":0,"verb":"surge","factor":3}"#), "`surge` needs `len_us`"),
         ("not json".to_string(), "not a JSON plan"),
     ];
     for (edited, expect) in edits {

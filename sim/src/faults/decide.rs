@@ -190,11 +190,13 @@ pub(crate) struct Drawn {
     rival_jobs: BTreeSet<JobId>,
 }
 
-/// What a draw sees: the table (aimed holds read its leases), the streams, and the time.
+/// What a draw sees: the table (aimed holds read its leases), the streams, the time, and whether
+/// the dependency's faulty window is open.
 pub(crate) struct Draw<'a> {
     table: &'a lease_core::LeaseTable,
     drawn: &'a mut Drawn,
     now: u64,
+    degraded: bool,
 }
 
 /// Every fault decision of a world: the source, the visit counts, and what was dealt.
@@ -274,7 +276,7 @@ impl Ctx {
             return None;
         }
         let dealt = match &mut state.decisions.drawn {
-            Some(drawn) => draw(self, Draw { table: &state.table, drawn, now }),
+            Some(drawn) => draw(self, Draw { table: &state.table, drawn, now, degraded: state.dependency_degraded }),
             None => state.decisions.planned.get(&(visit, question)).copied(),
         };
         if let Some(dealt) = dealt {
@@ -393,13 +395,18 @@ impl Ctx {
     /// A call to the dependency for `job` under `epoch`, sent under wire id `id`, begins: its
     /// visit, and its latency (the ordinary latency, a function of the call like the network's,
     /// times the slow factor when the call is slow).
+    ///
+    /// A drawn run draws the dependency's faults at every call of the fault phase, and deals them
+    /// only while the dependency's window is open (`Fault::Degrade`): a call outside it draws and
+    /// throws the draw away, so a window moves no other fault's draw.
     pub(crate) fn call(&self, job: JobId, epoch: Epoch, id: u64) -> (Option<Visit>, u64) {
         let dependency = self.params.dependency;
         let (min, max) = (dependency.latency_min_us, dependency.latency_max_us.max(dependency.latency_min_us));
         let base = min + crate::world::ctx::mix(self.params.seed, &("dependency", job, epoch, id)) % (max - min + 1);
         let visit = self.visit(Site::Call { job, epoch });
         let slow = self.ask(visit, Question::Slow, |_, draw| {
-            chance(&mut draw.drawn.rng, dependency.slow_rate).then_some(Dealt::Slow { factor: dependency.slow_factor })
+            let slow = chance(&mut draw.drawn.rng, dependency.slow_rate);
+            (slow && draw.degraded).then_some(Dealt::Slow { factor: dependency.slow_factor })
         });
         match slow {
             Some(Dealt::Slow { factor }) => (visit, super::verbs::slow(base, factor)),
@@ -407,7 +414,9 @@ impl Ctx {
         }
     }
 
-    /// Asks `question` (fail before, rival, lost reply) of a dependency call.
+    /// Asks `question` (fail before, rival, lost reply) of a dependency call: dealt only while
+    /// the dependency's window is open, like a slow call, except a scripted rival, which is the
+    /// scenario's own situation and strikes whenever its job's call comes.
     pub(crate) fn call_fault(&self, visit: Option<Visit>, question: Question) -> bool {
         let job = visit.and_then(|visit| visit.site.job());
         self.ask(visit, question, |ctx, draw| {
@@ -420,7 +429,7 @@ impl Ctx {
                 Question::Rival => (Dealt::Rival, dependency.rival_rate),
                 other => unreachable!("{other:?} is not asked of a dependency call"),
             };
-            chance(rng, rate).then_some(dealt)
+            (chance(rng, rate) && draw.degraded).then_some(dealt)
         })
         .is_some()
     }

@@ -15,7 +15,7 @@ pub mod plan;
 pub mod shrink;
 pub mod verbs;
 
-use crate::history::{CrashPoint, Node};
+use crate::history::{CrashPoint, Node, Rate};
 use rand::Rng;
 
 /// A fault scheduled at a fixed simulated time during the fault phase.
@@ -51,6 +51,59 @@ pub enum Fault {
         /// How long it stays down.
         down_us: u64,
     },
+    /// An arrival surge of `factor` times the arrival rate for `len_us`. It only puts the surge's
+    /// window on the history (`surge_started`, `surge_ended`): a seeded run's arrival generator
+    /// keeps its gaps from [`Surge`], and a plan lists its arrivals.
+    Surge {
+        /// How long.
+        len_us: u64,
+        /// How many times the usual arrival rate.
+        factor: u64,
+    },
+    /// The dependency turns faulty at these rates for `len_us`, or until the heal (`None`). It
+    /// puts the window on the history (`dependency_degraded`, `dependency_restored`) and opens it
+    /// in the world: a seeded run draws the dependency's faults only while it is open. A plan's
+    /// replay draws nothing, so there it only writes the lines.
+    Degrade {
+        /// How long; `None`: until the heal.
+        len_us: Option<u64>,
+        /// The rates the dependency's faults are drawn at meanwhile.
+        rates: Degradation,
+    },
+}
+
+/// The rates of a faulty dependency, as the history's `dependency_degraded` line and a plan's
+/// `degrade` line give them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Degradation {
+    /// Chance a call is slow.
+    pub slow_rate: Rate,
+    /// How many times slower a slow call is.
+    pub slow_factor: u64,
+    /// Chance a call fails before producing anything.
+    pub fail_rate: Rate,
+    /// Chance a call applies its output but answers "failed".
+    pub lost_reply_rate: Rate,
+    /// Chance a call also writes a second, different output.
+    pub rival_rate: Rate,
+}
+
+impl Degradation {
+    /// The fault rates of `dependency`.
+    pub fn of(dependency: &Dependency) -> Degradation {
+        Degradation {
+            slow_rate: Rate(dependency.slow_rate),
+            slow_factor: dependency.slow_factor,
+            fail_rate: Rate(dependency.fail_rate),
+            lost_reply_rate: Rate(dependency.lost_reply_rate),
+            rival_rate: Rate(dependency.rival_rate),
+        }
+    }
+
+    /// Whether any fault is drawn at all.
+    pub fn any(&self) -> bool {
+        [self.slow_rate, self.fail_rate, self.lost_reply_rate, self.rival_rate].iter().any(|rate| rate.0 > 0.0)
+    }
 }
 
 /// The dependency behind the ledger: slow, sometimes failing.

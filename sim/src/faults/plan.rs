@@ -4,7 +4,9 @@
 //! world's shape and timing, the arrival list, and every fault, one per line, in time order:
 //! - **scheduled** faults strike at a time (`at_us`): `crash` (restart after `restart_after_us`),
 //!   `partition` (a node from everyone, or from one `peer`; repaired after `repair_after_us`),
-//!   `pause` (resumed after `resume_after_us`);
+//!   `pause` (resumed after `resume_after_us`), and the windows of faults on no single node:
+//!   `surge` (arrivals `factor` times faster for `len_us`) and `degrade` (the dependency faulty
+//!   at its rates for `len_us`, or until the heal when `len_us` is absent);
 //! - **clocks**: `skew` gives a worker or reclaimer its offset and drift from the start;
 //! - **keyed** faults strike at a visit: the `occurrence`-th time a node passes a protocol
 //!   `point` for a `job` (`crash`, `stall`), a dependency call for a `job` and `epoch` (`slow`,
@@ -17,9 +19,9 @@
 //! "Fault plans", for the format with an example.
 
 use super::decide::{Dealt, Keyed, Site, Visit};
-use super::{Fault, Point};
+use super::{Degradation, Fault, Point};
 use crate::clock::{LocalClock, BASE_US, DRIFT_PPM_MAX};
-use crate::history::{MessageKind, Node};
+use crate::history::{MessageKind, Node, Rate};
 use crate::scenarios::Params;
 use lease_core::{Bug, Epoch, JobId, ReclaimerConfig, Span, TableConfig, WorkerConfig};
 use serde::{Deserialize, Serialize};
@@ -143,6 +145,8 @@ impl Planned {
             Planned::Scheduled { fault, .. } => match fault {
                 Fault::Partition { node, .. } | Fault::Pause { node, .. } | Fault::Crash { node, .. } => vec![node],
                 Fault::CutLink { a, b, .. } => vec![a, b],
+                Fault::Degrade { .. } => vec![Node::Ledger],
+                Fault::Surge { .. } => Vec::new(),
             },
             Planned::Skew { node, .. } => vec![node],
             Planned::Keyed(keyed) => keyed.visit.site.nodes(),
@@ -163,6 +167,8 @@ impl Planned {
             Planned::Scheduled { fault: Fault::Crash { .. }, .. } => "crash",
             Planned::Scheduled { fault: Fault::Partition { .. } | Fault::CutLink { .. }, .. } => "partition",
             Planned::Scheduled { fault: Fault::Pause { .. }, .. } => "pause",
+            Planned::Scheduled { fault: Fault::Surge { .. }, .. } => "surge",
+            Planned::Scheduled { fault: Fault::Degrade { .. }, .. } => "degrade",
             Planned::Skew { .. } => "skew",
             Planned::Keyed(keyed) => match keyed.dealt {
                 Dealt::Crash { .. } => "crash",
@@ -234,11 +240,34 @@ struct Raw {
     offset_us: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     drift_ppm: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    slow_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    slow_factor: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fail_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lost_reply_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rival_rate: Option<f64>,
 }
 
 /// Every verb a plan line may have.
-const VERBS: [&str; 11] =
-    ["crash", "partition", "pause", "skew", "stall", "slow", "fail", "rival", "lose", "delay", "duplicate"];
+const VERBS: [&str; 13] = [
+    "crash",
+    "partition",
+    "pause",
+    "skew",
+    "surge",
+    "degrade",
+    "stall",
+    "slow",
+    "fail",
+    "rival",
+    "lose",
+    "delay",
+    "duplicate",
+];
 
 impl Raw {
     fn of(planned: &Planned) -> Raw {
@@ -273,6 +302,24 @@ impl Raw {
                         verb: "pause".into(),
                         node: Some(node),
                         resume_after_us: Some(len_us),
+                        ..Raw::default()
+                    },
+                    Fault::Surge { len_us, factor } => Raw {
+                        at_us,
+                        verb: "surge".into(),
+                        len_us: Some(len_us),
+                        factor: Some(factor),
+                        ..Raw::default()
+                    },
+                    Fault::Degrade { len_us, rates } => Raw {
+                        at_us,
+                        verb: "degrade".into(),
+                        len_us,
+                        slow_rate: Some(rates.slow_rate.0),
+                        slow_factor: Some(rates.slow_factor),
+                        fail_rate: Some(rates.fail_rate.0),
+                        lost_reply_rate: Some(rates.lost_reply_rate.0),
+                        rival_rate: Some(rates.rival_rate.0),
                         ..Raw::default()
                     },
                 }
@@ -341,6 +388,24 @@ impl Raw {
         }
     }
 
+    /// A `degrade` line's rates: each a probability, and a slow factor.
+    fn degradation(&self) -> Result<Degradation, String> {
+        let rate = |field: Option<f64>, name: &str| -> Result<Rate, String> {
+            let rate = field.ok_or_else(|| format!("`degrade` needs `{name}`"))?;
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(format!("`degrade`'s `{name}` is a probability, from 0 to 1, not {rate}"));
+            }
+            Ok(Rate(rate))
+        };
+        Ok(Degradation {
+            slow_rate: rate(self.slow_rate, "slow_rate")?,
+            slow_factor: self.slow_factor.ok_or("`degrade` needs `slow_factor`")?,
+            fail_rate: rate(self.fail_rate, "fail_rate")?,
+            lost_reply_rate: rate(self.lost_reply_rate, "lost_reply_rate")?,
+            rival_rate: rate(self.rival_rate, "rival_rate")?,
+        })
+    }
+
     /// The typed line, or what is wrong with it.
     fn typed(&self) -> Result<Planned, String> {
         let need = |field: Option<u64>, name: &str| field.ok_or_else(|| format!("`{}` needs `{name}`", self.verb));
@@ -359,6 +424,8 @@ impl Raw {
                     }
                 }
                 "pause" => Fault::Pause { node: node()?, len_us: need(self.resume_after_us, "resume_after_us")? },
+                "surge" => Fault::Surge { len_us: need(self.len_us, "len_us")?, factor: need(self.factor, "factor")? },
+                "degrade" => Fault::Degrade { len_us: self.len_us, rates: self.degradation()? },
                 "skew" => {
                     let offset_us = self.offset_us.ok_or("`skew` needs `offset_us`")?;
                     let drift_ppm = self.drift_ppm.ok_or("`skew` needs `drift_ppm`")?;
@@ -558,6 +625,10 @@ impl Plan {
                 | Planned::Scheduled { fault: Fault::Partition { len_us, .. }, .. }
                 | Planned::Scheduled { fault: Fault::CutLink { len_us, .. }, .. }
                 | Planned::Scheduled { fault: Fault::Pause { len_us, .. }, .. } => *len_us == 0,
+                Planned::Scheduled { fault: Fault::Surge { len_us, factor }, .. } => *len_us == 0 || *factor == 0,
+                Planned::Scheduled { fault: Fault::Degrade { len_us, rates }, .. } => {
+                    *len_us == Some(0) || rates.slow_factor == 0
+                }
                 Planned::Keyed(Keyed { dealt: Dealt::Stall { len_us } | Dealt::Delay { len_us }, .. }) => *len_us == 0,
                 Planned::Keyed(Keyed { dealt: Dealt::Slow { factor }, .. }) => *factor == 0,
                 _ => false,

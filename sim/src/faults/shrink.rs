@@ -336,6 +336,8 @@ impl Change {
                     Fault::Partition { node, len_us } => Fault::Partition { node, len_us: half(len_us)? },
                     Fault::CutLink { a, b, len_us } => Fault::CutLink { a, b, len_us: half(len_us)? },
                     Fault::Pause { node, len_us } => Fault::Pause { node, len_us: half(len_us)? },
+                    Fault::Surge { len_us, factor } => Fault::Surge { len_us: half(len_us)?, factor },
+                    Fault::Degrade { len_us, rates } => Fault::Degrade { len_us: Some(half(len_us?)?), rates },
                 };
                 Some(Planned::Scheduled { at_us, fault })
             }
@@ -418,6 +420,7 @@ fn renumbered(planned: Planned, renumber: &impl Fn(Node) -> Option<Node>) -> Opt
                 Fault::Partition { node, len_us } => Fault::Partition { node: renumber(node)?, len_us },
                 Fault::CutLink { a, b, len_us } => Fault::CutLink { a: renumber(a)?, b: renumber(b)?, len_us },
                 Fault::Pause { node, len_us } => Fault::Pause { node: renumber(node)?, len_us },
+                Fault::Surge { .. } | Fault::Degrade { .. } => fault,
             };
             Planned::Scheduled { at_us, fault }
         }

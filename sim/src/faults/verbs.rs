@@ -6,11 +6,12 @@
 //! - [`pause`] a node's process, and [`resume`] it;
 //! - [`stall`] a node at a protocol point (it does nothing, not even heartbeat);
 //! - [`skew`] a node's clock;
-//! - [`slow`] a dependency call, or make it [`fail`].
+//! - [`slow`] a dependency call, or make it [`fail`];
+//! - [`degrade`] the dependency for a window, and [`restore`] it.
 //!
 //! [`inject`] plays a scheduled [`Fault`] with these verbs, and [`heal`] ends the fault phase.
 
-use super::{Fault, Point};
+use super::{Degradation, Fault, Point};
 use crate::clock::LocalClock;
 use crate::history::{CrashPoint, Event, Node};
 use crate::scenarios::Params;
@@ -161,7 +162,33 @@ pub(crate) fn inject(ctx: &Arc<Ctx>, fault: Fault) {
             }
         }
         Fault::Crash { node, down_us } => crash(ctx, node, CrashPoint::AtRandom, None, down_us),
+        Fault::Surge { len_us, factor } => {
+            ctx.record(Node::World, Event::SurgeStarted { factor, len_us });
+            undo_later(ctx, len_us, |ctx| ctx.record(Node::World, Event::SurgeEnded {}));
+        }
+        Fault::Degrade { len_us, rates } => {
+            degrade(ctx, rates);
+            if let Some(len_us) = len_us {
+                undo_later(ctx, len_us, restore);
+            }
+        }
     }
+}
+
+/// Turns the dependency faulty at `rates`: a seeded run draws its faults from now on.
+pub(crate) fn degrade(ctx: &Ctx, rates: Degradation) {
+    let Degradation { slow_rate, slow_factor, fail_rate, lost_reply_rate, rival_rate } = rates;
+    ctx.record(
+        Node::World,
+        Event::DependencyDegraded { slow_rate, slow_factor, fail_rate, lost_reply_rate, rival_rate },
+    );
+    ctx.state().dependency_degraded = true;
+}
+
+/// Makes the dependency reliable again, before the heal.
+pub(crate) fn restore(ctx: &Ctx) {
+    ctx.state().dependency_degraded = false;
+    ctx.record(Node::World, Event::DependencyRestored {});
 }
 
 /// Runs `undo` on the world's own node `after_us` from now, unless the faults healed first.
@@ -176,8 +203,9 @@ fn undo_later(ctx: &Arc<Ctx>, after_us: u64, undo: impl FnOnce(&Ctx) + Send + 's
     ctx.chaos.spawn(undoing.instrument(crate::logs::world_span()));
 }
 
-/// Ends the fault phase: every partition closes, paused nodes resume, crashed nodes restart, and
-/// the network turns calm. Nothing strikes after this.
+/// Ends the fault phase: every partition closes, paused nodes resume, crashed nodes restart, the
+/// network turns calm, and the dependency's and a surge's windows close (without lines of their
+/// own: `faults_healed` ends them). Nothing strikes after this.
 pub(crate) fn heal(ctx: &Arc<Ctx>) {
     let net = madsim::net::NetSim::current();
     let nodes: Vec<(Node, madsim::task::NodeId)> = ctx.state().nodes.iter().map(|(n, id)| (*n, *id)).collect();
@@ -199,6 +227,7 @@ pub(crate) fn heal(ctx: &Arc<Ctx>) {
     let mut state = ctx.state();
     state.cuts.clear();
     state.faults_on = false;
+    state.dependency_degraded = false;
     drop(state);
     ctx.record(Node::World, Event::FaultsHealed {});
 }

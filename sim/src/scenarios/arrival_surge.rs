@@ -11,6 +11,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "arrival-surge",
     about: "arrivals surge past capacity: rejections counted, nothing accepted is lost",
     situations: &["rejected_arrival"],
+    label: None,
     draw,
 };
 

@@ -11,6 +11,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "clock-drift",
     about: "fast and slow clocks: no unexpired lease is reclaimed, no stale effect applied",
     situations: &["reclaimed", "lease_renewed", "self_fenced"],
+    label: None,
     draw,
 };
 

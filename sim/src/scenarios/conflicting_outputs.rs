@@ -12,6 +12,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "conflicting-outputs",
     about: "two outputs for one operation: the batch stops, the job is quarantined, alert",
     situations: &["batch_stopped_on_conflict", "quarantined"],
+    label: None,
     draw,
 };
 

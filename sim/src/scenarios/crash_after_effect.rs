@@ -12,6 +12,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "crash-after-effect",
     about: "crash after the effect, before the ack: the output is adopted, never repeated",
     situations: &["crash_after_effect_adopted", "adopted_by_reclaimer"],
+    label: None,
     draw,
 };
 

@@ -11,6 +11,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "cut-from-ledger",
     about: "workers cut off from the ledger, table reachable: every invariant holds",
     situations: &["reclaimed", "self_fenced"],
+    label: None,
     draw,
 };
 

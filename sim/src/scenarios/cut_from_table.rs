@@ -11,6 +11,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "cut-from-table",
     about: "workers cut off from the table, ledger reachable: every invariant holds",
     situations: &["reclaimed", "adopted_by_reclaimer", "self_fenced"],
+    label: None,
     draw,
 };
 

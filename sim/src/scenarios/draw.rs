@@ -94,6 +94,103 @@ pub(super) fn cut_workers_from(params: &mut Params, rng: &mut Xoshiro256PlusPlus
     }
 }
 
+/// The window in which a labelled scenario's fault is on: from the end of the calm lead-in to
+/// the heal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Window {
+    /// When the fault starts: the calm lead-in's end.
+    pub from_us: u64,
+    /// How long it lasts; it ends at the heal.
+    pub len_us: u64,
+}
+
+impl Window {
+    /// When it ends: the heal.
+    pub fn to_us(self) -> u64 {
+        self.from_us + self.len_us
+    }
+}
+
+/// The labelled world's lease ttl: long enough that a worker's request timeout (ttl/6, 120 ms)
+/// outlasts a calm call and its round trip; a lead-in of 2 s is nearly three of them.
+const LABELLED_TTL_MS: u64 = 720;
+/// The labelled world's workers.
+pub(super) const LABELLED_WORKERS: u32 = 3;
+
+/// The world the labelled scenarios share, over the base one, for a report to read a calm
+/// baseline, a fault and a recovery in: three workers and one reclaimer with leases of 720 ms,
+/// a queue far larger than any backlog (1,000), Poisson arrivals at about half the fleet's
+/// capacity (dependency calls of 60 to 100 ms), and a calm network. A calm lead-in of 2 to 2.5 s (about three lease
+/// lengths), then the fault window of 1 to 2 s, which ends at the heal; arrivals go on at the
+/// calm rate for 2 to 2.5 s more, then stop, and the run ends when every job is terminal. It
+/// draws no fault: the scenario deals its own in the window it returns. `surge_factor` (1: no
+/// surge) adds the jobs a surge over the whole window brings, so that the tail keeps its length.
+pub(super) fn labelled_world(params: &mut Params, rng: &mut Xoshiro256PlusPlus, surge_factor: u64) -> Window {
+    let lease_ttl = Span::from_ms(LABELLED_TTL_MS);
+    params.workers = LABELLED_WORKERS;
+    params.reclaimers = 1;
+    params.worker_clocks = vec![LocalClock::EXACT; params.workers as usize];
+    params.reclaimer_clocks = vec![LocalClock::EXACT; params.reclaimers as usize];
+    params.table = TableConfig { capacity: 1_000, lease_ttl, batch_max: 8, attempts_max: 20 };
+    params.worker = worker_timing(lease_ttl);
+    params.reclaimer = ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 };
+    params.restart_delay_us = lease_ttl.as_us();
+    params.windows.near_us = lease_ttl.as_us() / 8;
+    params.windows.far_us = lease_ttl.as_us() / 4;
+    params.latency_us = super::CALM_LATENCY_US;
+    params.dependency.latency_min_us = 60_000;
+    params.dependency.latency_max_us = 100_000;
+    params.arrival_mean_us = rng.gen_range(LABELLED_ARRIVAL_MEAN_US);
+    let window = Window { from_us: rng.gen_range(2_000_000..=2_500_000), len_us: rng.gen_range(1_000_000..=2_000_000) };
+    let tail_us = rng.gen_range(2_000_000..=2_500_000);
+    params.fault_phase_us = window.to_us();
+    // The generator waits for the table's answer to each offer (a round trip) before it draws
+    // the next gap: the jobs the world offers in its time, a surge's included.
+    let gap_us = |mean_us: u64| mean_us + ENQUEUE_ROUND_TRIP_US;
+    let calm_jobs = (window.to_us() + tail_us) / gap_us(params.arrival_mean_us);
+    let surge_jobs = (window.len_us / gap_us(params.arrival_mean_us / surge_factor.max(1)))
+        .saturating_sub(window.len_us / gap_us(params.arrival_mean_us));
+    params.jobs = (calm_jobs + surge_jobs) as u32;
+    window
+}
+
+/// The labelled world's mean gap between arrivals: with the enqueue's round trip, 11 to 13 jobs
+/// a second, about half of what three workers serve with calls of 60 to 100 ms.
+pub(super) const LABELLED_ARRIVAL_MEAN_US: std::ops::RangeInclusive<u64> = 65_000..=75_000;
+
+/// An enqueue's round trip in the calm network: two one-way latencies of 1 to 10 ms and
+/// madsim's millisecond per send and per receive.
+const ENQUEUE_ROUND_TRIP_US: u64 = 13_000;
+
+/// `count` of the labelled world's workers, crashed again and again through `window`: each
+/// stays down 150 to 300 ms, is back for 50 to 150 ms, and crashes again.
+pub(super) fn crash_loop(params: &mut Params, rng: &mut Xoshiro256PlusPlus, window: Window, count: u32) {
+    for n in 0..count {
+        let mut at = window.from_us + rng.gen_range(0..100_000);
+        while at < window.to_us() {
+            let down_us = rng.gen_range(150_000..=300_000);
+            params.schedule.push((at, Fault::Crash { node: Node::Worker(n), down_us }));
+            at += down_us + rng.gen_range(50_000..=150_000);
+        }
+    }
+}
+
+/// `count` of the labelled world's workers cut off from the table for the whole window.
+pub(super) fn cut_off(params: &mut Params, window: Window, count: u32) {
+    for n in 0..count {
+        params
+            .schedule
+            .push((window.from_us, Fault::CutLink { a: Node::Worker(n), b: Node::Table, len_us: window.len_us }));
+    }
+}
+
+/// Every dependency call 5 to 10 times slower through `window`; none fails.
+pub(super) fn slowdown(params: &mut Params, rng: &mut Xoshiro256PlusPlus, window: Window) {
+    params.dependency.slow_rate = 1.0;
+    params.dependency.slow_factor = rng.gen_range(5..=10);
+    params.dependency_window = Some((window.from_us, window.len_us));
+}
+
 /// The smallest clock offset a drifting clock gets: a few milliseconds.
 pub(super) const OFFSET_MIN_US: u64 = 2_000;
 

@@ -10,6 +10,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "failing-dependency",
     about: "failing calls: attempts counted, dead-letter after attempts_max, no duplicate",
     situations: &["dependency_failed", "dead_lettered", "adopted_by_worker"],
+    label: None,
     draw,
 };
 

@@ -16,6 +16,7 @@ pub(super) const DEFINITION: Definition = Definition {
     about:
         "the ledger crashes and restarts mid-run: every call in flight is answered or retried, nothing is duplicated",
     situations: &["lease_renewed", "window_late_duplicate"],
+    label: None,
     draw,
 };
 

@@ -14,6 +14,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "mass-expiry",
     about: "every worker crashes at once: reclaimed in batches of at most batch_max, drained",
     situations: &["full_batch", "reclaimed", "worker_crashed"],
+    label: None,
     draw,
 };
 

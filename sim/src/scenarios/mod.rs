@@ -9,29 +9,42 @@
 //! and the README's scenario table is tested against this registry there.
 //!
 //! Adding a scenario: a file here with its `DEFINITION`, and its line in each of the three lists
-//! below (the module, the constant and [`Scenario::ALL`]); then its proof module and snapshot in
-//! `lease-scenarios`, and its README row.
+//! below (the module, the constant and [`Scenario::ALL`], and [`Scenario::LABELLED`] when it is
+//! labelled); then its proof module and snapshot in `lease-scenarios`, and its README row.
+//!
+//! A *labelled* scenario knows the cause of its incident by construction ([`Scenario::label`]),
+//! and [`truth::fault_causes`] says which faults a seed switched on, and when: what a diagnosis
+//! read from the history alone is measured against.
 
 mod draw;
 mod params;
+pub mod truth;
 
 mod arrival_surge;
 mod calm;
 mod clock_drift;
 mod conflicting_outputs;
 mod crash_after_effect;
+mod crash_loop;
 mod cut_from_ledger;
 mod cut_from_table;
+mod dependency_outage;
+mod dependency_slowdown;
 mod failing_dependency;
+mod fleet_cut_off;
 mod ledger_restart;
 mod mass_expiry;
 mod paused_worker;
 mod reclaimer_race;
 mod slow_dependency;
+mod slowdown_and_cut_off;
+mod surge;
+mod surge_and_crash_loop;
 mod swarm;
 
 pub use params::{Params, CALM_LATENCY_US};
 
+use crate::report::Cause;
 use lease_core::Bug;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -45,6 +58,10 @@ pub struct Definition {
     pub about: &'static str,
     /// The interesting situations (coverage names) a sweep of it must reach.
     pub situations: &'static [&'static str],
+    /// The causes of its incidents, known by construction, for measuring a report's diagnosis:
+    /// `None` for a scenario that is not labelled, `Some(&[])` for a labelled world with no
+    /// fault, one cause, or several (a mixed incident).
+    pub label: Option<&'static [Cause]>,
     /// Draws the scenario's world over the base one, from the seed's stream. The order of its
     /// draws is part of every seed's world: a change to it changes every seed.
     pub draw: fn(&mut Params, &mut Xoshiro256PlusPlus),
@@ -72,6 +89,27 @@ impl Scenario {
         Scenario::ARRIVAL_SURGE,
         Scenario::CALM,
         Scenario::LEDGER_RESTART,
+        Scenario::SURGE,
+        Scenario::CRASH_LOOP,
+        Scenario::FLEET_CUT_OFF,
+        Scenario::DEPENDENCY_SLOWDOWN,
+        Scenario::DEPENDENCY_OUTAGE,
+        Scenario::SURGE_AND_CRASH_LOOP,
+        Scenario::SLOWDOWN_AND_CUT_OFF,
+    ];
+
+    /// The labelled scenarios (those with a [`label`](Scenario::label)), in a fixed order: the
+    /// calm world first, then one cause each, then the mixed ones. They share one world (a calm
+    /// lead-in, the fault's window ending at the heal, a calm tail), drawn by `draw::labelled_world`.
+    pub const LABELLED: &'static [Scenario] = &[
+        Scenario::CALM,
+        Scenario::SURGE,
+        Scenario::CRASH_LOOP,
+        Scenario::FLEET_CUT_OFF,
+        Scenario::DEPENDENCY_SLOWDOWN,
+        Scenario::DEPENDENCY_OUTAGE,
+        Scenario::SURGE_AND_CRASH_LOOP,
+        Scenario::SLOWDOWN_AND_CUT_OFF,
     ];
 
     /// `swarm`: every fault kind on, each seed its own mix (`swarm.rs`). The default.
@@ -98,10 +136,24 @@ impl Scenario {
     pub const FAILING_DEPENDENCY: Scenario = Scenario(&failing_dependency::DEFINITION);
     /// `arrival-surge` (`arrival_surge.rs`).
     pub const ARRIVAL_SURGE: Scenario = Scenario(&arrival_surge::DEFINITION);
-    /// `calm`: no faults, the baseline (`calm.rs`).
+    /// `calm`: no faults, the baseline; labelled with no cause (`calm.rs`).
     pub const CALM: Scenario = Scenario(&calm::DEFINITION);
     /// `ledger-restart` (`ledger_restart.rs`).
     pub const LEDGER_RESTART: Scenario = Scenario(&ledger_restart::DEFINITION);
+    /// `surge`: labelled arrivals (`surge.rs`).
+    pub const SURGE: Scenario = Scenario(&surge::DEFINITION);
+    /// `crash-loop`: labelled workers (`crash_loop.rs`).
+    pub const CRASH_LOOP: Scenario = Scenario(&crash_loop::DEFINITION);
+    /// `fleet-cut-off`: labelled workers (`fleet_cut_off.rs`).
+    pub const FLEET_CUT_OFF: Scenario = Scenario(&fleet_cut_off::DEFINITION);
+    /// `dependency-slowdown`: labelled dependency (`dependency_slowdown.rs`).
+    pub const DEPENDENCY_SLOWDOWN: Scenario = Scenario(&dependency_slowdown::DEFINITION);
+    /// `dependency-outage`: labelled dependency (`dependency_outage.rs`).
+    pub const DEPENDENCY_OUTAGE: Scenario = Scenario(&dependency_outage::DEFINITION);
+    /// `surge-and-crash-loop`: labelled arrivals and workers (`surge_and_crash_loop.rs`).
+    pub const SURGE_AND_CRASH_LOOP: Scenario = Scenario(&surge_and_crash_loop::DEFINITION);
+    /// `slowdown-and-cut-off`: labelled dependency and workers (`slowdown_and_cut_off.rs`).
+    pub const SLOWDOWN_AND_CUT_OFF: Scenario = Scenario(&slowdown_and_cut_off::DEFINITION);
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -118,6 +170,12 @@ impl Scenario {
         self.0.situations
     }
 
+    /// The causes of its incidents, known by construction: `None` when it is not labelled,
+    /// `Some(&[])` for the calm labelled world, else the causes its fault window switches on.
+    pub fn label(self) -> Option<&'static [Cause]> {
+        self.0.label
+    }
+
     /// Looks a scenario up by name.
     pub fn from_name(name: &str) -> Option<Scenario> {
         Scenario::ALL.iter().copied().find(|scenario| scenario.name() == name)
@@ -129,6 +187,7 @@ impl Scenario {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed_1ea5e);
         let mut params = draw::base(self.name(), seed, bug, &mut rng);
         (self.0.draw)(&mut params, &mut rng);
+        params.schedule_windows();
         params.schedule.sort_by_key(|&(at, _)| at);
         params
     }
@@ -191,12 +250,30 @@ mod tests {
         for entry in std::fs::read_dir(&dir).expect("the scenarios directory") {
             let file = entry.expect("a directory entry").file_name().into_string().expect("a UTF-8 name");
             let Some(module) = file.strip_suffix(".rs") else { continue };
-            if !["mod", "params", "draw"].contains(&module) {
+            if !["mod", "params", "draw", "truth"].contains(&module) {
                 files.insert(module.replace('_', "-"));
             }
         }
         let names: BTreeSet<String> = names.into_iter().map(str::to_string).collect();
         assert_eq!(files, names, "definition files (left) and registered names (right) differ");
+    }
+
+    // Proves the labelled list is the registry's labelled scenarios, each once, calm first, and
+    // that a single-cause label names one cause and a mixed one distinct causes.
+    #[test]
+    fn the_labelled_list_is_every_labelled_scenario() {
+        let labelled: BTreeSet<Scenario> = Scenario::ALL.iter().copied().filter(|s| s.label().is_some()).collect();
+        let listed: BTreeSet<Scenario> = Scenario::LABELLED.iter().copied().collect();
+        assert_eq!(listed.len(), Scenario::LABELLED.len(), "a labelled scenario listed twice");
+        assert_eq!(labelled, listed);
+        assert_eq!(Scenario::LABELLED[0], Scenario::CALM);
+        assert_eq!(Scenario::CALM.label(), Some(&[][..]));
+        for scenario in Scenario::LABELLED {
+            let causes = scenario.label().expect("labelled");
+            let distinct: BTreeSet<_> = causes.iter().collect();
+            assert_eq!(distinct.len(), causes.len(), "{scenario:?}: a cause twice");
+        }
+        assert_eq!(Scenario::SWARM.label(), None);
     }
 
     // Proves a scenario is one stream: the same seed gives the same parameters, and another

@@ -5,7 +5,7 @@ use crate::clock::LocalClock;
 use crate::faults::decide::Keyed;
 use crate::faults::plan::Arrival;
 use crate::faults::{
-    CrashRates, Dependency, Fault, Scripted, StallRates, Strike, Surge, WindowFaults, WINDOW_FAULT_MIN_US,
+    CrashRates, Degradation, Dependency, Fault, Scripted, StallRates, Strike, Surge, WindowFaults, WINDOW_FAULT_MIN_US,
 };
 use lease_core::{Bug, ReclaimerConfig, Span, TableConfig, WorkerConfig};
 use std::fmt::Write;
@@ -38,6 +38,10 @@ pub struct Params {
     pub arrival_mean_us: u64,
     /// The dependency during the fault phase (it turns fast and reliable at the heal).
     pub dependency: Dependency,
+    /// When the dependency is faulty at `dependency`'s rates: `(from_us, len_us)`, or `None`
+    /// for the whole fault phase (from 0 to the heal). Outside it every call is fast and
+    /// reliable, though a seeded run still draws at every call (see `faults::decide`).
+    pub dependency_window: Option<(u64, u64)>,
     /// Packet loss during the fault phase.
     pub loss_rate: f64,
     /// One-way network latency range.
@@ -98,6 +102,7 @@ impl Params {
                 lost_reply_rate: 0.0,
                 rival_rate: 0.0,
             },
+            dependency_window: None,
             loss_rate: 0.0,
             latency_us: CALM_LATENCY_US,
             worker_clocks: vec![LocalClock::EXACT; 2],
@@ -131,6 +136,25 @@ impl Params {
         self.fault_phase_us = self.fault_phase_us.max(arrivals_us + arrivals_us / 5);
         self.liveness_budget_us += jobs as u64 * 10_000;
         self
+    }
+
+    /// Puts the windows of the faults on no single node into the schedule, so that the
+    /// supervisor writes them on the history and a plan keeps them: the dependency's
+    /// (`Fault::Degrade`, when any of its rates is above zero) and the surge's (`Fault::Surge`).
+    /// [`Scenario::params`](super::Scenario::params) calls it after every draw, so it changes no
+    /// scenario's draws.
+    pub fn schedule_windows(&mut self) {
+        let rates = Degradation::of(&self.dependency);
+        if rates.any() {
+            let (at_us, len_us) = match self.dependency_window {
+                Some((from_us, len_us)) => (from_us, Some(len_us)),
+                None => (0, None),
+            };
+            self.schedule.push((at_us, Fault::Degrade { len_us, rates }));
+        }
+        if let Some(surge) = self.surge {
+            self.schedule.push((surge.at_us, Fault::Surge { len_us: surge.len_us, factor: surge.factor }));
+        }
     }
 
     /// The world's shape and timing as `name=value` pairs: the `run` line's `params`. The same
@@ -253,6 +277,9 @@ impl Params {
                 Fault::CutLink { a, b, len_us } => write!(out, " cut@{at}={a}-{b}+{len_us}us"),
                 Fault::Pause { node, len_us } => write!(out, " pause@{at}={node}+{len_us}us"),
                 Fault::Crash { node, down_us } => write!(out, " crash@{at}={node}+{down_us}us"),
+                Fault::Surge { len_us, factor } => write!(out, " surge@{at}=x{factor}+{len_us}us"),
+                Fault::Degrade { len_us: Some(len_us), .. } => write!(out, " degrade@{at}=+{len_us}us"),
+                Fault::Degrade { len_us: None, .. } => write!(out, " degrade@{at}=until_heal"),
             };
         }
         out

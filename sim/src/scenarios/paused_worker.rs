@@ -12,6 +12,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "paused-worker",
     about: "a worker stalls past its lease and wakes: every write it makes is fenced",
     situations: &["paused_worker_woke_after_expiry", "stale_effect_fenced", "stale_write_refused"],
+    label: None,
     draw,
 };
 

@@ -14,6 +14,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "reclaimer-race",
     about: "reclaimers race for one expired lease: one wins, the others record a lost race",
     situations: &["reclaimer_lost_race", "reclaimed"],
+    label: None,
     draw,
 };
 

@@ -12,6 +12,7 @@ pub(super) const DEFINITION: Definition = Definition {
     name: "slow-dependency",
     about: "calls outlive leases: attempts counted, no effect duplicated",
     situations: &["reclaimed", "stale_effect_fenced", "adopted_by_reclaimer"],
+    label: None,
     draw,
 };
 

@@ -34,6 +34,7 @@ pub(super) const DEFINITION: Definition = Definition {
         "window_late_duplicate",
         "window_expiry_boundary",
     ],
+    label: None,
     draw,
 };
 

@@ -40,6 +40,9 @@ pub(crate) struct State {
     pub decisions: Decisions,
     /// Whether the fault phase is still on.
     pub faults_on: bool,
+    /// Whether the dependency's faulty window is open (`Fault::Degrade`): a seeded run draws the
+    /// dependency's faults only then.
+    pub dependency_degraded: bool,
     /// Whether every job has been offered and answered.
     pub arrivals_done: bool,
     /// The jobs offered so far, and when: the plan's arrival list.

@@ -158,6 +158,7 @@ fn run_world(params: Params) -> RunReport {
         ledger: EffectLedger::with_bugs(bugs),
         decisions,
         faults_on: true,
+        dependency_degraded: false,
         arrivals_done: false,
         arrivals: Vec::with_capacity(params.jobs as usize),
         history: Vec::with_capacity(params.jobs as usize * 12),
