@@ -6,6 +6,7 @@
 
 mod bench;
 mod check;
+mod diagnose;
 mod hunt;
 mod report;
 mod run;
@@ -65,6 +66,10 @@ enum Command {
         /// Print the whole history, rendered as a table (see README, "Reading a trace").
         #[arg(long)]
         trace: bool,
+        /// Report on the run's history as `lease-sim report` does, into this directory
+        /// (report.txt, report.json, timeline.svg).
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
     },
     /// Run many seeds and summarise.
     Sweep(sweep::SweepArgs),
@@ -162,6 +167,31 @@ enum Command {
         #[arg(long, value_parser = report::parse_duration)]
         window: Option<u64>,
     },
+    /// Name the cause of each incident of a history, one line each; with --eval, measure how often
+    /// the cause is right over the labelled scenarios and the swarm (README, "Incident reports").
+    Diagnose {
+        /// The JSONL history (not with --eval).
+        #[arg(required_unless_present = "eval", conflicts_with = "eval")]
+        file: Option<PathBuf>,
+        /// The window length, e.g. 400ms (default: the lease ttl).
+        #[arg(long, value_parser = report::parse_duration)]
+        window: Option<u64>,
+        /// Run every labelled scenario and the swarm, and print the confusion matrix.
+        #[arg(long)]
+        eval: bool,
+        /// Seeds per labelled scenario.
+        #[arg(long, default_value_t = 200, requires = "eval")]
+        seeds: u64,
+        /// Swarm seeds for the agreement rate.
+        #[arg(long, default_value_t = 200, requires = "eval")]
+        swarm_seeds: u64,
+        /// Threads; defaults to the machine's cores.
+        #[arg(long, requires = "eval")]
+        threads: Option<usize>,
+        /// Print the evaluation as JSON.
+        #[arg(long, requires = "eval")]
+        json: bool,
+    },
     /// List the scenarios.
     Scenarios,
     /// List the planted bugs.
@@ -196,7 +226,7 @@ fn execute(command: Command) -> Result<u8, BadInput> {
     let log = matches!(command, Command::Run { log: true, .. });
     crate::logs::start(log).map_err(|error| BadInput(error.to_string()))?;
     match command {
-        Command::Run { scenario, seed, plan, record_plan, history, bug, log: _, trace } => {
+        Command::Run { scenario, seed, plan, record_plan, history, bug, log: _, trace, report } => {
             let source = match (plan, seed) {
                 (Some(path), _) => run::Source::Plan(Box::new(read_plan(&path)?), path),
                 (None, Some(seed)) => {
@@ -205,7 +235,12 @@ fn execute(command: Command) -> Result<u8, BadInput> {
                 }
                 (None, None) => return Err(BadInput("run needs --seed or --plan".to_string())),
             };
-            let outputs = run::Outputs { history: history.as_deref(), plan: record_plan.as_deref(), trace };
+            let outputs = run::Outputs {
+                history: history.as_deref(),
+                plan: record_plan.as_deref(),
+                trace,
+                report: report.as_deref(),
+            };
             run::run(source, outputs)
         }
         Command::Sweep(args) => sweep::sweep(args),
@@ -240,6 +275,10 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             Ok(bench::bench(options, json))
         }
         Command::Check { file } => check::check(&file),
+        Command::Diagnose { file, window, eval, seeds, swarm_seeds, threads, json } => match file {
+            Some(file) if !eval => diagnose::diagnose(&file, window),
+            _ => diagnose::evaluate(seeds, swarm_seeds, parse_threads(threads)?, json),
+        },
         Command::Report { file, out, window } => {
             let entries = report::read_history(&file)?;
             report::report(&entries, &file.display().to_string(), window, out.as_deref())

@@ -20,7 +20,7 @@ pub(super) fn parse_duration(text: &str) -> Result<u64, String> {
     };
     let value: f64 = number.trim().parse().map_err(|_| format!("{text:?} is not a duration (e.g. 400ms)"))?;
     let us = value * scale;
-    if !us.is_finite() || us < 1.0 || us > 1e15 {
+    if !(1.0..=1e15).contains(&us) {
         return Err(format!("{text:?}: a window is from 1us to years long"));
     }
     Ok(us.round() as u64)

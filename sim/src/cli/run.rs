@@ -43,6 +43,8 @@ pub(super) struct Outputs<'a> {
     pub plan: Option<&'a Path>,
     /// Print the rendered history.
     pub trace: bool,
+    /// The directory to write the run's report into.
+    pub report: Option<&'a Path>,
 }
 
 pub(super) fn run(source: Source, outputs: Outputs<'_>) -> Result<u8, BadInput> {
@@ -88,6 +90,12 @@ pub(super) fn run(source: Source, outputs: Outputs<'_>) -> Result<u8, BadInput> 
             .commit(to_jsonl(&report.history).as_bytes())
             .map_err(|error| BadInput(format!("cannot write {}: {error}", path.display())))?;
         println!("history: {} lines written to {}", report.history.len(), history.unwrap().display());
+    }
+    if let Some(dir) = outputs.report {
+        let made = crate::report::Report::of(&report.history, None)
+            .map_err(|error| BadInput(format!("the run's history cannot be reported on: {error}")))?;
+        super::report::write_all(dir, &made, &crate::report::text::render(&made))?;
+        println!("report: report.txt, report.json and timeline.svg written to {}", dir.display());
     }
     if let Some(writer) = plan_writer {
         let path = outputs.plan.expect("a writer has a path");

@@ -10,14 +10,14 @@ use lease_core::JobId;
 use serde::Serialize;
 
 /// Backlog growth in this many windows in a row opens an incident...
-pub const GROWTH_WINDOWS: usize = 3;
+pub const GROWTH_WINDOWS: usize = 2;
 /// ...once the backlog is above `BACKLOG_FACTOR` × the baseline backlog, and at least
 /// `BACKLOG_MARGIN` jobs above it.
 pub const BACKLOG_FACTOR: f64 = 2.0;
 /// See [`BACKLOG_FACTOR`].
 pub const BACKLOG_MARGIN: f64 = 4.0;
 /// The oldest waiting job's age opens an incident past `AGE_FACTOR` × its baseline, and never
-/// below one lease ttl: a job that waited a whole lease is noticed by its customer.
+/// below half a lease ttl, the age that ends a calm window.
 pub const AGE_FACTOR: f64 = 3.0;
 /// A cause is named when its term of the load's rise is at least ln(`TERM_MIN`)...
 pub const TERM_MIN: f64 = 1.3;
@@ -26,6 +26,10 @@ pub const TERM_SHARE: f64 = 0.25;
 /// The baseline needs this many calm windows; with fewer, it is taken over every window while
 /// jobs arrive, and the thresholds fall back to their floors (marked `calm: false`).
 pub const BASELINE_WINDOWS_MIN: usize = 3;
+/// A change in the arrivals is named only when the offered count is this many standard deviations
+/// of a Poisson count above the baseline's expectation, so that the noise of a few windows' counts
+/// is not a cause.
+pub const ARRIVALS_Z_MIN: f64 = 3.0;
 /// Little's law is taken to hold when L / (λW) is within this of 1.
 pub const LITTLE_TOLERANCE: f64 = 0.15;
 
@@ -247,15 +251,19 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 
 fn baseline_over(series: &Series, ttl_us: u64, over: &[usize], calm: bool) -> Baseline {
     let windows: Vec<&Window> = over.iter().map(|&k| &series.windows[k]).collect();
-    let rate = |w: &Window| (w.arrivals + w.rejections) as f64 * 1e6 / (w.to_us - w.from_us).max(1) as f64;
-    let arrival_rate = median(windows.iter().map(|w| rate(w)).collect()).unwrap_or(0.0);
+    // Rates pooled over the windows (counts over time): a median of a few windows' small Poisson
+    // counts is noisier than their sum.
+    let time_us: u64 = windows.iter().map(|w| w.to_us - w.from_us).sum();
+    let arrival_rate =
+        windows.iter().map(|w| w.arrivals + w.rejections).sum::<u64>() as f64 * 1e6 / time_us.max(1) as f64;
     let backlog = median(windows.iter().map(|w| w.backlog_mean).collect()).unwrap_or(0.0);
     let oldest_age_us = median(windows.iter().map(|w| w.oldest_age_us as f64).collect()).unwrap_or(0.0) as u64;
     let with_calls: Vec<&&Window> = windows.iter().filter(|w| w.calls > 0).collect();
-    let dependency_mean_us = median(with_calls.iter().filter_map(|w| w.dependency_mean_us).collect()).unwrap_or(0.0);
+    let dependency_mean_us = call_latency_us(&windows).unwrap_or(0.0);
     let dependency_p99_us =
         median(with_calls.iter().filter_map(|w| w.dependency_p99_us.map(|p| p as f64)).collect()).unwrap_or(0.0) as u64;
-    let failure_rate = median(with_calls.iter().map(|w| w.failure_rate).collect()).unwrap_or(0.0);
+    let calls: u64 = windows.iter().map(|w| w.calls).sum();
+    let failure_rate = windows.iter().map(|w| w.failures).sum::<u64>() as f64 / calls.max(1) as f64;
     let service_us =
         median(windows.iter().filter_map(|w| w.service_mean_us).collect()).unwrap_or(dependency_mean_us).max(1.0);
     let live_workers = f64::from(series.fleet.max(1));
@@ -276,7 +284,7 @@ fn baseline_over(series: &Series, ttl_us: u64, over: &[usize], calm: bool) -> Ba
         service_us,
         load,
         backlog_threshold: (threshold_backlog * BACKLOG_FACTOR).max(threshold_backlog + BACKLOG_MARGIN),
-        age_threshold_us: ((threshold_age as f64 * AGE_FACTOR) as u64).max(ttl_us),
+        age_threshold_us: ((threshold_age as f64 * AGE_FACTOR) as u64).max(ttl_us / 2),
     }
 }
 
@@ -316,6 +324,15 @@ fn runs(flagged: &[bool]) -> Vec<(usize, usize)> {
     runs
 }
 
+/// The mean latency of the dependency's calls over `windows`, by Little's law: the time-averaged
+/// calls outstanding over the calls started. Unlike the latencies of the calls answered, it counts
+/// the calls still running, which are the slow ones. `None` when no call started or ran.
+fn call_latency_us(windows: &[&Window]) -> Option<f64> {
+    let outstanding: f64 = windows.iter().map(|w| w.calls_outstanding * (w.to_us - w.from_us) as f64).sum();
+    let started: u64 = windows.iter().map(|w| w.calls_started).sum();
+    (outstanding > 0.0).then(|| outstanding / started.max(1) as f64)
+}
+
 /// The verdict over windows `from..=to`.
 fn verdict(series: &Series, baseline: &Baseline, from: usize, to: usize) -> Verdict {
     let windows = &series.windows[from..=to];
@@ -326,8 +343,7 @@ fn verdict(series: &Series, baseline: &Baseline, from: usize, to: usize) -> Verd
     let calls: u64 = windows.iter().map(|w| w.calls).sum();
     let failures: u64 = windows.iter().map(|w| w.failures).sum();
     let failure_rate = if calls == 0 { baseline.failure_rate } else { failures as f64 / calls as f64 };
-    let latency_sum: f64 = windows.iter().map(|w| w.dependency_mean_us.unwrap_or(0.0) * w.calls as f64).sum();
-    let latency = if calls == 0 { baseline.dependency_mean_us } else { latency_sum / calls as f64 };
+    let latency = call_latency_us(&windows.iter().collect::<Vec<_>>()).unwrap_or(baseline.dependency_mean_us);
     let p99 = windows.iter().filter_map(|w| w.dependency_p99_us).max().unwrap_or(0);
     let overhead = (baseline.service_us - baseline.dependency_mean_us).max(0.0);
     let service_ratio = (overhead + latency) / (overhead + baseline.dependency_mean_us).max(1.0);
@@ -338,12 +354,19 @@ fn verdict(series: &Series, baseline: &Baseline, from: usize, to: usize) -> Verd
         dependency: ln(service_ratio) + ln((1.0 - baseline.failure_rate.min(0.95)) / (1.0 - failure_rate.min(0.95))),
     };
     let load = baseline.load * (terms.arrivals + terms.workers + terms.dependency).exp();
+    // Poisson noise: how far the offered count is above what the baseline rate expects.
+    let expected = baseline.arrival_rate * time_us / 1e6;
+    let arrivals_z = (offered as f64 - expected) / expected.max(1.0).sqrt();
     let by_cause =
         [(Cause::Arrivals, terms.arrivals), (Cause::Workers, terms.workers), (Cause::Dependency, terms.dependency)];
     let largest = by_cause.iter().map(|&(_, term)| term).fold(0.0, f64::max);
     let causes: Vec<Cause> = by_cause
         .iter()
-        .filter(|&&(_, term)| term >= TERM_MIN.ln() && term >= TERM_SHARE * largest)
+        .filter(|&&(cause, term)| {
+            term >= TERM_MIN.ln()
+                && term >= TERM_SHARE * largest
+                && (cause != Cause::Arrivals || arrivals_z >= ARRIVALS_Z_MIN)
+        })
         .map(|&(cause, _)| cause)
         .collect();
     let cause = match causes.as_slice() {
@@ -354,7 +377,8 @@ fn verdict(series: &Series, baseline: &Baseline, from: usize, to: usize) -> Verd
     let from_s = windows[0].from_us as f64 / 1e6;
     let evidence = vec![
         format!(
-            "arrivals: {:.0}/s offered, {:.1}x the calm {:.0}/s",
+            "arrivals: {:.0}/s offered, {:.1}x the calm {:.0}/s ({offered} offered where {expected:.0} were expected, \
+             {arrivals_z:+.1} standard deviations)",
             arrival_rate,
             arrival_rate / baseline.arrival_rate.max(1e-9),
             baseline.arrival_rate
@@ -376,13 +400,13 @@ fn verdict(series: &Series, baseline: &Baseline, from: usize, to: usize) -> Verd
 fn incident(series: &Series, baseline: &Baseline, ttl_us: u64, first: usize, last: usize) -> Incident {
     let windows = &series.windows;
     let peak = (first..=last).max_by_key(|&k| (windows[k].backlog, std::cmp::Reverse(k))).unwrap_or(first);
-    let onset = first.saturating_sub(1);
+    let onset = first;
     let verdict = verdict(series, baseline, onset, peak.max(first));
     let mut labels: Vec<Label> = Vec::new();
-    for k in first..=peak.max(first) {
+    for (k, window) in windows.iter().enumerate().take(peak.max(first) + 1).skip(first) {
         let cause = self::verdict(series, baseline, onset, k).cause;
         if labels.last().is_none_or(|label| label.cause != cause) {
-            labels.push(Label { at_us: windows[k].to_us, cause });
+            labels.push(Label { at_us: window.to_us, cause });
         }
     }
     let from_us = windows[first].from_us;

@@ -12,6 +12,7 @@
 
 mod cause;
 pub mod diagnose;
+pub mod eval;
 pub mod series;
 pub mod svg;
 pub mod text;

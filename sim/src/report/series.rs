@@ -42,6 +42,12 @@ pub struct Window {
     pub grants: u64,
     /// Leases reclaimed in it (each one a grant that expired before its holder finished).
     pub reclaims: u64,
+    /// Dependency calls started in it (`executing`).
+    pub calls_started: u64,
+    /// Calls started and not yet answered, averaged over the window's time: the dependency's
+    /// concurrency. Over calls started, it gives their mean latency by Little's law, counting the
+    /// calls still running, which the latencies of answered calls leave out.
+    pub calls_outstanding: f64,
     /// Dependency calls answered in it.
     pub calls: u64,
     /// Of those, the ones that failed.
@@ -141,6 +147,9 @@ struct Pass {
     services: Vec<u64>,
     backlog_time: u128,
     in_flight_time: u128,
+    outstanding_time: u128,
+    /// Calls started and not answered: (job, step, epoch) to when.
+    outstanding: BTreeMap<(JobId, u32, u64), u64>,
     live_time: u128,
     /// The last time integrated to.
     at_us: u64,
@@ -173,6 +182,7 @@ impl Pass {
         self.backlog_time += dt * u128::from(self.backlog);
         self.backlog_integral += dt * u128::from(self.backlog);
         self.in_flight_time += dt * self.leased.len() as u128;
+        self.outstanding_time += dt * self.outstanding.len() as u128;
         self.live_time += dt * u128::from(self.live());
         self.at_us = self.at_us.max(t_us);
     }
@@ -201,6 +211,8 @@ fn empty(from_us: u64, to_us: u64) -> Window {
         live_workers: 0.0,
         grants: 0,
         reclaims: 0,
+        calls_started: 0,
+        calls_outstanding: 0.0,
         calls: 0,
         failures: 0,
         failure_rate: 0.0,
@@ -221,6 +233,7 @@ fn finish(window: &mut Window, pass: &mut Pass, to_us: u64) {
     window.backlog = pass.backlog;
     window.backlog_mean = std::mem::take(&mut pass.backlog_time) as f64 / len;
     window.in_flight = std::mem::take(&mut pass.in_flight_time) as f64 / len;
+    window.calls_outstanding = std::mem::take(&mut pass.outstanding_time) as f64 / len;
     window.live_workers = std::mem::take(&mut pass.live_time) as f64 / len;
     window.oldest_age_us = pass.waiting.first().map_or(0, |&(arrived, _)| to_us.saturating_sub(arrived));
     window.failure_rate = if window.calls == 0 { 0.0 } else { window.failures as f64 / window.calls as f64 };
@@ -255,6 +268,8 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
         services: Vec::new(),
         backlog_time: 0,
         in_flight_time: 0,
+        outstanding_time: 0,
+        outstanding: BTreeMap::new(),
         live_time: 0,
         at_us: 0,
         backlog: 0,
@@ -265,7 +280,6 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
         backlog_integral: 0,
     };
     let mut jobs: BTreeMap<JobId, Job> = BTreeMap::new();
-    let mut calls: BTreeMap<(JobId, u32, u64), u64> = BTreeMap::new();
     let mut granted: BTreeMap<(JobId, u64), (Node, u64)> = BTreeMap::new();
     let mut effects: BTreeMap<(JobId, u32), u32> = BTreeMap::new();
     let mut adoptions = Vec::new();
@@ -322,6 +336,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
             }
             Event::Terminal { from, job, outcome, epoch, .. } => {
                 pass.leased.remove(job);
+                pass.outstanding.retain(|&(j, ..), _| j != *job);
                 if let Some((owner, at)) = granted.remove(&(*job, epoch.0)) {
                     if owner == *from {
                         pass.services.push(t - at);
@@ -337,7 +352,12 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                 }
             }
             Event::Executing { job, op, epoch } => {
-                calls.entry((*job, op.step, epoch.0)).or_insert(t);
+                // A call under a newer epoch ends the wait for the older ones: their workers left.
+                pass.outstanding.retain(|&(j, step, e), _| !(j == *job && step == op.step && e < epoch.0));
+                if !pass.outstanding.contains_key(&(*job, op.step, epoch.0)) {
+                    pass.outstanding.insert((*job, op.step, epoch.0), t);
+                    pass.open.calls_started += 1;
+                }
             }
             Event::EffectApplied { from, job, op, epoch, .. }
             | Event::EffectRejected { from, job, op, epoch, .. }
@@ -346,7 +366,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                 if matches!(entry.event, Event::EffectApplied { .. }) && *from != Node::Ledger {
                     *effects.entry((*job, op.step)).or_default() += 1;
                 }
-                if let Some(started) = calls.remove(&(*job, op.step, epoch.0)) {
+                if let Some(started) = pass.outstanding.remove(&(*job, op.step, epoch.0)) {
                     pass.open.calls += 1;
                     pass.latencies.push(t - started);
                     if failed {
@@ -394,6 +414,23 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                 let key = ("partition", target.to_string(), peer.map(|peer| peer.to_string()));
                 close_fault(&mut open, &mut faults, key, t);
             }
+            Event::DependencyDegraded { slow_rate, fail_rate, lost_reply_rate, rival_rate, .. } => {
+                if slow_rate.0 > 0.0 {
+                    open.entry(("slow_dependency", "dependency".to_string(), None)).or_insert(t);
+                }
+                if fail_rate.0 + lost_reply_rate.0 + rival_rate.0 > 0.0 {
+                    open.entry(("failing_dependency", "dependency".to_string(), None)).or_insert(t);
+                }
+            }
+            Event::DependencyRestored {} => {
+                for kind in ["slow_dependency", "failing_dependency"] {
+                    close_fault(&mut open, &mut faults, (kind, "dependency".to_string(), None), t);
+                }
+            }
+            Event::SurgeStarted { .. } => {
+                open.entry(("surge", "arrivals".to_string(), None)).or_insert(t);
+            }
+            Event::SurgeEnded {} => close_fault(&mut open, &mut faults, ("surge", "arrivals".to_string(), None), t),
             Event::FaultsHealed {} => {
                 healed_us = Some(t);
                 for down in pass.down.values_mut() {
