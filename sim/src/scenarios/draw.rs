@@ -122,7 +122,7 @@ pub(super) const LABELLED_WORKERS: u32 = 3;
 /// a queue far larger than any backlog (1,000), Poisson arrivals at about half the fleet's
 /// capacity (dependency calls of 60 to 100 ms), and a calm network. A calm lead-in of 2 to 2.5 s (about three lease
 /// lengths), then the fault window of 1 to 2 s, which ends at the heal; arrivals go on at the
-/// calm rate for 2 to 2.5 s more, then stop, and the run ends when every job is terminal. It
+/// calm rate for 2 to 2.5 s more (and twice the window more after a surge), then stop, and the run ends when every job is terminal. It
 /// draws no fault: the scenario deals its own in the window it returns. `surge_factor` (1: no
 /// surge) adds the jobs a surge over the whole window brings, so that the tail keeps its length.
 pub(super) fn labelled_world(params: &mut Params, rng: &mut Xoshiro256PlusPlus, surge_factor: u64) -> Window {
@@ -142,7 +142,10 @@ pub(super) fn labelled_world(params: &mut Params, rng: &mut Xoshiro256PlusPlus, 
     params.dependency.latency_max_us = 100_000;
     params.arrival_mean_us = rng.gen_range(LABELLED_ARRIVAL_MEAN_US);
     let window = Window { from_us: rng.gen_range(2_000_000..=2_500_000), len_us: rng.gen_range(1_000_000..=2_000_000) };
-    let tail_us = rng.gen_range(2_000_000..=2_500_000);
+    // A surge leaves a backlog that takes longer to drain than a lost worker's: its tail is longer
+    // by twice the window, so that the queue is calm again before arrivals stop.
+    let drain_us = if surge_factor > 1 { 2 * window.len_us } else { 0 };
+    let tail_us = rng.gen_range(2_000_000..=2_500_000) + drain_us;
     params.fault_phase_us = window.to_us();
     // The generator waits for the table's answer to each offer (a round trip) before it draws
     // the next gap: the jobs the world offers in its time, a surge's included.

@@ -18,7 +18,7 @@ pub(super) const DEFINITION: Definition = Definition {
 
 /// The labelled world, with a surge of 3 to 6 times its arrival rate through the window.
 fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
-    let factor = rng.gen_range(3..=6);
+    let factor = rng.gen_range(6..=10);
     let window = labelled_world(params, rng, factor);
     params.surge = Some(Surge { at_us: window.from_us, len_us: window.len_us, factor });
 }

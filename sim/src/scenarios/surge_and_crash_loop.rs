@@ -19,7 +19,7 @@ pub(super) const DEFINITION: Definition = Definition {
 /// The labelled world, with a surge of 3 to 5 times its arrival rate and two of its three workers
 /// in a crash loop, both through the window.
 fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
-    let factor = rng.gen_range(3..=5);
+    let factor = rng.gen_range(5..=8);
     let window = labelled_world(params, rng, factor);
     params.surge = Some(Surge { at_us: window.from_us, len_us: window.len_us, factor });
     crash_loop(params, rng, window, 2);
