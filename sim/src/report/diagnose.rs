@@ -505,10 +505,12 @@ fn reason(job: &super::series::Job) -> String {
     for (why, count) in &job.abandoned {
         parts.push(format!("{count} abandoned ({why})"));
     }
+    let outputs =
+        job.identities.map_or(String::new(), |[a, b]| format!("outputs {a} and {b} both claim its operation; "));
     if parts.is_empty() {
-        "no attempt failed on the history".to_string()
+        format!("{outputs}no attempt failed on the history")
     } else {
-        format!("{} grant(s): {}", job.grants, parts.join(", "))
+        format!("{outputs}{} grant(s): {}", job.grants, parts.join(", "))
     }
 }
 

@@ -80,6 +80,8 @@ pub struct Job {
     pub reclaims: u32,
     /// Its attempts a worker gave up, by reason (`abandoned`'s `why`).
     pub abandoned: BTreeMap<&'static str, u32>,
+    /// The two outputs that claimed its operation, when it was quarantined.
+    pub identities: Option<[u64; 2]>,
 }
 
 /// A window in which a fault was in force, from the history's fault lines.
@@ -309,6 +311,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                         failed_calls: 0,
                         reclaims: 0,
                         abandoned: BTreeMap::new(),
+                        identities: None,
                     },
                 );
                 if *backlog as u64 != pass.backlog {
@@ -334,7 +337,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
             Event::Requeued { job, .. } | Event::Released { job, .. } => {
                 pass.leased.remove(job);
             }
-            Event::Terminal { from, job, outcome, epoch, .. } => {
+            Event::Terminal { from, job, outcome, epoch, identities, .. } => {
                 pass.leased.remove(job);
                 pass.outstanding.retain(|&(j, ..), _| j != *job);
                 if let Some((owner, at)) = granted.remove(&(*job, epoch.0)) {
@@ -345,6 +348,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                 if let Some(record) = jobs.get_mut(job) {
                     if record.terminal.is_none() {
                         record.terminal = Some((t, *outcome));
+                        record.identities = identities.map(|pair| pair.map(|output| output.0));
                         pass.backlog = pass.backlog.saturating_sub(1);
                         pass.waiting.remove(&(record.arrived_us, *job));
                         pass.open.terminals += 1;

@@ -47,7 +47,8 @@ pub fn render(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "incidents open when the backlog grows 3 windows running past {:.1}, or the oldest job passes {}",
+        "incidents open when the backlog grows {} windows running past {:.1}, or the oldest job passes {}",
+        super::diagnose::GROWTH_WINDOWS,
         b.backlog_threshold,
         ms(b.age_threshold_us)
     );
