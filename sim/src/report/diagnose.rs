@@ -289,14 +289,16 @@ fn baseline_over(series: &Series, ttl_us: u64, over: &[usize], calm: bool) -> Ba
 }
 
 /// The windows under pressure: the backlog grew [`GROWTH_WINDOWS`] in a row to above its
-/// threshold (all of them flagged), or the oldest job is older than its threshold.
+/// threshold (those of them above the usual backlog flagged), or the oldest job is older than its
+/// threshold.
 fn flag(windows: &[Window], baseline: &Baseline) -> Vec<bool> {
     let mut flagged: Vec<bool> = windows.iter().map(|w| w.oldest_age_us > baseline.age_threshold_us).collect();
     for k in GROWTH_WINDOWS..windows.len() {
         let grew = (k + 1 - GROWTH_WINDOWS..=k).all(|j| windows[j].backlog > windows[j - 1].backlog);
         if grew && windows[k].backlog as f64 > baseline.backlog_threshold {
-            for flag in &mut flagged[k + 1 - GROWTH_WINDOWS..=k] {
-                *flag = true;
+            // The growth is dated from its first window already above the usual backlog.
+            for j in k + 1 - GROWTH_WINDOWS..=k {
+                flagged[j] |= windows[j].backlog as f64 > baseline.backlog + 1.0;
             }
         }
     }
