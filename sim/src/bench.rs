@@ -98,6 +98,20 @@ pub struct Logging {
     pub debug_seeds_per_sec: f64,
 }
 
+/// What `lease-sim report` costs: reading histories into windows, incidents and causes, and
+/// drawing report.txt and timeline.svg, one thread.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ReportCost {
+    /// Histories reported on (swarm seeds and labelled seeds).
+    pub histories: u64,
+    /// Their lines.
+    pub lines: u64,
+    /// Microseconds per 10,000 history lines for the report alone (windows, incidents, causes).
+    pub us_per_10k_lines: f64,
+    /// Microseconds per 10,000 lines with report.txt, report.json and timeline.svg drawn too.
+    pub us_per_10k_lines_with_files: f64,
+}
+
 /// Every figure of one `bench` run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -117,6 +131,8 @@ pub struct Report {
     pub cost_growth_100_to_10000: f64,
     /// What logging costs, off and on.
     pub logging: Logging,
+    /// What a report costs.
+    pub report: ReportCost,
     /// Memory over a long sweep.
     pub memory: Option<Memory>,
 }
@@ -143,6 +159,8 @@ pub fn run(options: BenchOptions, progress: &dyn Fn(&str)) -> Report {
     let us_per_job = |jobs: u32| scaling.iter().find(|scale| scale.jobs == jobs).map_or(0.0, |scale| scale.us_per_job);
     progress("logging: off, disabled, and at debug");
     let logging = logging(options.seeds);
+    progress("report: windows, incidents, causes, and the three files");
+    let report = report_cost(options.seeds);
     let memory = (options.memory_seeds > 0).then(|| {
         progress(&format!("memory over {} seeds", options.memory_seeds));
         memory(options.memory_seeds, options.threads)
@@ -156,7 +174,41 @@ pub fn run(options: BenchOptions, progress: &dyn Fn(&str)) -> Report {
         reference,
         scaling,
         logging,
+        report,
         memory,
+    }
+}
+
+/// Reports on the histories of `seeds` swarm seeds and as many labelled ones (a tenth of each
+/// labelled scenario's share), timing the report alone, then with its files drawn.
+fn report_cost(seeds: u64) -> ReportCost {
+    let mut histories: Vec<Vec<crate::history::Entry>> =
+        (0..seeds / 10).map(|seed| Target::new(Scenario::SWARM).run(seed).history).collect();
+    for &scenario in Scenario::LABELLED {
+        let per = (seeds / 10 / Scenario::LABELLED.len() as u64).max(1);
+        histories.extend((0..per).map(|seed| Target::new(scenario).run(seed).history));
+    }
+    let lines: u64 = histories.iter().map(|history| history.len() as u64).sum();
+    let time = |files: bool| {
+        let started = Instant::now();
+        for history in &histories {
+            let report = crate::report::Report::of(history, None).expect("a simulated history reports");
+            if files {
+                std::hint::black_box((
+                    crate::report::text::render(&report),
+                    report.to_json(),
+                    crate::report::svg::render(&report),
+                ));
+            }
+            std::hint::black_box(&report);
+        }
+        started.elapsed().as_secs_f64() * 1e6 / lines.max(1) as f64 * 10_000.0
+    };
+    ReportCost {
+        histories: histories.len() as u64,
+        lines,
+        us_per_10k_lines: time(false),
+        us_per_10k_lines_with_files: time(true),
     }
 }
 

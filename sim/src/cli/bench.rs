@@ -49,6 +49,12 @@ fn print_report(report: &Report) {
         logging.debug_seeds_per_sec,
         logging.debug_seeds,
     );
+    let cost = &report.report;
+    println!(
+        "report: {:.0} us per 10,000 history lines ({:.0} us with report.txt, report.json and timeline.svg drawn), \
+         over {} histories of {} lines; 1 thread",
+        cost.us_per_10k_lines, cost.us_per_10k_lines_with_files, cost.histories, cost.lines
+    );
     if let Some(memory) = report.memory {
         println!(
             "memory: rss {} KiB at start, {} KiB after {} seeds (growth {} KiB), peak {} KiB",
