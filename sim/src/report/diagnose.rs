@@ -385,7 +385,11 @@ fn verdict(series: &Series, baseline: &Baseline, from: usize, to: usize) -> Verd
             arrival_rate / baseline.arrival_rate.max(1e-9),
             baseline.arrival_rate
         ),
-        format!("workers: {live:.1} of {:.0} live on average from {from_s:.3} s", baseline.live_workers),
+        format!(
+            "workers: {live:.1} of {:.0} live on average from {from_s:.3} s to {:.3} s",
+            baseline.live_workers,
+            windows.last().unwrap().to_us as f64 / 1e6
+        ),
         format!(
             "dependency: mean {:.1} ms, {:.1}x the calm {:.1} ms (p99 {:.1} ms), failures {:.0}% (calm {:.0}%)",
             latency / 1e3,
@@ -411,9 +415,12 @@ fn incident(series: &Series, baseline: &Baseline, ttl_us: u64, first: usize, las
             labels.push(Label { at_us: window.to_us, cause });
         }
     }
+    // It ends with the first window after the pressure: the one at whose end the backlog and the
+    // oldest job were back under their thresholds (or the history's last, if none is).
+    let recovered = last + 1 < windows.len();
+    let last = if recovered { last + 1 } else { last };
     let from_us = windows[first].from_us;
     let to_us = windows[last].to_us;
-    let recovered = last + 1 < windows.len();
     let fault_end_us = series
         .faults
         .iter()
