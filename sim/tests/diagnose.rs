@@ -127,3 +127,17 @@ fn the_command_line_writes_three_files_and_refuses_bad_input() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// Proves the README's example is real: its report.txt is what `report` prints for crash-loop seed
+// 3 today, and docs/timeline-crash-loop-seed-3.svg is what it draws.
+#[test]
+fn the_readme_example_is_what_the_report_gives() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let run = Target::new(Scenario::from_name("crash-loop").unwrap()).run(3);
+    let report = Report::of(&run.history, None).unwrap();
+    let text = lease_sim::report::text::render(&report);
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(readme.contains(&format!("```\n{text}```")), "the README's example report differs; today's is:\n{text}");
+    let svg = std::fs::read_to_string(root.join("docs/timeline-crash-loop-seed-3.svg")).unwrap();
+    assert!(svg == lease_sim::report::svg::render(&report), "docs/timeline-crash-loop-seed-3.svg differs from today's");
+}
