@@ -358,8 +358,10 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
             Event::Executing { job, op, epoch } => {
                 // A call under a newer epoch ends the wait for the older ones: their workers left.
                 pass.outstanding.retain(|&(j, step, e), _| !(j == *job && step == op.step && e < epoch.0));
-                if !pass.outstanding.contains_key(&(*job, op.step, epoch.0)) {
-                    pass.outstanding.insert((*job, op.step, epoch.0), t);
+                if let std::collections::btree_map::Entry::Vacant(call) =
+                    pass.outstanding.entry((*job, op.step, epoch.0))
+                {
+                    call.insert(t);
                     pass.open.calls_started += 1;
                 }
             }
