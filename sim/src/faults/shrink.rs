@@ -23,7 +23,7 @@
 use super::decide::{Dealt, Keyed, Site, Visit};
 use super::plan::{Plan, Planned};
 use super::Fault;
-use crate::history::Node;
+use crate::history::{Entry, Event, Node};
 use crate::runner::Finding;
 use crate::world::{self, RunReport, Verdict};
 
@@ -100,6 +100,30 @@ impl Search<'_> {
             return false;
         }
         // `params` checks the plan first: a candidate that cannot be played is not run.
+        let Ok(params) = candidate.params() else { return false };
+        self.runs += 1;
+        let report = world::run(params);
+        let kept =
+            finding(&report) == Some(self.finding) && smaller_or_equal(&candidate, &report, &self.best, &self.report);
+        if kept {
+            self.best = candidate;
+            self.report = report;
+        } else if !self.spent() {
+            // A pause or crash at a fixed time strikes what that node was doing then; once another
+            // fault goes, the same work may reach another node, or the same node later. Aim it
+            // again at the same moment of the same work, once.
+            let aimed = reanchored(&candidate, &self.report.history, &report.history);
+            if aimed != candidate {
+                (self.progress)(self.runs, &self.best, &self.report);
+                return self.try_aimed(aimed);
+            }
+        }
+        (self.progress)(self.runs, &self.best, &self.report);
+        kept
+    }
+
+    /// Runs a re-aimed candidate: as [`Search::try_plan`], without aiming again.
+    fn try_aimed(&mut self, candidate: Plan) -> bool {
         let Ok(params) = candidate.params() else { return false };
         self.runs += 1;
         let report = world::run(params);
@@ -389,6 +413,52 @@ fn sooner(plan: &Plan, shift_us: u64) -> Plan {
     }
     moved.faults.sort_by_key(Planned::time_us);
     moved
+}
+
+/// Who did what a history line records: a grant's owner, else the line's node.
+fn actor(entry: &Entry) -> Node {
+    match &entry.event {
+        Event::Granted { owner, .. } | Event::Regranted { owner, .. } => *owner,
+        _ => entry.node,
+    }
+}
+
+/// `candidate` with each pause and crash at a fixed time on a worker or reclaimer moved to the
+/// same moment of the same work in `now` (the candidate's own history) as in `was` (the best
+/// plan's): its anchor is the last line about a job that the node did at or before the fault, and
+/// the fault moves, at the same offset, to the first line of that kind about that job in `now`,
+/// and to the node that did it there.
+fn reanchored(candidate: &Plan, was: &[Entry], now: &[Entry]) -> Plan {
+    let mut aimed = candidate.clone();
+    for planned in &mut aimed.faults {
+        let Planned::Scheduled { at_us, fault } = planned else { continue };
+        let node = match fault {
+            Fault::Pause { node, .. } | Fault::Crash { node, .. } => *node,
+            _ => continue,
+        };
+        if !matches!(node, Node::Worker(_) | Node::Reclaimer(_)) {
+            continue;
+        }
+        let anchor =
+            was.iter().rev().find(|entry| entry.t_us <= *at_us && actor(entry) == node && entry.job().is_some());
+        let Some(anchor) = anchor else { continue };
+        let offset = *at_us - anchor.t_us;
+        let same = now.iter().find(|entry| {
+            entry.job() == anchor.job() && std::mem::discriminant(&entry.event) == std::mem::discriminant(&anchor.event)
+        });
+        let Some(same) = same else { continue };
+        let moved = actor(same);
+        if std::mem::discriminant(&moved) != std::mem::discriminant(&node) {
+            continue;
+        }
+        *at_us = same.t_us + offset;
+        match fault {
+            Fault::Pause { node, .. } | Fault::Crash { node, .. } => *node = moved,
+            _ => {}
+        }
+    }
+    aimed.faults.sort_by_key(Planned::time_us);
+    aimed
 }
 
 /// `plan` without `gone` (a worker or a reclaimer): the faults naming it dropped, the nodes after

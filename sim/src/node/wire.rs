@@ -100,6 +100,13 @@ where
             let nth = ctx.nth_of_lease((message, reply, job, epoch));
             ctx.latency_us(&(message, reply, job, epoch, nth))
         }
+        // A message about a job but no lease (an enqueue, and its answer) is keyed by its job and
+        // how many such messages went before, not by the sender's wire id, which counts every
+        // other job's offers: a plan that loses a job keeps the others' arrivals where they were.
+        (Some(job), None) => {
+            let nth = ctx.nth_of_job((from, peer, message, reply, job));
+            ctx.latency_us(&(from, peer, message, reply, job, nth))
+        }
         _ => ctx.latency_us(&(from, peer, message, reply, job, id)),
     };
     let due_us = ctx.now().0 + latency_us + fate.delay_us.unwrap_or(0);

@@ -59,10 +59,14 @@ pub(crate) struct State {
     pub(crate) cuts: BTreeSet<(Node, Option<Node>)>,
     /// Messages about each lease so far, by kind: what keys a lease message's latency.
     pub(crate) lease_messages: BTreeMap<LeaseMessage, u32>,
+    /// How many messages of each kind about each job (and no lease) went between two nodes.
+    pub(crate) job_messages: BTreeMap<JobMessage, u32>,
 }
 
 /// A kind of message about one lease: the request (or its answer) and the lease's job and epoch.
 pub(crate) type LeaseMessage = (crate::history::MessageKind, bool, lease_core::JobId, lease_core::Epoch);
+/// A message about a job and no lease: its sender, receiver, kind, whether it is a reply, and job.
+pub(crate) type JobMessage = (Node, Node, crate::history::MessageKind, bool, lease_core::JobId);
 
 impl Ctx {
     /// Simulated time since the world began: the table's clock.
@@ -106,6 +110,15 @@ impl Ctx {
     pub(crate) fn nth_of_lease(&self, key: LeaseMessage) -> u32 {
         let mut state = self.state();
         let count = state.lease_messages.entry(key).or_insert(0);
+        *count += 1;
+        *count
+    }
+
+    /// How many messages of this kind about this job (and no lease) went from this sender to this
+    /// receiver before this one.
+    pub(crate) fn nth_of_job(&self, key: JobMessage) -> u32 {
+        let mut state = self.state();
+        let count = state.job_messages.entry(key).or_insert(0);
         *count += 1;
         *count
     }

@@ -170,6 +170,7 @@ fn run_world(params: Params) -> RunReport {
         paused: BTreeSet::new(),
         cuts: BTreeSet::new(),
         lease_messages: BTreeMap::new(),
+        job_messages: BTreeMap::new(),
     };
     let verdict = runtime.block_on({
         let params = params.clone();
