@@ -274,3 +274,21 @@ fn run_and_sweep_name_the_commit_and_toolchain_that_ran_them() {
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains(&provenance), "the text summary names the build:\n{stdout}");
 }
+
+// Proves a closed pipe ends `lease-sim` quietly, as it does any Unix tool: `run --trace | head`
+// prints its first line, and nothing panics on the writes after `head` has gone.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let bin = env!("CARGO_BIN_EXE_lease-sim");
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(format!("'{bin}' run --seed 1 --trace | head -1; '{bin}' sweep --seeds 0..20 | head -1"))
+        .output()
+        .expect("sh runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(stdout.starts_with("lease-sim run: scenario=swarm seed=1"), "{stdout}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
+}
