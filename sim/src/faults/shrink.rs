@@ -96,6 +96,14 @@ impl Search<'_> {
 
     /// Runs `candidate`; keeps it when it fails the same way and is no bigger. True if kept.
     fn try_plan(&mut self, candidate: Plan) -> bool {
+        self.attempt(candidate, true)
+    }
+
+    /// [`Search::try_plan`]; with `aim`, a candidate that stops failing is run once more with its
+    /// pauses and crashes at fixed times re-aimed at the same work ([`reanchored`]). A pause or
+    /// crash at a fixed time strikes what its node was doing then; once another fault goes, the
+    /// same work may reach another node, or the same node later.
+    fn attempt(&mut self, candidate: Plan, aim: bool) -> bool {
         if self.spent() {
             return false;
         }
@@ -105,36 +113,18 @@ impl Search<'_> {
         let report = world::run(params);
         let kept =
             finding(&report) == Some(self.finding) && smaller_or_equal(&candidate, &report, &self.best, &self.report);
+        (self.progress)(
+            self.runs,
+            if kept { &candidate } else { &self.best },
+            if kept { &report } else { &self.report },
+        );
         if kept {
             self.best = candidate;
             self.report = report;
-        } else if !self.spent() {
-            // A pause or crash at a fixed time strikes what that node was doing then; once another
-            // fault goes, the same work may reach another node, or the same node later. Aim it
-            // again at the same moment of the same work, once.
-            let aimed = reanchored(&candidate, &self.report.history, &report.history);
-            if aimed != candidate {
-                (self.progress)(self.runs, &self.best, &self.report);
-                return self.try_aimed(aimed);
-            }
+            return true;
         }
-        (self.progress)(self.runs, &self.best, &self.report);
-        kept
-    }
-
-    /// Runs a re-aimed candidate: as [`Search::try_plan`], without aiming again.
-    fn try_aimed(&mut self, candidate: Plan) -> bool {
-        let Ok(params) = candidate.params() else { return false };
-        self.runs += 1;
-        let report = world::run(params);
-        let kept =
-            finding(&report) == Some(self.finding) && smaller_or_equal(&candidate, &report, &self.best, &self.report);
-        if kept {
-            self.best = candidate;
-            self.report = report;
-        }
-        (self.progress)(self.runs, &self.best, &self.report);
-        kept
+        let aimed = if aim { reanchored(&candidate, &self.report.history, &report.history) } else { candidate.clone() };
+        aim && aimed != candidate && self.attempt(aimed, false)
     }
 
     /// Pass 1: cut what comes after the violation, and what never struck.
