@@ -15,7 +15,8 @@ use lease_core::{
     WorkerId,
 };
 use postgres::types::ToSql;
-use postgres::{Client, NoTls, Transaction};
+use postgres::{Client, NoTls, Statement, Transaction};
+use std::collections::BTreeMap;
 
 /// Whose clock is the table's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +34,8 @@ const MIGRATION_LOCK: i64 = 0x6c65_6173_6573;
 /// The PostgreSQL store. One handle is one connection.
 pub struct PostgresStore {
     client: Client,
+    /// Statements prepared on this connection, by their text: one round trip per query, not two.
+    prepared: BTreeMap<String, Statement>,
     rules: Rules,
     caller: Caller,
     clock: Clock,
@@ -67,6 +70,7 @@ impl PostgresStore {
         migrate(&mut client)?;
         Ok(PostgresStore {
             client,
+            prepared: BTreeMap::new(),
             rules: Rules { config, bugs },
             caller: Caller::default(),
             clock,
@@ -89,7 +93,7 @@ impl PostgresStore {
             }
         };
         let op = Op { rules: &self.rules, caller: &self.caller, last_now: self.last_now, now };
-        let answer = f(&op, &mut PgTx { tx: &mut tx })?;
+        let answer = f(&op, &mut PgTx { tx: &mut tx, prepared: &mut self.prepared })?;
         tx.commit()?;
         if advances {
             self.last_now = now;
@@ -120,6 +124,7 @@ fn migrate(client: &mut Client) -> Result<(), StoreError> {
 /// The statements of [`Tx`] on one PostgreSQL transaction.
 struct PgTx<'a, 'c> {
     tx: &'a mut Transaction<'c>,
+    prepared: &'a mut BTreeMap<String, Statement>,
 }
 
 fn job_row(row: &postgres::Row) -> Result<Row, StoreError> {
@@ -162,8 +167,38 @@ fn row_params(r: &Row) -> [&(dyn ToSql + Sync); 13] {
 }
 
 impl PgTx<'_, '_> {
+    /// `sql`, prepared once per connection.
+    fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
+        if let Some(statement) = self.prepared.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.tx.prepare(sql)?;
+        self.prepared.insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
+
+    fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, StoreError> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.query(&statement, params)?)
+    }
+
+    fn query_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<postgres::Row, StoreError> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.query_one(&statement, params)?)
+    }
+
+    fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<postgres::Row>, StoreError> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.query_opt(&statement, params)?)
+    }
+
+    fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.execute(&statement, params)?)
+    }
+
     fn rows(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
-        self.tx.query(sql, params)?.iter().map(job_row).collect()
+        self.query(sql, params)?.iter().map(job_row).collect()
     }
 }
 
@@ -173,7 +208,7 @@ impl Tx for PgTx<'_, '_> {
     }
 
     fn known(&mut self, job: JobId) -> Result<bool, StoreError> {
-        Ok(self.tx.query_opt(schema::SELECT_KNOWN, &[&int(job.0)])?.is_some())
+        Ok(self.query_opt(schema::SELECT_KNOWN, &[&int(job.0)])?.is_some())
     }
 
     fn head(&mut self) -> Result<Option<Row>, StoreError> {
@@ -181,24 +216,24 @@ impl Tx for PgTx<'_, '_> {
     }
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
-        let count: i64 = self.tx.query_one(schema::SELECT_BACKLOG, &[])?.get(0);
+        let count: i64 = self.query_one(schema::SELECT_BACKLOG, &[])?.get(0);
         Ok(usize::try_from(count).expect("a count is not negative"))
     }
 
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError> {
-        let row = self.tx.query_one(schema::SELECT_QUEUE_ENDS, &[])?;
+        let row = self.query_one(schema::SELECT_QUEUE_ENDS, &[])?;
         Ok((row.get(0), row.get(1)))
     }
 
     fn insert(&mut self, r: &Row) -> Result<(), StoreError> {
-        self.tx.execute(schema::INSERT_JOB, &row_params(r))?;
+        self.execute(schema::INSERT_JOB, &row_params(r))?;
         Ok(())
     }
 
     fn update(&mut self, r: &Row, old: &Row) -> Result<usize, StoreError> {
         let mut params: Vec<&(dyn ToSql + Sync)> = row_params(r).to_vec();
         params.extend_from_slice(&[&old.state, &old.epoch, &old.attempts, &old.lease_epoch, &old.expires_at_us]);
-        Ok(self.tx.execute(schema::UPDATE_JOB, &params)? as usize)
+        Ok(self.execute(schema::UPDATE_JOB, &params)? as usize)
     }
 
     fn expiring(&mut self, through: i64, limit: i64) -> Result<Vec<Row>, StoreError> {
@@ -206,7 +241,7 @@ impl Tx for PgTx<'_, '_> {
     }
 
     fn last_grant(&mut self, worker: WorkerId) -> Result<Option<LastGrant>, StoreError> {
-        let row = self.tx.query_opt(schema::SELECT_GRANT, &[&i64::from(worker.0)])?;
+        let row = self.query_opt(schema::SELECT_GRANT, &[&i64::from(worker.0)])?;
         Ok(row.map(|row| LastGrant {
             request: RequestId(row.get::<_, i64>(0) as u64),
             job: JobId(row.get::<_, i64>(1) as u64),
@@ -217,14 +252,14 @@ impl Tx for PgTx<'_, '_> {
     fn set_last_grant(&mut self, worker: WorkerId, grant: &LastGrant) -> Result<(), StoreError> {
         let params: [&(dyn ToSql + Sync); 4] =
             [&i64::from(worker.0), &int(grant.request.0), &int(grant.job.0), &int(grant.epoch.0)];
-        self.tx.execute(schema::UPSERT_GRANT, &params)?;
+        self.execute(schema::UPSERT_GRANT, &params)?;
         Ok(())
     }
 
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
         let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];
-        self.tx.execute(schema::ENSURE_OP, &key)?;
-        Ok(op_record(&self.tx.query_one(&format!("{} FOR UPDATE", schema::SELECT_OP), &key)?))
+        self.execute(schema::ENSURE_OP, &key)?;
+        Ok(op_record(&self.query_one(&format!("{} FOR UPDATE", schema::SELECT_OP), &key)?))
     }
 
     fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError> {
@@ -233,12 +268,12 @@ impl Tx for PgTx<'_, '_> {
         let (recorded, rival, old_recorded, old_rival) =
             (output(new.recorded), output(new.rival), output(old.recorded), output(old.rival));
         let params: [&(dyn ToSql + Sync); 7] = [&job, &step, &fence, &recorded, &rival, &old_recorded, &old_rival];
-        Ok(self.tx.execute(schema::UPDATE_OP, &params)? as usize)
+        Ok(self.execute(schema::UPDATE_OP, &params)? as usize)
     }
 
     fn log(&mut self, t_us: u64, node: &str, line: &str) -> Result<(), StoreError> {
-        let seq: i64 = self.tx.query_one(schema::NEXT_SEQ, &[])?.get(0);
-        self.tx.execute(schema::INSERT_EVENT, &[&seq, &int(t_us), &node, &line])?;
+        let seq: i64 = self.query_one(schema::NEXT_SEQ, &[])?.get(0);
+        self.execute(schema::INSERT_EVENT, &[&seq, &int(t_us), &node, &line])?;
         Ok(())
     }
 }
@@ -254,7 +289,7 @@ impl TableStore for PostgresStore {
 
     fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
         self.run(now, true, |op, tx| {
-            tx.tx.execute(schema::LOCK_ENQUEUES, &[])?;
+            tx.execute(schema::LOCK_ENQUEUES, &[])?;
             op.enqueue(tx, job)
         })
     }

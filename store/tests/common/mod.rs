@@ -83,9 +83,11 @@ pub mod pg {
     }
 
     impl Scratch {
-        /// A store handle in this schema (migrated on first open).
+        /// A store handle in this schema (migrated on first open). Its commits do not wait for
+        /// the disk (`synchronous_commit=off`): these tests are about atomicity and isolation,
+        /// which that setting leaves as they are, not about surviving a power cut.
         pub fn open(&self, config: TableConfig, bugs: Bugs) -> PostgresStore {
-            PostgresStore::open(&url(), Some(&self.name), config, bugs, Clock::Caller).expect("open the store")
+            open_in(&self.name, config, bugs)
         }
 
         /// Empties the schema, as new: the next open migrates it again.
@@ -100,6 +102,14 @@ pub mod pg {
         pub fn execute(&mut self, sql: &str) {
             self.admin.batch_execute(sql).expect("admin SQL");
         }
+    }
+
+    /// A store handle in schema `name` (see [`Scratch::open`]).
+    pub fn open_in(name: &str, config: TableConfig, bugs: Bugs) -> PostgresStore {
+        let url = url();
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let url = format!("{url}{separator}options=-csynchronous_commit%3Doff");
+        PostgresStore::open(&url, Some(name), config, bugs, Clock::Caller).expect("open the store")
     }
 
     impl Drop for Scratch {
