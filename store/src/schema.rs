@@ -35,6 +35,8 @@ CREATE TABLE lease_jobs (
 );
 CREATE INDEX lease_jobs_queue ON lease_jobs (queue_seq, job) WHERE state = 'queued';
 CREATE INDEX lease_jobs_expiry ON lease_jobs (expires_at_us, job) WHERE expires_at_us IS NOT NULL;
+-- The backlog (jobs not yet terminal) is counted over this index: at most `capacity` entries.
+CREATE INDEX lease_jobs_live ON lease_jobs (job) WHERE state <> 'terminal';
 CREATE TABLE lease_grants (
     worker BIGINT PRIMARY KEY,
     request BIGINT NOT NULL,
