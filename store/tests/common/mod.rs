@@ -72,7 +72,7 @@ pub mod pg {
         let mut admin = match Client::connect(&url, NoTls) {
             Ok(client) => client,
             Err(error) if !required() => {
-                say(&format!("{test}: NOT RUN: no PostgreSQL server answers at {url} ({error}); set LEASE_PG_URL"));
+                say(&format!("{test} on PostgreSQL: NOT RUN: no server answers at {url} ({error}); set LEASE_PG_URL"));
                 return None;
             }
             Err(error) => panic!("{test}: no PostgreSQL server answers at {url} ({error}), and LEASE_PG_REQUIRED=1"),
