@@ -72,3 +72,35 @@ fn the_database_clock_of_postgres_is_the_tables_and_never_goes_back() {
     let year_2020_us = 1_577_836_800_000_000;
     assert!(grant.lease.expires_at.0 > year_2020_us, "the expiry is on the server's clock: {grant:?}");
 }
+
+#[test]
+fn no_statement_reads_a_clock_or_draws_randomness() {
+    // Proves the determinism the simulator will rely on, from the statements' text: apart from
+    // PostgreSQL's clock_timestamp() (read only under Clock::Database), no SQL of the store names
+    // a clock or a random source. Comments (`//`, `--`) may name them.
+    let source = include_str!("../src/schema.rs");
+    let code = source
+        .lines()
+        .map(|line| line.split("--").next().unwrap_or_default())
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .to_ascii_lowercase();
+    for banned in [
+        "random(",
+        "randomblob(",
+        "current_timestamp",
+        "current_time",
+        "current_date",
+        "datetime(",
+        "julianday(",
+        "strftime(",
+        "unixepoch(",
+        "now()",
+        "autoincrement",
+        "gen_random_uuid",
+    ] {
+        assert!(!code.contains(banned), "a statement uses {banned}");
+    }
+    assert_eq!(code.matches("clock_timestamp()").count(), 1, "the database's clock is read in SELECT_CLOCK alone");
+}
