@@ -78,6 +78,16 @@ impl PostgresStore {
         })
     }
 
+    /// `sql`, prepared once on this connection, for a read outside any transaction.
+    fn prepared(&mut self, sql: &str) -> Result<Statement, StoreError> {
+        if let Some(statement) = self.prepared.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        self.prepared.insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
+
     fn run<A>(
         &mut self,
         now: Time,
@@ -345,23 +355,27 @@ impl TableStore for PostgresStore {
     }
 
     fn job(&mut self, job: JobId) -> Result<Option<JobRecord>, StoreError> {
-        let row = self.client.query_opt(schema::SELECT_JOB, &[&int(job.0)])?;
+        let statement = self.prepared(schema::SELECT_JOB)?;
+        let row = self.client.query_opt(&statement, &[&int(job.0)])?;
         let Some(row) = row else { return Ok(None) };
         Ok(Some(job_row(&row)?.record()?.1))
     }
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
-        let count: i64 = self.client.query_one(schema::SELECT_BACKLOG, &[])?.get(0);
+        let statement = self.prepared(schema::SELECT_BACKLOG)?;
+        let count: i64 = self.client.query_one(&statement, &[])?.get(0);
         Ok(usize::try_from(count).expect("a count is not negative"))
     }
 
     fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError> {
-        let earliest: Option<i64> = self.client.query_one(schema::SELECT_EARLIEST, &[])?.get(0);
+        let statement = self.prepared(schema::SELECT_EARLIEST)?;
+        let earliest: Option<i64> = self.client.query_one(&statement, &[])?.get(0);
         Ok(earliest.map(|us| Time(us as u64)))
     }
 
     fn events(&mut self) -> Result<Vec<String>, StoreError> {
-        Ok(self.client.query(schema::SELECT_EVENTS, &[])?.iter().map(|row| row.get(0)).collect())
+        let statement = self.prepared(schema::SELECT_EVENTS)?;
+        Ok(self.client.query(&statement, &[])?.iter().map(|row| row.get(0)).collect())
     }
 }
 
@@ -376,6 +390,7 @@ impl LedgerStore for PostgresStore {
 
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
         let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];
-        Ok(self.client.query_opt(schema::SELECT_OP, &key)?.map(|row| op_record(&row)).unwrap_or_default())
+        let statement = self.prepared(schema::SELECT_OP)?;
+        Ok(self.client.query_opt(&statement, &key)?.map(|row| op_record(&row)).unwrap_or_default())
     }
 }
