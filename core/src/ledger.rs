@@ -46,11 +46,61 @@ pub enum Apply {
     },
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct OpRecord {
-    fence: Epoch,
-    recorded: Option<OutputId>,
-    rival: Option<OutputId>,
+/// Everything the ledger keeps about one operation. Its rules are pure functions over it
+/// ([`OpRecord::lookup`], [`OpRecord::apply`]), so a store on a database decides as this ledger
+/// does, over a row it read inside its transaction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpRecord {
+    /// The highest epoch seen for the operation.
+    pub fence: Epoch,
+    /// The output recorded first, never overwritten.
+    pub recorded: Option<OutputId>,
+    /// A different output that claimed the operation later, kept aside.
+    pub rival: Option<OutputId>,
+}
+
+impl OpRecord {
+    /// A lookup under `epoch`: the answer, and the record with its fence raised to `epoch`.
+    pub fn lookup(&self, epoch: Epoch, bugs: Bugs) -> (Lookup, OpRecord) {
+        let mut record = *self;
+        let skip = bugs.on(Bug::LookupFencesOnlyWhenFound) && record.recorded.is_none();
+        if !bugs.on(Bug::LedgerWithoutFence) && !skip {
+            record.fence = record.fence.max(epoch);
+        }
+        let answer = match (record.recorded, record.rival) {
+            (None, rival) => {
+                assert!(rival.is_none(), "a rival without a recorded output");
+                Lookup::Empty
+            }
+            (Some(output), None) => Lookup::Recorded(output),
+            (Some(recorded), Some(rival)) => Lookup::Conflict { recorded, rival },
+        };
+        (answer, record)
+    }
+
+    /// An apply of `output` under `epoch`: the answer, and the record after it. A stale epoch
+    /// changes nothing; a different output is kept as the rival, never written over the recorded.
+    pub fn apply(&self, epoch: Epoch, output: OutputId, bugs: Bugs) -> (Apply, OpRecord) {
+        let mut record = *self;
+        if epoch < record.fence && !bugs.on(Bug::LedgerWithoutFence) {
+            return (Apply::Fenced { fence: record.fence }, record);
+        }
+        if !bugs.on(Bug::LedgerWithoutFence) {
+            record.fence = epoch;
+        }
+        let answer = match record.recorded {
+            None => {
+                record.recorded = Some(output);
+                Apply::Applied
+            }
+            Some(recorded) if recorded == output => Apply::AlreadyApplied,
+            Some(recorded) => {
+                record.rival.get_or_insert(output);
+                Apply::Conflict { recorded }
+            }
+        };
+        (answer, record)
+    }
 }
 
 /// The effect ledger. See the module doc.
@@ -71,44 +121,31 @@ impl EffectLedger {
         EffectLedger { bugs, ops: BTreeMap::new() }
     }
 
+    /// The planted bug in force, if any.
+    pub fn bugs(&self) -> Bugs {
+        self.bugs
+    }
+
     /// Raises the fence of `op` to `epoch` and reports what is recorded.
     pub fn lookup(&mut self, op: OpId, epoch: Epoch) -> Lookup {
         let record = self.ops.entry(op).or_default();
-        let skip = self.bugs.on(Bug::LookupFencesOnlyWhenFound) && record.recorded.is_none();
-        if !self.bugs.on(Bug::LedgerWithoutFence) && !skip {
-            record.fence = record.fence.max(epoch);
-        }
-        match (record.recorded, record.rival) {
-            (None, rival) => {
-                assert!(rival.is_none(), "a rival without a recorded output");
-                Lookup::Empty
-            }
-            (Some(output), None) => Lookup::Recorded(output),
-            (Some(recorded), Some(rival)) => Lookup::Conflict { recorded, rival },
-        }
+        let (answer, after) = record.lookup(epoch, self.bugs);
+        *record = after;
+        answer
     }
 
     /// Records `output` for `op` under `epoch`, unless the epoch is fenced or another output is
     /// recorded. A different output is kept as the rival, never written over the recorded one.
     pub fn apply(&mut self, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
         let record = self.ops.entry(op).or_default();
-        if epoch < record.fence && !self.bugs.on(Bug::LedgerWithoutFence) {
-            return Apply::Fenced { fence: record.fence };
-        }
-        if !self.bugs.on(Bug::LedgerWithoutFence) {
-            record.fence = epoch;
-        }
-        match record.recorded {
-            None => {
-                record.recorded = Some(output);
-                Apply::Applied
-            }
-            Some(recorded) if recorded == output => Apply::AlreadyApplied,
-            Some(recorded) => {
-                record.rival.get_or_insert(output);
-                Apply::Conflict { recorded }
-            }
-        }
+        let (answer, after) = record.apply(epoch, output, self.bugs);
+        *record = after;
+        answer
+    }
+
+    /// Everything recorded for `op`, without touching the fence (for checks and tests).
+    pub fn op(&self, op: OpId) -> OpRecord {
+        self.ops.get(&op).copied().unwrap_or_default()
     }
 
     /// The output recorded for `op`, without touching the fence (for checks and tests).

@@ -27,14 +27,16 @@ pub mod bug;
 pub mod ids;
 pub mod ledger;
 pub mod reclaimer;
+pub mod rules;
 pub mod table;
 pub mod time;
 pub mod worker;
 
 pub use bug::{Bug, Bugs, UnknownBug};
 pub use ids::{BatchId, Epoch, JobId, OpId, OutputId, Owner, ReclaimerId, RequestId, WorkerId};
-pub use ledger::{Apply, EffectLedger, Lookup};
+pub use ledger::{Apply, EffectLedger, Lookup, OpRecord};
 pub use reclaimer::{ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig};
+pub use rules::{Decision, JobRecord, JobState, LastGrant, Place, Rules};
 pub use table::{
     Acquired, Completion, ConfigError, Enqueued, Fencing, Grant, Lease, LeaseTable, Outcome, Quarantine, Refusal,
     Rejection, Release, Renewal, Requeue, TableConfig, TableError, Terminal, RECLAIM_TICK, RENEW_GRACE,

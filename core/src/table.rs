@@ -5,8 +5,9 @@
 //! event; an expected protocol outcome (a stale epoch, a lost race) is a value, never an `Err`.
 //! `Err` is kept for misuse: an unknown job, or time going backwards.
 
-use crate::bug::{Bug, Bugs};
+use crate::bug::Bugs;
 use crate::ids::{Epoch, JobId, OutputId, Owner, ReclaimerId, RequestId, WorkerId};
+use crate::rules::{Decision, JobRecord, JobState, LastGrant, Place, Rules};
 use crate::time::{Span, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -326,33 +327,13 @@ pub enum Quarantine {
     Refused(Refusal),
 }
 
-#[derive(Debug, Clone)]
-enum JobState {
-    Queued,
-    Leased(Lease),
-    Terminal(Terminal),
-}
-
-#[derive(Debug, Clone)]
-struct JobRecord {
-    epoch: Epoch,
-    attempts: u32,
-    state: JobState,
-}
-
-/// The last grant [`LeaseTable::acquire_for`] made to a worker, and the request it answered.
-#[derive(Debug, Clone, Copy)]
-struct LastGrant {
-    request: RequestId,
-    job: JobId,
-    epoch: Epoch,
-}
-
 /// The lease table. See the module doc.
+///
+/// Each operation checks for misuse, asks [`Rules`] for its decision over the job's record, and
+/// writes the decision back into its maps ([`LeaseTable::write`]).
 #[derive(Debug, Clone)]
 pub struct LeaseTable {
-    config: TableConfig,
-    bugs: Bugs,
+    rules: Rules,
     jobs: BTreeMap<JobId, JobRecord>,
     /// Queued jobs, oldest first. Entries whose job left the queued state are skipped lazily.
     queue: VecDeque<JobId>,
@@ -375,8 +356,7 @@ impl LeaseTable {
     pub fn with_bugs(config: TableConfig, bugs: Bugs) -> Result<LeaseTable, ConfigError> {
         config.validate()?;
         Ok(LeaseTable {
-            config,
-            bugs,
+            rules: Rules { config, bugs },
             jobs: BTreeMap::new(),
             queue: VecDeque::new(),
             expiries: BTreeSet::new(),
@@ -388,7 +368,12 @@ impl LeaseTable {
 
     /// The table's limits.
     pub fn config(&self) -> &TableConfig {
-        &self.config
+        &self.rules.config
+    }
+
+    /// The rules this table decides by.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
     }
 
     /// Accepted jobs that are not terminal yet (queued or leased).
@@ -406,10 +391,7 @@ impl LeaseTable {
 
     /// The job's live lease, if it is leased.
     pub fn lease(&self, job: JobId) -> Option<Lease> {
-        match self.jobs.get(&job)?.state {
-            JobState::Leased(lease) => Some(lease),
-            _ => None,
-        }
+        self.jobs.get(&job)?.lease()
     }
 
     /// Worker grants the job has had so far.
@@ -430,19 +412,14 @@ impl LeaseTable {
     /// Accepts a job into the queue, unless it is known already or the backlog is at capacity.
     pub fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, TableError> {
         self.advance(now)?;
-        if self.jobs.contains_key(&job) {
-            return Ok(Enqueued::Duplicate);
+        let decision = self.rules.enqueue(self.jobs.contains_key(&job), self.backlog);
+        if let Some(record) = decision.write {
+            self.jobs.insert(job, record);
+            self.queue.push_back(job);
+            self.backlog += 1;
         }
-        if self.backlog >= self.config.capacity {
-            let capacity = self.config.capacity;
-            return Ok(Enqueued::Rejected(Rejection::QueueFull { capacity }));
-        }
-        let record = JobRecord { epoch: Epoch(0), attempts: 0, state: JobState::Queued };
-        self.jobs.insert(job, record);
-        self.queue.push_back(job);
-        self.backlog += 1;
-        assert!(self.backlog <= self.config.capacity);
-        Ok(Enqueued::Accepted { backlog: self.backlog })
+        assert!(self.backlog <= self.rules.config.capacity);
+        Ok(decision.answer)
     }
 
     /// Grants `owner` a lease on the oldest queued job, under a new epoch. Every call is a fresh
@@ -462,8 +439,11 @@ impl LeaseTable {
     /// grant per worker, the last.
     pub fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, TableError> {
         self.advance(now)?;
-        if let Some(grant) = self.standing_grant(now, owner, request) {
-            return Ok(Acquired::Regranted(grant));
+        if let Some(last) = self.last_grants.get(&owner) {
+            let record = self.jobs.get(&last.job).expect("a granted job is known");
+            if let Some(grant) = self.rules.standing_grant(now, owner, request, last, record) {
+                return Ok(Acquired::Regranted(grant));
+            }
         }
         let acquired = self.grant_oldest(now, owner);
         if let Acquired::Granted(Grant { lease, .. }) = acquired {
@@ -472,32 +452,13 @@ impl LeaseTable {
         Ok(acquired)
     }
 
-    /// The grant `request` already got, if it was `owner`'s last and still stands.
-    fn standing_grant(&self, now: Time, owner: WorkerId, request: RequestId) -> Option<Grant> {
-        let last = self.last_grants.get(&owner).filter(|last| last.request == request)?;
-        let record = self.jobs.get(&last.job).expect("a granted job is known");
-        let JobState::Leased(lease) = record.state else { return None };
-        if lease.owner != Owner::Worker(owner) || lease.epoch != last.epoch || now >= lease.expires_at {
-            return None;
-        }
-        // The lease is the grant's, so no grant of the job came since: the attempt is the grant's.
-        Some(Grant { lease, attempt: record.attempts })
-    }
-
     fn grant_oldest(&mut self, now: Time, owner: WorkerId) -> Acquired {
         while let Some(job) = self.queue.pop_front() {
-            let record = self.jobs.get_mut(&job).expect("queued job is known");
-            if !matches!(record.state, JobState::Queued) {
-                continue; // Left the queue by another path (a planted bug only).
+            let record = self.jobs.get(&job).expect("queued job is known");
+            // None: left the queue by another path (a planted bug only).
+            if let Some(decision) = self.rules.grant(now, job, record, owner) {
+                return self.write(job, decision);
             }
-            record.epoch = record.epoch.next();
-            record.attempts += 1;
-            let owner = Owner::Worker(owner);
-            let lease = Lease { job, owner, epoch: record.epoch, expires_at: now + self.config.lease_ttl };
-            record.state = JobState::Leased(lease);
-            let inserted = self.expiries.insert((lease.expires_at, job));
-            assert!(inserted, "a queued job had a live lease");
-            return Acquired::Granted(Grant { lease, attempt: record.attempts });
         }
         Acquired::Empty
     }
@@ -506,18 +467,8 @@ impl LeaseTable {
     pub fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, TableError> {
         self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
-        let skip_epoch = self.bugs.on(Bug::RenewWithoutEpochCheck);
-        let lease = match self.leased(job, epoch, skip_epoch)? {
-            Ok(lease) => lease,
-            Err(refusal) => return Ok(Renewal::Refused(refusal)),
-        };
-        let grace = if self.bugs.on(Bug::RenewGrace) { RENEW_GRACE } else { Span::ZERO };
-        if now >= lease.expires_at + grace {
-            return Ok(Renewal::Refused(Refusal::Expired { expires_at: lease.expires_at }));
-        }
-        let expires_at = now + self.config.lease_ttl;
-        self.relet(Lease { expires_at, ..lease });
-        Ok(Renewal::Renewed { epoch, expires_at })
+        let decision = self.rules.renew(now, self.record(job)?, epoch);
+        Ok(self.write(job, decision))
     }
 
     /// Completes a job with `output`, only for its current epoch.
@@ -533,33 +484,8 @@ impl LeaseTable {
     ) -> Result<Completion, TableError> {
         self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
-        let record = self.record(job)?;
-        let skip_epoch = self.bugs.on(Bug::CompleteWithoutEpochCheck);
-        if record.epoch != epoch && !skip_epoch {
-            return Ok(Completion::Refused(Refusal::StaleEpoch { current: record.epoch }));
-        }
-        match record.state {
-            JobState::Terminal(Terminal { outcome: Outcome::Completed { output: recorded }, .. }) => {
-                if recorded == output {
-                    return Ok(Completion::AlreadyCompleted);
-                }
-                Ok(Completion::Conflict { recorded, offered: output })
-            }
-            JobState::Terminal(_) => Ok(Completion::Refused(Refusal::AlreadyTerminal)),
-            JobState::Queued if !skip_epoch => Ok(Completion::Refused(Refusal::NotLeased)),
-            JobState::Queued | JobState::Leased(_) => {
-                let terminal = Terminal { job, epoch, outcome: Outcome::Completed { output } };
-                if self.bugs.on(Bug::Canary) && output.0.is_multiple_of(2_000) {
-                    // The completion is acknowledged but lost: the job runs, and ends, again.
-                    self.unlease(job);
-                    self.record_mut(job).state = JobState::Queued;
-                    self.queue.push_back(job);
-                    return Ok(Completion::Completed(terminal));
-                }
-                self.finish(terminal);
-                Ok(Completion::Completed(terminal))
-            }
-        }
+        let decision = self.rules.complete(job, self.record(job)?, epoch, output);
+        Ok(self.write(job, decision))
     }
 
     /// Hands a leased job back to the queue (after an empty reclaim, or a failed dependency),
@@ -567,31 +493,8 @@ impl LeaseTable {
     pub fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, TableError> {
         self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
-        if let Some(planted) = self.planted_requeue(job, epoch) {
-            return Ok(planted);
-        }
-        let skip_epoch = self.bugs.on(Bug::RequeueWithoutEpochCheck) || self.bugs.on(Bug::HandBackByJobId);
-        if let Err(refusal) = self.leased(job, epoch, skip_epoch)? {
-            return Ok(Requeue::Refused(refusal));
-        }
-        let attempts = self.record(job)?.attempts;
-        let late = u32::from(self.bugs.on(Bug::DeadLetterOneLate));
-        if attempts >= self.config.attempts_max + late {
-            let terminal = Terminal { job, epoch, outcome: Outcome::DeadLettered { attempts } };
-            self.finish(terminal);
-            return Ok(Requeue::DeadLettered(terminal));
-        }
-        if !self.bugs.on(Bug::RequeueKeepsExpiry) {
-            self.unlease(job);
-        }
-        let fresh = self.bugs.on(Bug::ReclaimSkipsAdoption);
-        let record = self.record_mut(job);
-        record.state = JobState::Queued;
-        if fresh {
-            record.attempts = 0; // Rescued "as new": the next worker believes it is the first.
-        }
-        self.queue.push_back(job);
-        Ok(Requeue::Requeued { attempts })
+        let decision = self.rules.requeue(job, self.record(job)?, epoch);
+        Ok(self.write(job, decision))
     }
 
     /// Undoes a grant its worker never took: the job goes back to the head of the queue, where
@@ -600,39 +503,8 @@ impl LeaseTable {
     pub fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, TableError> {
         self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
-        if let Err(refusal) = self.leased(job, epoch, false)? {
-            return Ok(Release::Refused(refusal));
-        }
-        self.unlease(job);
-        let record = self.record_mut(job);
-        record.state = JobState::Queued;
-        record.attempts = record.attempts.saturating_sub(1);
-        let attempts = record.attempts;
-        self.queue.push_front(job);
-        Ok(Release::Released { attempts })
-    }
-
-    /// What a requeue of an ended job does under the planted [`Bug::HandBackByJobId`] (puts it back
-    /// in the queue) or [`Bug::DeadLetterIgnoresTerminal`] (dead-letters it again); `None` when
-    /// neither is planted, or the job has not ended.
-    fn planted_requeue(&mut self, job: JobId, epoch: Epoch) -> Option<Requeue> {
-        let record = self.jobs.get(&job)?;
-        let JobState::Terminal(_) = record.state else { return None };
-        if self.bugs.on(Bug::DeadLetterIgnoresTerminal)
-            && record.epoch == epoch
-            && record.attempts >= self.config.attempts_max
-        {
-            let attempts = record.attempts;
-            return Some(Requeue::DeadLettered(Terminal { job, epoch, outcome: Outcome::DeadLettered { attempts } }));
-        }
-        if self.bugs.on(Bug::HandBackByJobId) {
-            let attempts = record.attempts;
-            self.record_mut(job).state = JobState::Queued;
-            self.backlog += 1;
-            self.queue.push_back(job);
-            return Some(Requeue::Requeued { attempts });
-        }
-        None
+        let decision = self.rules.release(self.record(job)?, epoch);
+        Ok(self.write(job, decision))
     }
 
     /// Lists leases that have expired by the table's clock, earliest first, at most `batch_max`.
@@ -640,16 +512,16 @@ impl LeaseTable {
     /// `as_of` is the caller's own clock. The table never uses it: expiry is the table's to decide.
     pub fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, TableError> {
         self.advance(now)?;
-        let clock = if self.bugs.on(Bug::ReclaimByReclaimerClock) { as_of } else { now };
-        let limit = if self.bugs.on(Bug::UnboundedReclaimBatch) { usize::MAX } else { self.config.batch_max };
+        let clock = self.rules.reclaim_clock(now, as_of);
+        let limit = self.rules.listing_max();
         let leases = self
             .expiries
             .iter()
-            .take_while(|&&(expires_at, _)| self.has_expired(expires_at, clock))
+            .take_while(|&&(expires_at, _)| self.rules.has_expired(expires_at, clock))
             .take(limit)
             .map(|&(_, job)| self.lease(job).expect("an expiry belongs to a live lease"))
             .collect::<Vec<_>>();
-        assert!(leases.len() <= self.config.batch_max || limit == usize::MAX);
+        assert!(leases.len() <= self.rules.config.batch_max || limit == usize::MAX);
         Ok(leases)
     }
 
@@ -665,48 +537,8 @@ impl LeaseTable {
     ) -> Result<Fencing, TableError> {
         self.record(job)?; // An unknown job is misuse: it must not move the clock either.
         self.advance(now)?;
-        let no_cas = self.bugs.on(Bug::ReclaimWithoutCas);
-        let record = self.record(job)?;
-        let ended = matches!(record.state, JobState::Terminal(_));
-        let revives = self.bugs.on(Bug::FenceRevivesFinished) && ended;
-        let epoch_only = self.bugs.on(Bug::FenceChecksEpochOnly) && !matches!(record.state, JobState::Leased(_));
-        if record.epoch == expected && (revives || epoch_only) {
-            return Ok(self.fence_unleased(now, job, expected, reclaimer));
-        }
-        let JobState::Leased(lease) = record.state else {
-            return Ok(Fencing::LostRace { current: record.epoch });
-        };
-        if lease.epoch != expected && !no_cas {
-            return Ok(Fencing::LostRace { current: lease.epoch });
-        }
-        let clock = if self.bugs.on(Bug::ReclaimByReclaimerClock) { as_of } else { now };
-        if !self.has_expired(lease.expires_at, clock) && !no_cas {
-            return Ok(Fencing::NotExpired { expires_at: lease.expires_at });
-        }
-        let epoch = lease.epoch.next();
-        let owner = Owner::Reclaimer(reclaimer);
-        let fenced = Lease { job, owner, epoch, expires_at: now + self.config.lease_ttl };
-        self.record_mut(job).epoch = epoch;
-        self.relet(fenced);
-        Ok(Fencing::Won { expired: lease, lease: fenced })
-    }
-
-    /// The planted fences that compare the epoch only ([`Bug::FenceRevivesFinished`],
-    /// [`Bug::FenceChecksEpochOnly`]): the job, handed back or ended since the listing, is taken
-    /// out of the queue or out of its end and leased to the reclaimer.
-    fn fence_unleased(&mut self, now: Time, job: JobId, expected: Epoch, reclaimer: ReclaimerId) -> Fencing {
-        if let JobState::Terminal(_) = self.record_mut(job).state {
-            self.backlog += 1;
-        }
-        self.queue.retain(|&queued| queued != job);
-        let ended = Lease { job, owner: Owner::Reclaimer(reclaimer), epoch: expected, expires_at: now };
-        let lease = Lease { epoch: expected.next(), expires_at: now + self.config.lease_ttl, ..ended };
-        let record = self.record_mut(job);
-        record.epoch = lease.epoch;
-        record.state = JobState::Leased(lease);
-        let inserted = self.expiries.insert((lease.expires_at, job));
-        assert!(inserted);
-        Fencing::Won { expired: ended, lease }
+        let decision = self.rules.fence(now, job, self.record(job)?, expected, reclaimer, as_of);
+        Ok(self.write(job, decision))
     }
 
     /// Quarantines a job whose operation has two different outputs, for an operator to resolve.
@@ -723,19 +555,8 @@ impl LeaseTable {
             return Err(TableError::NotAConflict { job, output: recorded });
         }
         self.advance(now)?;
-        if let Err(refusal) = self.leased(job, epoch, false)? {
-            return Ok(Quarantine::Refused(refusal));
-        }
-        let terminal = Terminal { job, epoch, outcome: Outcome::Quarantined { recorded, rival } };
-        self.finish(terminal);
-        Ok(Quarantine::Quarantined(terminal))
-    }
-
-    fn has_expired(&self, expires_at: Time, clock: Time) -> bool {
-        if self.bugs.on(Bug::ReclaimBoundaryOffByOne) {
-            return clock.0 / RECLAIM_TICK.0 >= expires_at.0 / RECLAIM_TICK.0;
-        }
-        clock >= expires_at
+        let decision = self.rules.quarantine(job, self.record(job)?, epoch, recorded, rival);
+        Ok(self.write(job, decision))
     }
 
     fn advance(&mut self, now: Time) -> Result<(), TableError> {
@@ -750,43 +571,32 @@ impl LeaseTable {
         self.jobs.get(&job).ok_or(TableError::UnknownJob(job))
     }
 
-    fn record_mut(&mut self, job: JobId) -> &mut JobRecord {
-        self.jobs.get_mut(&job).expect("job checked known")
-    }
-
-    /// The job's live lease, if `epoch` is current (or the check is skipped) and it is leased.
-    fn leased(&self, job: JobId, epoch: Epoch, skip_epoch: bool) -> Result<Result<Lease, Refusal>, TableError> {
-        let record = self.record(job)?;
-        if record.epoch != epoch && !skip_epoch {
-            return Ok(Err(Refusal::StaleEpoch { current: record.epoch }));
-        }
-        Ok(match record.state {
-            JobState::Leased(lease) => Ok(lease),
-            JobState::Queued => Err(Refusal::NotLeased),
-            JobState::Terminal(_) => Err(Refusal::AlreadyTerminal),
-        })
-    }
-
-    /// Replaces the job's live lease (a renewal or a fence).
-    fn relet(&mut self, lease: Lease) {
-        self.unlease(lease.job);
-        self.record_mut(lease.job).state = JobState::Leased(lease);
-        let inserted = self.expiries.insert((lease.expires_at, lease.job));
-        assert!(inserted);
-    }
-
-    fn unlease(&mut self, job: JobId) {
-        if let JobState::Leased(lease) = self.record_mut(job).state {
+    /// Writes a decision back for a known job: the record, its expiry in the index, the backlog
+    /// (a job ending leaves it, a planted revival re-enters it) and its place in the queue.
+    fn write<A>(&mut self, job: JobId, decision: Decision<A>) -> A {
+        let Some(new) = decision.write else { return decision.answer };
+        let old = self.jobs.insert(job, new).expect("a decision is for a known job");
+        let (was_ended, ends) = (old.terminal().is_some(), new.terminal().is_some());
+        assert!(!(was_ended && ends), "a job ended twice");
+        if let (Some(lease), false) = (old.lease(), decision.keeps_expiry) {
             let removed = self.expiries.remove(&(lease.expires_at, job));
             assert!(removed, "a live lease had no expiry entry");
         }
-    }
-
-    fn finish(&mut self, terminal: Terminal) {
-        self.unlease(terminal.job);
-        let record = self.record_mut(terminal.job);
-        assert!(!matches!(record.state, JobState::Terminal(_)), "a job ended twice");
-        record.state = JobState::Terminal(terminal);
-        self.backlog -= 1;
+        if let Some(lease) = new.lease() {
+            let inserted = self.expiries.insert((lease.expires_at, job));
+            assert!(inserted, "a lease's expiry was indexed twice");
+        }
+        match (was_ended, ends) {
+            (false, true) => self.backlog -= 1,
+            (true, false) => self.backlog += 1,
+            _ => {}
+        }
+        match decision.place {
+            Place::Stay => {}
+            Place::Back => self.queue.push_back(job),
+            Place::Front => self.queue.push_front(job),
+            Place::Out => self.queue.retain(|&queued| queued != job),
+        }
+        decision.answer
     }
 }

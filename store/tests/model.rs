@@ -1,27 +1,37 @@
-//! Model-based tests of the lease table and the effect ledger.
+//! Model-based tests of the lease table and the effect ledger, on every store.
 //!
 //! Proptest generates random sequences of protocol steps: arrivals, grants (fresh, and by request
 //! id, where a repeated id is a retried acquire), renewals, completions,
 //! requeues, quarantines, ledger applies and lookups, reclaim scans with fences that race (random
 //! expected epochs), protocol-following executions and adoptions, and time moving on by small
 //! amounts (including zero, and exactly to a lease's expiry or one microsecond before it). Every
-//! step runs against the real `LeaseTable` and `EffectLedger` and against `Model`, a reference
+//! step runs against a real store (in memory: `LeaseTable` and `EffectLedger`; SQLite in memory;
+//! SQLite on a file; PostgreSQL) and against `Model`, a reference
 //! written straight from the rules in ../shared/DESIGN.md with plain maps and a queue. After every
 //! step the two must agree on the step's outcome and on every observable piece of state, and the
 //! real system must satisfy the invariants of DESIGN.md (checked by `Checker` and the per-step
 //! checks, which read only the real system's answers, never the model). The invariants are checked
 //! before the comparison with the model, so a failure names the broken invariant when there is one.
 //!
-//! Cases default to 300; `PROPTEST_CASES` overrides.
+//! Every store runs the same generated sequences (one deterministic runner per store), and each
+//! database store's history log must equal the in-memory store's, line for line.
+//!
+//! Cases default to 300 (100 on PostgreSQL, whose every query is a round trip); `PROPTEST_CASES`
+//! overrides. The PostgreSQL test needs a server (`LEASE_PG_URL`, default the local one): without
+//! one it says so and counts as not run, unless `LEASE_PG_REQUIRED=1` makes that a failure.
 
 use lease_core::{
-    Acquired, Apply, Completion, EffectLedger, Enqueued, Epoch, Fencing, Grant, JobId, Lease, LeaseTable, Lookup, OpId,
-    Outcome, OutputId, Owner, Quarantine, ReclaimerId, Refusal, Rejection, Renewal, RequestId, Requeue, Span,
-    TableConfig, TableError, Terminal, Time, WorkerId,
+    Acquired, Apply, Bugs, Completion, Enqueued, Epoch, Fencing, Grant, JobId, Lease, Lookup, OpId, Outcome, OutputId,
+    Owner, Quarantine, ReclaimerId, Refusal, Rejection, Renewal, RequestId, Requeue, Span, TableConfig, TableError,
+    Terminal, Time, WorkerId,
 };
+use lease_store::{MemoryStore, SqliteStore, Store, StoreError};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use std::collections::{BTreeMap, VecDeque};
+
+mod common;
+use common::{pg, TempFile};
 
 const JOBS: u64 = 5;
 const OWNERS: u32 = 3;
@@ -472,15 +482,15 @@ impl Checker {
         Ok(())
     }
 
-    fn after_step(&mut self, table: &LeaseTable, ledger: &EffectLedger) -> Result<(), TestCaseError> {
+    fn after_step(&mut self, table: &mut Real) -> Result<(), TestCaseError> {
         let config = table.config();
         prop_assert!(table.backlog() <= config.capacity, "backlog {} over capacity", table.backlog());
         for job in (0..JOBS).map(JobId) {
             // The table's terminal outcome is the one that was reported, and it never changes.
-            prop_assert_eq!(table.terminal(job), self.terminals.get(&job));
+            prop_assert_eq!(table.terminal(job), self.terminals.get(&job).copied());
             let op = op_of(job);
             // At most one recorded output per operation, never overwritten.
-            match (self.recorded.get(&op), ledger.recorded(op)) {
+            match (self.recorded.get(&op), table.recorded(op)) {
                 (Some(seen), now) => prop_assert_eq!(Some(*seen), now, "{} overwritten", op),
                 (None, Some(output)) => {
                     self.recorded.insert(op, output);
@@ -489,7 +499,7 @@ impl Checker {
             }
             // Consistency: a job completed through the protocol holds the ledger's output.
             if let Some(&output) = self.by_protocol.get(&job) {
-                prop_assert_eq!(ledger.recorded(op), Some(output));
+                prop_assert_eq!(table.recorded(op), Some(output));
                 let outcome = table.terminal(job).map(|terminal| terminal.outcome);
                 prop_assert_eq!(outcome, Some(Outcome::Completed { output }));
             }
@@ -511,8 +521,7 @@ fn accepted_current(accepted: bool, epoch: Epoch, current: Option<Epoch>) -> Res
 
 struct Run {
     now: Time,
-    table: LeaseTable,
-    ledger: EffectLedger,
+    table: Real,
     model: Model,
     checker: Checker,
     /// How often each interesting situation happened (coverage, not correctness).
@@ -520,11 +529,10 @@ struct Run {
 }
 
 impl Run {
-    fn new() -> Run {
+    fn new(store: Box<dyn Store>) -> Run {
         Run {
             now: Time::ZERO,
-            table: LeaseTable::new(config()).expect("a valid config"),
-            ledger: EffectLedger::new(),
+            table: Real(store),
             model: Model::new(config()),
             checker: Checker::default(),
             seen: BTreeMap::new(),
@@ -614,7 +622,7 @@ impl Run {
                 }
             }
         }
-        self.checker.after_step(&self.table, &self.ledger)?;
+        self.checker.after_step(&mut self.table)?;
         self.same_state()
     }
 
@@ -690,8 +698,8 @@ impl Run {
 
     fn apply(&mut self, job: JobId, epoch: Epoch, output: OutputId) -> Result<Apply, TestCaseError> {
         let op = op_of(job);
-        let (fence, recorded) = (self.ledger.fence(op), self.ledger.recorded(op));
-        let real = self.ledger.apply(op, epoch, output);
+        let (fence, recorded) = (self.table.ledger_fence(op), self.table.recorded(op));
+        let real = self.table.apply(self.now, op, epoch, output);
         let modelled = self.model.apply(op, epoch, output);
         // Fencing at the ledger: nothing below the fence is accepted; a conflict never overwrites.
         if matches!(real, Apply::Applied | Apply::AlreadyApplied) {
@@ -712,10 +720,10 @@ impl Run {
 
     fn lookup(&mut self, job: JobId, epoch: Epoch) -> Result<Lookup, TestCaseError> {
         let op = op_of(job);
-        let fence = self.ledger.fence(op);
-        let real = self.ledger.lookup(op, epoch);
+        let fence = self.table.ledger_fence(op);
+        let real = self.table.lookup(self.now, op, epoch);
         let modelled = self.model.lookup(op, epoch);
-        prop_assert_eq!(self.ledger.fence(op), fence.max(epoch), "lookup did not raise the fence");
+        prop_assert_eq!(self.table.ledger_fence(op), fence.max(epoch), "lookup did not raise the fence");
         prop_assert_eq!(real, modelled);
         Ok(real)
     }
@@ -789,41 +797,182 @@ impl Run {
     }
 
     /// Every observable piece of state agrees with the model.
-    fn same_state(&self) -> Result<(), TestCaseError> {
+    fn same_state(&mut self) -> Result<(), TestCaseError> {
         prop_assert_eq!(self.table.backlog(), self.model.backlog());
         let earliest = self.model.leases().first().map(|lease| lease.expires_at);
         prop_assert_eq!(self.table.poll_timeout(), earliest);
         for job in (0..JOBS).map(JobId) {
             prop_assert_eq!(self.table.epoch(job), self.model.epoch(job), "epoch of {}", job);
             prop_assert_eq!(self.table.lease(job), self.model.lease(job), "lease of {}", job);
-            prop_assert_eq!(self.table.terminal(job).copied(), self.model.terminal(job), "terminal of {}", job);
+            prop_assert_eq!(self.table.terminal(job), self.model.terminal(job), "terminal of {}", job);
             let op = op_of(job);
-            prop_assert_eq!(self.ledger.recorded(op), self.model.recorded(op), "recorded for {}", op);
-            prop_assert_eq!(self.ledger.fence(op), self.model.ledger_fence(op), "fence of {}", op);
+            prop_assert_eq!(self.table.recorded(op), self.model.recorded(op), "recorded for {}", op);
+            prop_assert_eq!(self.table.ledger_fence(op), self.model.ledger_fence(op), "fence of {}", op);
         }
         Ok(())
     }
 }
 
-fn run(steps: &[Step]) -> Result<(), TestCaseError> {
-    let mut run = Run::new();
+// ---------------------------------------------------------------------------------------------
+// The stores
+
+/// A store under test, answering as `LeaseTable` and `EffectLedger` do: a misuse is the table's
+/// error, as the model's; any other failure of the store fails the test.
+struct Real(Box<dyn Store>);
+
+fn misuse<T>(result: Result<T, StoreError>) -> Result<T, TableError> {
+    match result {
+        Ok(answer) => Ok(answer),
+        Err(StoreError::Table(error)) => Err(error),
+        Err(error) => panic!("the store failed: {error}"),
+    }
+}
+
+impl Real {
+    fn config(&self) -> TableConfig {
+        self.0.config()
+    }
+    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, TableError> {
+        misuse(self.0.enqueue(now, job))
+    }
+    fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, TableError> {
+        misuse(self.0.acquire(now, owner))
+    }
+    fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, TableError> {
+        misuse(self.0.acquire_for(now, owner, request))
+    }
+    fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, TableError> {
+        misuse(self.0.renew(now, job, epoch))
+    }
+    fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Result<Completion, TableError> {
+        misuse(self.0.complete(now, job, epoch, output))
+    }
+    fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, TableError> {
+        misuse(self.0.requeue(now, job, epoch))
+    }
+    fn quarantine(
+        &mut self,
+        now: Time,
+        job: JobId,
+        epoch: Epoch,
+        recorded: OutputId,
+        rival: OutputId,
+    ) -> Result<Quarantine, TableError> {
+        misuse(self.0.quarantine(now, job, epoch, recorded, rival))
+    }
+    fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, TableError> {
+        misuse(self.0.expired(now, as_of))
+    }
+    fn fence(
+        &mut self,
+        now: Time,
+        job: JobId,
+        expected: Epoch,
+        by: ReclaimerId,
+        as_of: Time,
+    ) -> Result<Fencing, TableError> {
+        misuse(self.0.fence(now, job, expected, by, as_of))
+    }
+    fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
+        self.0.apply(now, op, epoch, output).expect("the ledger answers")
+    }
+    fn lookup(&mut self, now: Time, op: OpId, epoch: Epoch) -> Lookup {
+        self.0.lookup(now, op, epoch).expect("the ledger answers")
+    }
+    fn lease(&mut self, job: JobId) -> Option<Lease> {
+        self.0.job(job).expect("a job reads")?.lease()
+    }
+    fn epoch(&mut self, job: JobId) -> Option<Epoch> {
+        Some(self.0.job(job).expect("a job reads")?.epoch)
+    }
+    fn terminal(&mut self, job: JobId) -> Option<Terminal> {
+        self.0.job(job).expect("a job reads")?.terminal()
+    }
+    fn backlog(&mut self) -> usize {
+        self.0.backlog().expect("the backlog reads")
+    }
+    fn poll_timeout(&mut self) -> Option<Time> {
+        self.0.poll_timeout().expect("the earliest expiry reads")
+    }
+    fn recorded(&mut self, op: OpId) -> Option<OutputId> {
+        self.0.op(op).expect("an operation reads").recorded
+    }
+    fn ledger_fence(&mut self, op: OpId) -> Epoch {
+        self.0.op(op).expect("an operation reads").fence
+    }
+}
+
+fn memory() -> Box<dyn Store> {
+    Box::new(MemoryStore::new(config(), Bugs::NONE).expect("a valid config"))
+}
+
+/// Runs `steps` on `store` against the model; returns the store's history log.
+fn run_on(store: Box<dyn Store>, steps: &[Step]) -> Result<Vec<String>, TestCaseError> {
+    let mut run = Run::new(store);
     for step in steps {
         run.step(step)?;
     }
-    Ok(())
+    Ok(run.table.0.events().expect("the log reads"))
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+fn run(steps: &[Step]) -> Result<(), TestCaseError> {
+    run_on(memory(), steps).map(drop)
+}
 
-    #[test]
-    fn the_table_and_ledger_follow_the_reference_model_and_keep_every_invariant(
-        steps in prop::collection::vec(step(), 1..=STEPS_MAX)
-    ) {
-        // Proves, for random step sequences, that every answer and every observable state of the
-        // real table and ledger equals the reference model's, and that the invariants hold.
-        run(&steps)?;
+/// Runs `cases` generated sequences (the same ones for every caller: a deterministic runner) on
+/// the stores `open` makes, each against the model, and checks each store's history log against
+/// the in-memory store's for the same sequence. Returns the cases run.
+/// A store to run, named, with the file it lives in (removed once the run is over), if any.
+type Opened = (&'static str, Box<dyn Store>, Option<TempFile>);
+
+fn conform(cases: u32, open: impl FnMut() -> Vec<Opened>) -> u32 {
+    use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
+    let config = ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() };
+    let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    let ran = std::cell::Cell::new(0);
+    let open = std::cell::RefCell::new(open);
+    let outcome = runner.run(&prop::collection::vec(step(), 1..=STEPS_MAX), |steps| {
+        let expected = run_on(memory(), &steps)?;
+        for (name, store, _file) in (open.borrow_mut())() {
+            let log = run_on(store, &steps).map_err(|error| TestCaseError::fail(format!("{name}: {error}")))?;
+            prop_assert_eq!(&log, &expected, "{}: the history log differs from the in-memory store's", name);
+        }
+        ran.set(ran.get() + 1);
+        Ok(())
+    });
+    if let Err(error) = outcome {
+        panic!("{error}");
     }
+    ran.get()
+}
+
+#[test]
+fn every_embedded_store_follows_the_reference_model_and_keeps_every_invariant() {
+    // Proves, for generated step sequences, that every answer and every observable state of the
+    // in-memory store, SQLite in memory and SQLite on a file equals the reference model's, that
+    // the invariants hold, and that the two SQLite stores write the in-memory store's history.
+    let cases = conform(cases(), || {
+        let file = TempFile::new("model");
+        let on_file = SqliteStore::open(file.path(), config(), Bugs::NONE).expect("open a file store");
+        let in_memory = SqliteStore::open_in_memory(config(), Bugs::NONE).expect("open an in-memory store");
+        vec![("sqlite in memory", Box::new(in_memory), None), ("sqlite on a file", Box::new(on_file), Some(file))]
+    });
+    common::say(&format!("model conformance: {cases} cases on in-memory, sqlite in memory, sqlite on a file"));
+}
+
+#[test]
+fn postgres_follows_the_reference_model_and_keeps_every_invariant() {
+    // Proves the same for PostgreSQL, on the first sequences of the same deterministic runner,
+    // each case on a freshly emptied scratch schema.
+    let Some(mut scratch) = pg::scratch("model") else { return };
+    let cases_pg = std::env::var("PROPTEST_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(100);
+    let scratch_ref = std::cell::RefCell::new(&mut scratch);
+    let cases = conform(cases_pg, || {
+        let mut scratch = scratch_ref.borrow_mut();
+        scratch.reset();
+        vec![("postgres", Box::new(scratch.open(config(), Bugs::NONE)) as Box<dyn Store>, None)]
+    });
+    common::say(&format!("model conformance: {cases} cases on postgres"));
 }
 
 #[test]
@@ -836,7 +985,7 @@ fn the_model_runs_reach_the_interesting_situations() {
     let mut seen = BTreeMap::<&str, usize>::new();
     for _ in 0..200 {
         let steps = prop::collection::vec(step(), 1..=STEPS_MAX).new_tree(&mut runner).unwrap().current();
-        let mut run = Run::new();
+        let mut run = Run::new(memory());
         for step in &steps {
             run.step(step).unwrap();
         }

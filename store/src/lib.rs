@@ -1,0 +1,169 @@
+//! # lease-store: lease-core's rules on real stores
+//!
+//! `lease-core` holds the rules; this crate gives them durability and atomicity. Two traits are
+//! the seam, [`TableStore`] (the lease table) and [`LedgerStore`] (the effect ledger), mirroring
+//! [`lease_core::LeaseTable`] and [`lease_core::EffectLedger`] call for call, with three
+//! implementations:
+//!
+//! - [`MemoryStore`]: `LeaseTable` and `EffectLedger` themselves. Nothing is durable.
+//! - [`SqliteStore`]: SQLite through `rusqlite` with SQLite compiled in (`bundled`), in memory or
+//!   on a file. The embedded default. Writers are serialised by `BEGIN IMMEDIATE`.
+//! - [`PostgresStore`]: PostgreSQL, for many machines. The queue's head is taken with
+//!   `FOR UPDATE SKIP LOCKED`, every other row an operation decides over with `FOR UPDATE`.
+//!
+//! **The rules are written once.** A store on a database never decides: each operation runs in
+//! one transaction that reads the job's row (locked), asks [`lease_core::Rules`] (or
+//! [`lease_core::OpRecord`] for the ledger) for the decision, the very function `LeaseTable`
+//! calls on its maps, and writes the decision back with a compare-and-set that re-checks, at write
+//! time, the state, epoch and expiry the decision was made over. The statements and their guards
+//! are in [`schema`], each guard with the production bug it prevents. The planted bugs of
+//! `lease-core` (feature `planted-bugs`) therefore act through the stores too.
+//!
+//! **Every answer and its history line commit together.** Each operation appends one line of the
+//! project's history contract (README, "The history") in its own transaction, so the log, read in
+//! commit order ([`TableStore::events`]), is a history. See [`event`] for the line type.
+//!
+//! **The table's clock.** Every call takes `now`, the table's time in microseconds, as
+//! `LeaseTable` does: the simulated clock in the simulator, the host's in a live run. SQLite always
+//! uses the time passed in (every process of one SQLite file shares one machine's clock).
+//! PostgreSQL uses it too, unless opened with [`Clock::Database`]: then the table's clock is the
+//! server's `clock_timestamp()`, in microseconds since the Unix epoch, so that processes on many
+//! machines share one clock. A handle refuses a `now` earlier than one it was passed before
+//! ([`lease_core::TableError::TimeWentBackwards`]); different handles share rows, not a clock.
+//!
+//! **Determinism.** Nothing in the SQL reads a clock or draws randomness (no `CURRENT_TIMESTAMP`,
+//! no `random()`, no `AUTOINCREMENT`; SQLite's temporary storage is kept in memory), and every
+//! ordering has a total tie-break (`ORDER BY expires_at_us, job`), so the same calls on an
+//! in-memory SQLite database give the same answers and the same log, byte for byte.
+//!
+//! **Why the synchronous `postgres` crate, not `tokio-postgres`.** The rules are sans-IO and the
+//! seam is synchronous, as `rusqlite` is: one trait serves every store, and a caller on threads (a
+//! worker process, the race tests, the benchmark) needs no runtime. `postgres` is `tokio-postgres`
+//! behind a private current-thread runtime, so the wire protocol and its quality are the same; an
+//! async service can still run a store on a blocking thread. And no tokio runtime may ever reach
+//! a simulated world, where a store runs on SQLite.
+//!
+//! **Schema versions.** [`schema::MIGRATIONS`] moves a database from its version to the newest
+//! this build knows, one transaction per migration; a database at a version this build does not
+//! know is refused with [`StoreError::UnknownSchema`] and left untouched.
+
+pub mod event;
+mod memory;
+mod postgres;
+pub mod schema;
+mod sql;
+mod sqlite;
+
+pub use crate::postgres::{Clock, PostgresStore};
+pub use event::{Caller, Event};
+pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
+
+use lease_core::{
+    Acquired, Apply, Completion, ConfigError, Enqueued, Epoch, Fencing, JobId, JobRecord, Lease, Lookup, OpId,
+    OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, TableConfig, TableError, Time,
+    WorkerId,
+};
+
+/// What can go wrong in a store, apart from the protocol's own outcomes (which are answers).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The caller's misuse, as the in-memory table reports it.
+    #[error(transparent)]
+    Table(#[from] TableError),
+    /// A table configuration that cannot work.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// SQLite failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed (or could not be reached).
+    #[error("postgres: {0}")]
+    Postgres(#[from] ::postgres::Error),
+    /// The database is at a schema version this build does not know: it is left untouched.
+    #[error(
+        "the database is at lease-store schema version {found}, but this build knows versions up to {known}: \
+         refusing to use it (run a newer lease-store, or point this one at another database)"
+    )]
+    UnknownSchema {
+        /// The database's version.
+        found: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
+    /// A row that no statement of this crate writes.
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// A compare-and-set write found the row changed under a decision made inside the same
+    /// transaction, which its lock forbids: the transaction was rolled back, nothing answered.
+    #[error("job {job}'s row changed under a locked decision: rolled back")]
+    Raced {
+        /// The job.
+        job: JobId,
+    },
+}
+
+/// The lease table's seam: the calls of [`lease_core::LeaseTable`], on any store.
+pub trait TableStore {
+    /// The table's limits.
+    fn config(&self) -> TableConfig;
+    /// Names the requester (and batch) of the calls that follow, for the history lines.
+    fn set_caller(&mut self, caller: Caller);
+    /// Accepts a job, unless known or at capacity.
+    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError>;
+    /// Grants the oldest queued job.
+    fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError>;
+    /// Grants the oldest queued job, or the standing grant of a retried request.
+    fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, StoreError>;
+    /// Extends a lease, for its current epoch, before it expires.
+    fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError>;
+    /// Completes a job, for its current epoch.
+    fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Result<Completion, StoreError>;
+    /// Hands a leased job back, or dead-letters it out of attempts.
+    fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError>;
+    /// Undoes a grant its worker never took.
+    fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError>;
+    /// Leases expired by the table's clock, earliest first, at most `batch_max`.
+    fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError>;
+    /// Fences an expired lease by compare-and-set on its epoch.
+    fn fence(
+        &mut self,
+        now: Time,
+        job: JobId,
+        expected: Epoch,
+        reclaimer: ReclaimerId,
+        as_of: Time,
+    ) -> Result<Fencing, StoreError>;
+    /// Quarantines a job whose operation has two different outputs.
+    fn quarantine(
+        &mut self,
+        now: Time,
+        job: JobId,
+        epoch: Epoch,
+        recorded: OutputId,
+        rival: OutputId,
+    ) -> Result<Quarantine, StoreError>;
+    /// Everything kept about a job, if known (for checks and tests).
+    fn job(&mut self, job: JobId) -> Result<Option<JobRecord>, StoreError>;
+    /// Accepted jobs not yet terminal.
+    fn backlog(&mut self) -> Result<usize, StoreError>;
+    /// The earliest live expiry.
+    fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError>;
+    /// The history lines, in commit order.
+    fn events(&mut self) -> Result<Vec<String>, StoreError>;
+}
+
+/// The effect ledger's seam: the calls of [`lease_core::EffectLedger`], on any store. `now` only
+/// stamps the history line: the ledger has no clock.
+pub trait LedgerStore {
+    /// Raises the operation's fence to `epoch` and reports what is recorded.
+    fn lookup(&mut self, now: Time, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError>;
+    /// Records an output unless fenced or another is recorded; never overwrites.
+    fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError>;
+    /// Everything kept about an operation (for checks and tests).
+    fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError>;
+}
+
+/// A whole store: the table and the ledger on one database.
+pub trait Store: TableStore + LedgerStore {}
+impl<S: TableStore + LedgerStore> Store for S {}

@@ -1,0 +1,156 @@
+//! The in-memory store: `lease-core`'s [`LeaseTable`] and [`EffectLedger`] as they are, with the
+//! history lines kept in a vector. Nothing is durable; one handle is the whole store.
+
+use crate::event::{Caller, Event};
+use crate::{LedgerStore, StoreError, TableStore};
+use lease_core::{
+    Acquired, Apply, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, JobId, JobRecord, JobState, Lease,
+    LeaseTable, Lookup, OpId, OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue,
+    TableConfig, Time, WorkerId,
+};
+
+/// The in-memory store.
+#[derive(Debug)]
+pub struct MemoryStore {
+    table: LeaseTable,
+    ledger: EffectLedger,
+    caller: Caller,
+    events: Vec<String>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new(config: TableConfig, bugs: Bugs) -> Result<MemoryStore, StoreError> {
+        let table = LeaseTable::with_bugs(config, bugs)?;
+        Ok(MemoryStore { table, ledger: EffectLedger::with_bugs(bugs), caller: Caller::default(), events: Vec::new() })
+    }
+
+    fn log(&mut self, now: Time, event: Event) {
+        self.events.push(event.line(now.0));
+    }
+}
+
+impl TableStore for MemoryStore {
+    fn config(&self) -> TableConfig {
+        *self.table.config()
+    }
+
+    fn set_caller(&mut self, caller: Caller) {
+        self.caller = caller;
+    }
+
+    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
+        let answer = self.table.enqueue(now, job)?;
+        self.log(now, Event::enqueued(job, &answer));
+        Ok(answer)
+    }
+
+    fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
+        let answer = self.table.acquire(now, owner)?;
+        self.log(now, Event::acquired(owner, &answer));
+        Ok(answer)
+    }
+
+    fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, StoreError> {
+        let answer = self.table.acquire_for(now, owner, request)?;
+        self.log(now, Event::acquired(owner, &answer));
+        Ok(answer)
+    }
+
+    fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError> {
+        let answer = self.table.renew(now, job, epoch)?;
+        self.log(now, Event::renewal(&self.caller, job, epoch, &answer));
+        Ok(answer)
+    }
+
+    fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Result<Completion, StoreError> {
+        let answer = self.table.complete(now, job, epoch, output)?;
+        self.log(now, Event::completion(&self.caller, job, epoch, output, &answer));
+        Ok(answer)
+    }
+
+    fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
+        let answer = self.table.requeue(now, job, epoch)?;
+        self.log(now, Event::requeue(&self.caller, job, epoch, &answer));
+        Ok(answer)
+    }
+
+    fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError> {
+        let answer = self.table.release(now, job, epoch)?;
+        self.log(now, Event::release(&self.caller, job, epoch, &answer));
+        Ok(answer)
+    }
+
+    fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
+        let leases = self.table.expired(now, as_of)?;
+        self.log(now, Event::listed(&self.caller, &leases));
+        Ok(leases)
+    }
+
+    fn fence(
+        &mut self,
+        now: Time,
+        job: JobId,
+        expected: Epoch,
+        reclaimer: ReclaimerId,
+        as_of: Time,
+    ) -> Result<Fencing, StoreError> {
+        let answer = self.table.fence(now, job, expected, reclaimer, as_of)?;
+        self.log(now, Event::fencing(&self.caller, job, expected, &answer));
+        Ok(answer)
+    }
+
+    fn quarantine(
+        &mut self,
+        now: Time,
+        job: JobId,
+        epoch: Epoch,
+        recorded: OutputId,
+        rival: OutputId,
+    ) -> Result<Quarantine, StoreError> {
+        let answer = self.table.quarantine(now, job, epoch, recorded, rival)?;
+        self.log(now, Event::quarantine(&self.caller, job, epoch, &answer));
+        Ok(answer)
+    }
+
+    fn job(&mut self, job: JobId) -> Result<Option<JobRecord>, StoreError> {
+        let Some(epoch) = self.table.epoch(job) else { return Ok(None) };
+        let attempts = self.table.attempts(job).expect("a known job");
+        let state = match (self.table.lease(job), self.table.terminal(job)) {
+            (Some(lease), _) => JobState::Leased(lease),
+            (None, Some(terminal)) => JobState::Terminal(*terminal),
+            (None, None) => JobState::Queued,
+        };
+        Ok(Some(JobRecord { epoch, attempts, state }))
+    }
+
+    fn backlog(&mut self) -> Result<usize, StoreError> {
+        Ok(self.table.backlog())
+    }
+
+    fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError> {
+        Ok(self.table.poll_timeout())
+    }
+
+    fn events(&mut self) -> Result<Vec<String>, StoreError> {
+        Ok(self.events.clone())
+    }
+}
+
+impl LedgerStore for MemoryStore {
+    fn lookup(&mut self, now: Time, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
+        let answer = self.ledger.lookup(op, epoch);
+        self.log(now, Event::lookup(&self.caller, op, epoch, &answer));
+        Ok(answer)
+    }
+
+    fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError> {
+        let answer = self.ledger.apply(op, epoch, output);
+        self.log(now, Event::apply(&self.caller, op, epoch, output, &answer));
+        Ok(answer)
+    }
+
+    fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
+        Ok(self.ledger.op(op))
+    }
+}

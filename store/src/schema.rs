@@ -1,0 +1,180 @@
+//! The schema, its versioned migrations, and every statement, written once for both databases.
+//!
+//! Statements use PostgreSQL's numbered parameters (`$1`); SQLite reads them as `?1` (see
+//! [`for_sqlite`]). Both dialects share the text, so a reader audits one set of guards. Nothing
+//! here reads a clock or draws randomness: no `CURRENT_TIMESTAMP`, no `random()`, no
+//! `AUTOINCREMENT`; every time is a parameter (`t_us`, `now`), except PostgreSQL's
+//! `clock_timestamp()` when the caller asks for the database's clock.
+
+/// The schema versions this build knows, in order; each migration moves the database from the
+/// version before it to its own. A database at a later version than the last is refused.
+pub const MIGRATIONS: &[(i64, &str)] = &[(1, V1)];
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Version 1: jobs, the ledger, the per-worker last grants and the event log.
+const V1: &str = "
+CREATE TABLE lease_jobs (
+    job BIGINT PRIMARY KEY,
+    state TEXT NOT NULL CHECK (state IN ('queued', 'leased', 'terminal')),
+    epoch BIGINT NOT NULL,
+    attempts BIGINT NOT NULL,
+    -- Position in the queue, while queued: the queue's head has the lowest.
+    queue_seq BIGINT,
+    -- The live lease, while leased.
+    owner TEXT,
+    lease_epoch BIGINT,
+    expires_at_us BIGINT,
+    -- The terminal outcome, once ended.
+    outcome TEXT CHECK (outcome IN ('completed', 'dead_lettered', 'quarantined')),
+    output BIGINT,
+    rival BIGINT,
+    ended_epoch BIGINT,
+    ended_attempts BIGINT
+);
+CREATE INDEX lease_jobs_queue ON lease_jobs (queue_seq, job) WHERE state = 'queued';
+CREATE INDEX lease_jobs_expiry ON lease_jobs (expires_at_us, job) WHERE expires_at_us IS NOT NULL;
+-- The backlog (jobs not yet terminal) is counted over this index: at most `capacity` entries.
+CREATE INDEX lease_jobs_live ON lease_jobs (job) WHERE state <> 'terminal';
+CREATE TABLE lease_grants (
+    worker BIGINT PRIMARY KEY,
+    request BIGINT NOT NULL,
+    job BIGINT NOT NULL,
+    epoch BIGINT NOT NULL
+);
+CREATE TABLE lease_ledger (
+    job BIGINT NOT NULL,
+    step BIGINT NOT NULL,
+    fence BIGINT NOT NULL,
+    output BIGINT,
+    rival BIGINT,
+    PRIMARY KEY (job, step)
+);
+CREATE TABLE lease_events (
+    seq BIGINT PRIMARY KEY,
+    t_us BIGINT NOT NULL,
+    node TEXT NOT NULL,
+    line TEXT NOT NULL
+);
+-- The log's head: one row, locked by each transaction as its last statement, so sequence
+-- numbers are handed out in commit order.
+CREATE TABLE lease_log_head (seq BIGINT NOT NULL);
+INSERT INTO lease_log_head (seq) VALUES (0);
+";
+
+/// The table holding the schema version.
+pub const CREATE_VERSION: &str = "CREATE TABLE IF NOT EXISTS lease_schema (version BIGINT NOT NULL)";
+/// The schema version, if set.
+pub const READ_VERSION: &str = "SELECT version FROM lease_schema";
+/// Set the first version.
+pub const INSERT_VERSION: &str = "INSERT INTO lease_schema (version) VALUES ($1)";
+/// Move to a later version.
+pub const UPDATE_VERSION: &str = "UPDATE lease_schema SET version = $1";
+
+/// Every column of a job row, in [`crate::sql::Row`]'s order.
+macro_rules! job_columns {
+    () => {
+        "job, state, epoch, attempts, queue_seq, owner, lease_epoch, expires_at_us, outcome, output, rival, \
+         ended_epoch, ended_attempts"
+    };
+}
+
+/// One job's row. PostgreSQL appends `FOR UPDATE`: the row stays locked until the decision over it
+/// is written back, so no other transaction decides over the same record meanwhile.
+pub const SELECT_JOB: &str = concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE job = $1");
+
+/// Whether a job is known. Job rows are never deleted, so no lock is needed.
+pub const SELECT_KNOWN: &str = "SELECT 1 FROM lease_jobs WHERE job = $1";
+
+/// Serialises enqueues on PostgreSQL (SQLite's writers are serial already): an enqueue's capacity
+/// check counts the backlog, and only an enqueue raises it, so two concurrent enqueues must not
+/// both see room for one. It locks the log's head, which the enqueue takes last anyway.
+pub const LOCK_ENQUEUES: &str = "SELECT seq FROM lease_log_head FOR UPDATE";
+
+/// The queue's head. PostgreSQL appends `FOR UPDATE SKIP LOCKED`: concurrent acquires take
+/// different jobs instead of queueing behind one row (SQLite serialises writers: `BEGIN IMMEDIATE`).
+pub const SELECT_HEAD: &str =
+    concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq, job LIMIT 1");
+
+/// The reclaim listing: leases expired by the table's clock (`$1`, the latest expiry that counts
+/// as expired), earliest first, at most `batch_max` (`$2`). A lease is listed only once its
+/// `expires_at_us` has passed on the table's clock, never by a reclaimer's own: the guard
+/// against Oban's Lifeline, which rescues jobs that may still be executing and so runs them twice.
+/// The listing locks nothing: each fence re-checks at write time.
+pub const SELECT_EXPIRED: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM lease_jobs WHERE expires_at_us IS NOT NULL AND expires_at_us <= $1 ORDER BY expires_at_us, job LIMIT $2"
+);
+
+/// Accepted jobs not yet terminal.
+pub const SELECT_BACKLOG: &str = "SELECT COUNT(*) FROM lease_jobs WHERE state <> 'terminal'";
+
+/// The earliest live expiry.
+pub const SELECT_EARLIEST: &str = "SELECT MIN(expires_at_us) FROM lease_jobs WHERE expires_at_us IS NOT NULL";
+
+/// The next place at the back of the queue, and at its head.
+pub const SELECT_QUEUE_ENDS: &str =
+    "SELECT COALESCE(MAX(queue_seq), 0) + 1, COALESCE(MIN(queue_seq), 0) - 1 FROM lease_jobs WHERE state = 'queued'";
+
+/// A new job.
+pub const INSERT_JOB: &str = concat!(
+    "INSERT INTO lease_jobs (",
+    job_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+);
+
+/// Writes a decision back: the new record (`$2`..`$13`) over the row read in this transaction
+/// (`$14`..`$18`), as a compare-and-set that re-checks, at write time, the state, epoch, attempts,
+/// lease epoch and expiry the decision was made over. Zero rows written means the row moved
+/// under the decision: the transaction is rolled back. Each guard prevents a production bug:
+/// - `state` and `epoch`: a completion is accepted only for the job's current epoch while it is
+///   leased, never by state alone (River's completion checks only `state = 'running'`, not the
+///   attempt, so a stale worker completes a job its rescuer handed on).
+/// - `lease_epoch` and `expires_at_us`: a fence takes a lease only if it is still the expired
+///   lease it listed: a job completed, requeued or renewed since the listing is not overwritten
+///   (River's rescuer overwrote jobs completed meanwhile: its issue 1302, fixed in PR 1373).
+/// - `expires_at_us` again: a renewal extends only the lease it found unexpired, so a renewal and
+///   a reclaim at the boundary cannot both win (Graphile Worker's duplicate results when a job
+///   outlived its lock).
+pub const UPDATE_JOB: &str = "UPDATE lease_jobs SET state = $2, epoch = $3, attempts = $4, queue_seq = $5, \
+     owner = $6, lease_epoch = $7, expires_at_us = $8, outcome = $9, output = $10, rival = $11, \
+     ended_epoch = $12, ended_attempts = $13 \
+     WHERE job = $1 AND state = $14 AND epoch = $15 AND attempts = $16 \
+     AND lease_epoch IS NOT DISTINCT FROM $17 AND expires_at_us IS NOT DISTINCT FROM $18";
+
+/// A worker's last grant by request.
+pub const SELECT_GRANT: &str = "SELECT request, job, epoch FROM lease_grants WHERE worker = $1";
+/// Remembers a worker's last grant by request.
+pub const UPSERT_GRANT: &str = "INSERT INTO lease_grants (worker, request, job, epoch) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (worker) DO UPDATE SET request = excluded.request, job = excluded.job, epoch = excluded.epoch";
+
+/// Makes sure an operation has a ledger row (fence 0, nothing recorded).
+pub const ENSURE_OP: &str = "INSERT INTO lease_ledger (job, step, fence) VALUES ($1, $2, 0) ON CONFLICT DO NOTHING";
+/// An operation's ledger row. PostgreSQL appends `FOR UPDATE`.
+pub const SELECT_OP: &str = "SELECT fence, output, rival FROM lease_ledger WHERE job = $1 AND step = $2";
+/// Writes a ledger decision back. The guard `output IS NOT DISTINCT FROM $6` with the new output
+/// equal to the old whenever one was recorded: the ledger never overwrites a recorded output,
+/// a different one is kept aside as the rival (Graphile Worker's duplicate results: a second
+/// writer's output replaced the first). `rival` is compared too, so a rival is set once.
+pub const UPDATE_OP: &str = "UPDATE lease_ledger SET fence = $3, output = $4, rival = $5 \
+     WHERE job = $1 AND step = $2 AND output IS NOT DISTINCT FROM $6 AND rival IS NOT DISTINCT FROM $7 \
+     AND (output IS NULL OR output = $4)";
+
+/// Takes the next log sequence number. The last statement of every transaction: the head row
+/// stays locked until commit, so numbers are taken in commit order.
+pub const NEXT_SEQ: &str = "UPDATE lease_log_head SET seq = seq + 1 RETURNING seq";
+/// One history line.
+pub const INSERT_EVENT: &str = "INSERT INTO lease_events (seq, t_us, node, line) VALUES ($1, $2, $3, $4)";
+/// The log in commit order.
+pub const SELECT_EVENTS: &str = "SELECT line FROM lease_events ORDER BY seq";
+
+/// PostgreSQL's clock, in microseconds since the Unix epoch: read at the statement, not at the
+/// transaction's start (`now()` would be the start).
+pub const SELECT_CLOCK: &str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT";
+
+/// A statement in SQLite's spelling of numbered parameters (`?1` for `$1`).
+pub fn for_sqlite(sql: &str) -> String {
+    sql.replace('$', "?")
+}

@@ -1,0 +1,443 @@
+//! The operations of a store on a database, written once over a transaction ([`Tx`]).
+//!
+//! Each operation runs in one transaction: read the job's row (locked), ask `lease-core`'s
+//! [`Rules`] for the decision, write the decision back with a compare-and-set (`UPDATE_JOB` in
+//! [`crate::schema`]), and append the history line. SQLite and PostgreSQL implement [`Tx`] with
+//! the same statements; neither decides anything itself.
+
+use crate::event::{Caller, Event};
+use crate::StoreError;
+use lease_core::{
+    Acquired, Apply, Completion, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, JobState, LastGrant, Lease, Lookup,
+    OpId, OpRecord, Outcome, OutputId, Owner, Place, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue,
+    Rules, TableError, Terminal, Time, WorkerId,
+};
+
+/// One row of `lease_jobs`, column for column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub job: i64,
+    pub state: &'static str,
+    pub epoch: i64,
+    pub attempts: i64,
+    pub queue_seq: Option<i64>,
+    pub owner: Option<String>,
+    pub lease_epoch: Option<i64>,
+    pub expires_at_us: Option<i64>,
+    pub outcome: Option<&'static str>,
+    pub output: Option<i64>,
+    pub rival: Option<i64>,
+    pub ended_epoch: Option<i64>,
+    pub ended_attempts: Option<i64>,
+}
+
+/// A value for a signed 64-bit column. Ids, epochs and times past `i64::MAX` are refused.
+pub fn int(value: u64) -> i64 {
+    i64::try_from(value).expect("a value past i64::MAX cannot be stored")
+}
+
+fn uint(value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative value {value}")))
+}
+
+fn state_name(state: &str) -> Result<&'static str, StoreError> {
+    ["queued", "leased", "terminal"]
+        .into_iter()
+        .find(|name| *name == state)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown state {state:?}")))
+}
+
+fn outcome_name(outcome: Option<&str>) -> Result<Option<&'static str>, StoreError> {
+    let Some(outcome) = outcome else { return Ok(None) };
+    ["completed", "dead_lettered", "quarantined"]
+        .into_iter()
+        .find(|name| *name == outcome)
+        .map(Some)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown outcome {outcome:?}")))
+}
+
+fn owner_of(text: &str) -> Result<Owner, StoreError> {
+    let corrupt = || StoreError::Corrupt(format!("unknown owner {text:?}"));
+    let (kind, number) = text.split_at_checked(1).ok_or_else(corrupt)?;
+    let number: u32 = number.parse().map_err(|_| corrupt())?;
+    match kind {
+        "w" => Ok(Owner::Worker(WorkerId(number))),
+        "r" => Ok(Owner::Reclaimer(lease_core::ReclaimerId(number))),
+        _ => Err(corrupt()),
+    }
+}
+
+impl Row {
+    /// The row from its columns as read (text columns checked against their closed sets).
+    #[allow(clippy::too_many_arguments)]
+    pub fn read(
+        job: i64,
+        state: &str,
+        numbers: [i64; 2],
+        queue_seq: Option<i64>,
+        owner: Option<String>,
+        lease: [Option<i64>; 2],
+        outcome: Option<&str>,
+        ended: [Option<i64>; 4],
+    ) -> Result<Row, StoreError> {
+        Ok(Row {
+            job,
+            state: state_name(state)?,
+            epoch: numbers[0],
+            attempts: numbers[1],
+            queue_seq,
+            owner,
+            lease_epoch: lease[0],
+            expires_at_us: lease[1],
+            outcome: outcome_name(outcome)?,
+            output: ended[0],
+            rival: ended[1],
+            ended_epoch: ended[2],
+            ended_attempts: ended[3],
+        })
+    }
+
+    /// The row of `record`, at `queue_seq` while queued.
+    pub fn of(job: JobId, record: &JobRecord, queue_seq: Option<i64>) -> Row {
+        let mut row = Row {
+            job: int(job.0),
+            state: "queued",
+            epoch: int(record.epoch.0),
+            attempts: i64::from(record.attempts),
+            queue_seq: None,
+            owner: None,
+            lease_epoch: None,
+            expires_at_us: None,
+            outcome: None,
+            output: None,
+            rival: None,
+            ended_epoch: None,
+            ended_attempts: None,
+        };
+        match record.state {
+            JobState::Queued => row.queue_seq = queue_seq,
+            JobState::Leased(lease) => {
+                row.state = "leased";
+                row.owner = Some(lease.owner.to_string());
+                row.lease_epoch = Some(int(lease.epoch.0));
+                row.expires_at_us = Some(int(lease.expires_at.0));
+            }
+            JobState::Terminal(terminal) => {
+                row.state = "terminal";
+                row.ended_epoch = Some(int(terminal.epoch.0));
+                match terminal.outcome {
+                    Outcome::Completed { output } => {
+                        row.outcome = Some("completed");
+                        row.output = Some(int(output.0));
+                    }
+                    Outcome::DeadLettered { attempts } => {
+                        row.outcome = Some("dead_lettered");
+                        row.ended_attempts = Some(i64::from(attempts));
+                    }
+                    Outcome::Quarantined { recorded, rival } => {
+                        row.outcome = Some("quarantined");
+                        row.output = Some(int(recorded.0));
+                        row.rival = Some(int(rival.0));
+                    }
+                }
+            }
+        }
+        row
+    }
+
+    /// The job's record.
+    pub fn record(&self) -> Result<(JobId, JobRecord), StoreError> {
+        let job = JobId(uint(self.job)?);
+        let epoch = Epoch(uint(self.epoch)?);
+        let attempts = u32::try_from(self.attempts).map_err(|_| StoreError::Corrupt("attempts".into()))?;
+        let missing = |what: &str| StoreError::Corrupt(format!("{} row of job {} has no {what}", self.state, self.job));
+        let state = match self.state {
+            "queued" => JobState::Queued,
+            "leased" => JobState::Leased(Lease {
+                job,
+                owner: owner_of(self.owner.as_deref().ok_or_else(|| missing("owner"))?)?,
+                epoch: Epoch(uint(self.lease_epoch.ok_or_else(|| missing("lease_epoch"))?)?),
+                expires_at: Time(uint(self.expires_at_us.ok_or_else(|| missing("expires_at_us"))?)?),
+            }),
+            _ => {
+                let epoch = Epoch(uint(self.ended_epoch.ok_or_else(|| missing("ended_epoch"))?)?);
+                let output = || Ok::<_, StoreError>(OutputId(uint(self.output.ok_or_else(|| missing("output"))?)?));
+                let outcome = match self.outcome.ok_or_else(|| missing("outcome"))? {
+                    "completed" => Outcome::Completed { output: output()? },
+                    "dead_lettered" => {
+                        let attempts = self.ended_attempts.ok_or_else(|| missing("ended_attempts"))?;
+                        Outcome::DeadLettered { attempts: u32::try_from(attempts).unwrap_or(u32::MAX) }
+                    }
+                    _ => Outcome::Quarantined {
+                        recorded: output()?,
+                        rival: OutputId(uint(self.rival.ok_or_else(|| missing("rival"))?)?),
+                    },
+                };
+                JobState::Terminal(Terminal { job, epoch, outcome })
+            }
+        };
+        Ok((job, JobRecord { epoch, attempts, state }))
+    }
+}
+
+/// The statements a store runs inside one transaction. Every method is one or two statements of
+/// [`crate::schema`]; the decisions are the callers', in this module.
+pub trait Tx {
+    /// The job's row, locked for the rest of the transaction.
+    fn job(&mut self, job: JobId) -> Result<Option<Row>, StoreError>;
+    /// Whether the job is known, without locking its row.
+    fn known(&mut self, job: JobId) -> Result<bool, StoreError>;
+    /// The queue's head (PostgreSQL: skipping rows other transactions hold).
+    fn head(&mut self) -> Result<Option<Row>, StoreError>;
+    /// Accepted, non-terminal jobs.
+    fn backlog(&mut self) -> Result<usize, StoreError>;
+    /// `(back, front)`: the queue places behind the last queued job and ahead of the first.
+    fn queue_ends(&mut self) -> Result<(i64, i64), StoreError>;
+    /// A new row.
+    fn insert(&mut self, row: &Row) -> Result<(), StoreError>;
+    /// The compare-and-set write of `new` over `old`: rows written (0 or 1).
+    fn update(&mut self, new: &Row, old: &Row) -> Result<usize, StoreError>;
+    /// Leases expiring at or before `through`, earliest first, at most `limit`.
+    fn expiring(&mut self, through: i64, limit: i64) -> Result<Vec<Row>, StoreError>;
+    /// A worker's last grant by request.
+    fn last_grant(&mut self, worker: WorkerId) -> Result<Option<LastGrant>, StoreError>;
+    /// Remembers a worker's last grant by request.
+    fn set_last_grant(&mut self, worker: WorkerId, grant: &LastGrant) -> Result<(), StoreError>;
+    /// An operation's ledger row, created empty if missing, locked.
+    fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError>;
+    /// The guarded write of a ledger decision: rows written (0 or 1).
+    fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError>;
+    /// Appends one history line, taking the log's next sequence number (the head row stays
+    /// locked to commit).
+    fn log(&mut self, t_us: u64, node: &str, line: &str) -> Result<(), StoreError>;
+}
+
+/// The store's side of one operation: the rules, the caller for the history, and the clock.
+pub struct Op<'a> {
+    /// The rules.
+    pub rules: &'a Rules,
+    /// Who asks, for the history.
+    pub caller: &'a Caller,
+    /// The latest time this handle passed; `now` must not be earlier.
+    pub last_now: Time,
+    /// The table's time for this operation.
+    pub now: Time,
+}
+
+impl Op<'_> {
+    fn clock(&self) -> Result<(), StoreError> {
+        if self.now < self.last_now {
+            return Err(TableError::TimeWentBackwards { last: self.last_now, now: self.now }.into());
+        }
+        Ok(())
+    }
+
+    fn log(&self, tx: &mut impl Tx, event: &Event) -> Result<(), StoreError> {
+        tx.log(self.now.0, event.node(), &event.line(self.now.0))
+    }
+
+    /// The job's record, or misuse: an unknown job (checked before the clock, as the table does).
+    fn known(&self, tx: &mut impl Tx, job: JobId) -> Result<(Row, JobRecord), StoreError> {
+        let row = tx.job(job)?.ok_or(TableError::UnknownJob(job))?;
+        let (_, record) = row.record()?;
+        Ok((row, record))
+    }
+
+    /// Writes a decision back over `old`, guarded; a lost compare-and-set is a broken invariant
+    /// (the row was locked), so it rolls back with an error rather than answer.
+    fn write<A>(&self, tx: &mut impl Tx, old: &Row, decision: &lease_core::Decision<A>) -> Result<(), StoreError> {
+        let Some(new) = decision.write else { return Ok(()) };
+        let seq = match (decision.place, new.state) {
+            (_, JobState::Leased(_) | JobState::Terminal(_)) => None,
+            (Place::Back, _) => Some(tx.queue_ends()?.0),
+            (Place::Front, _) => Some(tx.queue_ends()?.1),
+            (Place::Stay | Place::Out, _) => old.queue_seq,
+        };
+        let (job, _) = old.record()?;
+        let mut row = Row::of(job, &new, seq);
+        if decision.keeps_expiry && row.expires_at_us.is_none() {
+            row.expires_at_us = old.expires_at_us; // The planted bug: the expiry outlives the lease.
+        }
+        let written = tx.update(&row, old)?;
+        if written != 1 {
+            return Err(StoreError::Raced { job });
+        }
+        Ok(())
+    }
+
+    /// See [`crate::TableStore::enqueue`].
+    pub fn enqueue(&self, tx: &mut impl Tx, job: JobId) -> Result<Enqueued, StoreError> {
+        self.clock()?;
+        let known = tx.known(job)?;
+        let decision = self.rules.enqueue(known, tx.backlog()?);
+        if let Some(record) = decision.write {
+            let (back, _) = tx.queue_ends()?;
+            tx.insert(&Row::of(job, &record, Some(back)))?;
+        }
+        self.log(tx, &Event::enqueued(job, &decision.answer))?;
+        Ok(decision.answer)
+    }
+
+    /// See [`crate::TableStore::acquire_for`]; `request` `None` is a plain acquire.
+    pub fn acquire(
+        &self,
+        tx: &mut impl Tx,
+        owner: WorkerId,
+        request: Option<RequestId>,
+    ) -> Result<Acquired, StoreError> {
+        self.clock()?;
+        let answer = self.grant(tx, owner, request)?;
+        self.log(tx, &Event::acquired(owner, &answer))?;
+        Ok(answer)
+    }
+
+    fn grant(&self, tx: &mut impl Tx, owner: WorkerId, request: Option<RequestId>) -> Result<Acquired, StoreError> {
+        let last = match request {
+            Some(_) => tx.last_grant(owner)?,
+            None => None,
+        };
+        if let (Some(request), Some(last)) = (request, last) {
+            let (_, record) = self.known(tx, last.job)?;
+            if let Some(grant) = self.rules.standing_grant(self.now, owner, request, &last, &record) {
+                return Ok(Acquired::Regranted(grant));
+            }
+        }
+        let Some(head) = tx.head()? else { return Ok(Acquired::Empty) };
+        let (job, record) = head.record()?;
+        let decision = self.rules.grant(self.now, job, &record, owner).expect("the head of the queue is queued");
+        self.write(tx, &head, &decision)?;
+        if let (Some(request), Acquired::Granted(Grant { lease, .. })) = (request, decision.answer) {
+            tx.set_last_grant(owner, &LastGrant { request, job: lease.job, epoch: lease.epoch })?;
+        }
+        Ok(decision.answer)
+    }
+
+    /// See [`crate::TableStore::renew`].
+    pub fn renew(&self, tx: &mut impl Tx, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError> {
+        let (row, record) = self.known(tx, job)?;
+        self.clock()?;
+        let decision = self.rules.renew(self.now, &record, epoch);
+        self.write(tx, &row, &decision)?;
+        self.log(tx, &Event::renewal(self.caller, job, epoch, &decision.answer))?;
+        Ok(decision.answer)
+    }
+
+    /// See [`crate::TableStore::complete`].
+    pub fn complete(
+        &self,
+        tx: &mut impl Tx,
+        job: JobId,
+        epoch: Epoch,
+        output: OutputId,
+    ) -> Result<Completion, StoreError> {
+        let (row, record) = self.known(tx, job)?;
+        self.clock()?;
+        let decision = self.rules.complete(job, &record, epoch, output);
+        self.write(tx, &row, &decision)?;
+        self.log(tx, &Event::completion(self.caller, job, epoch, output, &decision.answer))?;
+        Ok(decision.answer)
+    }
+
+    /// See [`crate::TableStore::requeue`].
+    pub fn requeue(&self, tx: &mut impl Tx, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
+        let (row, record) = self.known(tx, job)?;
+        self.clock()?;
+        let decision = self.rules.requeue(job, &record, epoch);
+        self.write(tx, &row, &decision)?;
+        self.log(tx, &Event::requeue(self.caller, job, epoch, &decision.answer))?;
+        Ok(decision.answer)
+    }
+
+    /// See [`crate::TableStore::release`].
+    pub fn release(&self, tx: &mut impl Tx, job: JobId, epoch: Epoch) -> Result<Release, StoreError> {
+        let (row, record) = self.known(tx, job)?;
+        self.clock()?;
+        let decision = self.rules.release(&record, epoch);
+        self.write(tx, &row, &decision)?;
+        self.log(tx, &Event::release(self.caller, job, epoch, &decision.answer))?;
+        Ok(decision.answer)
+    }
+
+    /// See [`crate::TableStore::expired`].
+    pub fn expired(&self, tx: &mut impl Tx, as_of: Time) -> Result<Vec<Lease>, StoreError> {
+        self.clock()?;
+        let clock = self.rules.reclaim_clock(self.now, as_of);
+        let through = int(self.rules.expired_through(clock).0);
+        let limit = i64::try_from(self.rules.listing_max()).unwrap_or(i64::MAX);
+        let mut leases = Vec::new();
+        for row in tx.expiring(through, limit)? {
+            let (_, record) = row.record()?;
+            let lease = record.lease().expect("an expiry belongs to a live lease");
+            assert!(self.rules.has_expired(lease.expires_at, clock), "listed an unexpired lease");
+            leases.push(lease);
+        }
+        assert!(leases.len() <= self.rules.config.batch_max || limit == i64::MAX);
+        self.log(tx, &Event::listed(self.caller, &leases))?;
+        Ok(leases)
+    }
+
+    /// See [`crate::TableStore::fence`].
+    pub fn fence(
+        &self,
+        tx: &mut impl Tx,
+        job: JobId,
+        expected: Epoch,
+        reclaimer: ReclaimerId,
+        as_of: Time,
+    ) -> Result<Fencing, StoreError> {
+        let (row, record) = self.known(tx, job)?;
+        self.clock()?;
+        let decision = self.rules.fence(self.now, job, &record, expected, reclaimer, as_of);
+        self.write(tx, &row, &decision)?;
+        self.log(tx, &Event::fencing(self.caller, job, expected, &decision.answer))?;
+        Ok(decision.answer)
+    }
+
+    /// See [`crate::TableStore::quarantine`].
+    pub fn quarantine(
+        &self,
+        tx: &mut impl Tx,
+        job: JobId,
+        epoch: Epoch,
+        recorded: OutputId,
+        rival: OutputId,
+    ) -> Result<Quarantine, StoreError> {
+        let (row, record) = self.known(tx, job)?;
+        if recorded == rival {
+            return Err(TableError::NotAConflict { job, output: recorded }.into());
+        }
+        self.clock()?;
+        let decision = self.rules.quarantine(job, &record, epoch, recorded, rival);
+        self.write(tx, &row, &decision)?;
+        self.log(tx, &Event::quarantine(self.caller, job, epoch, &decision.answer))?;
+        Ok(decision.answer)
+    }
+
+    /// See [`crate::LedgerStore::lookup`].
+    pub fn lookup(&self, tx: &mut impl Tx, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
+        let old = tx.op(op)?;
+        let (answer, new) = old.lookup(epoch, self.rules.bugs);
+        self.write_op(tx, op, &new, &old)?;
+        self.log(tx, &Event::lookup(self.caller, op, epoch, &answer))?;
+        Ok(answer)
+    }
+
+    /// See [`crate::LedgerStore::apply`].
+    pub fn apply(&self, tx: &mut impl Tx, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError> {
+        let old = tx.op(op)?;
+        let (answer, new) = old.apply(epoch, output, self.rules.bugs);
+        self.write_op(tx, op, &new, &old)?;
+        self.log(tx, &Event::apply(self.caller, op, epoch, output, &answer))?;
+        Ok(answer)
+    }
+
+    fn write_op(&self, tx: &mut impl Tx, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<(), StoreError> {
+        if new == old {
+            return Ok(());
+        }
+        if tx.update_op(op, new, old)? != 1 {
+            return Err(StoreError::Raced { job: op.job });
+        }
+        Ok(())
+    }
+}

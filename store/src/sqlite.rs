@@ -1,0 +1,358 @@
+//! The SQLite store: the embedded default, in memory or on a file.
+//!
+//! Each operation is one `BEGIN IMMEDIATE` transaction: it takes SQLite's write lock at its start,
+//! so transactions that decide never interleave and the log's sequence is the commit order. A
+//! file store opens in WAL mode and waits (a busy timeout) for a writer of another process or
+//! thread, rather than fail. The time is always the caller's.
+
+use crate::schema::{self, for_sqlite};
+use crate::sql::{int, Op, Row, Tx};
+use crate::{Caller, LedgerStore, StoreError, TableStore};
+use lease_core::{
+    Acquired, Apply, Bugs, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, LastGrant, Lease, Lookup, OpId,
+    OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time,
+    WorkerId,
+};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a file store waits for another writer before it reports the database busy.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The SQLite store. One handle is one connection.
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Connection,
+    rules: Rules,
+    caller: Caller,
+    last_now: Time,
+}
+
+impl SqliteStore {
+    /// A store on a fresh in-memory database: private to this handle, gone with it.
+    pub fn open_in_memory(config: TableConfig, bugs: Bugs) -> Result<SqliteStore, StoreError> {
+        SqliteStore::with(Connection::open_in_memory()?, config, bugs)
+    }
+
+    /// A store on the database file at `path`, created and migrated if needed. Many handles (and
+    /// processes) may open one file.
+    pub fn open(path: &Path, config: TableConfig, bugs: Bugs) -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        SqliteStore::with(conn, config, bugs)
+    }
+
+    fn with(mut conn: Connection, config: TableConfig, bugs: Bugs) -> Result<SqliteStore, StoreError> {
+        config.validate()?;
+        // Temporary tables and indices in memory: no temporary file, whose name SQLite draws at random.
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
+        migrate(&mut conn)?;
+        Ok(SqliteStore { conn, rules: Rules { config, bugs }, caller: Caller::default(), last_now: Time::ZERO })
+    }
+
+    /// Runs one operation in one `BEGIN IMMEDIATE` transaction; an `Err` rolls it back. A table
+    /// operation (`advances`) that succeeds moves this handle's clock to `now`.
+    fn run<A>(
+        &mut self,
+        now: Time,
+        advances: bool,
+        f: impl FnOnce(&Op, &mut SqliteTx) -> Result<A, StoreError>,
+    ) -> Result<A, StoreError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let op = Op { rules: &self.rules, caller: &self.caller, last_now: self.last_now, now };
+        let answer = f(&op, &mut SqliteTx { conn: &tx })?;
+        tx.commit()?;
+        if advances {
+            self.last_now = now;
+        }
+        Ok(answer)
+    }
+
+    /// A read outside any decision.
+    fn read<A>(&mut self, f: impl FnOnce(&mut SqliteTx) -> Result<A, StoreError>) -> Result<A, StoreError> {
+        f(&mut SqliteTx { conn: &self.conn })
+    }
+}
+
+/// Moves the database to [`schema::SCHEMA_VERSION`], or refuses a version this build does not know.
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute(schema::CREATE_VERSION, [])?;
+    let found: Option<i64> = tx.query_row(schema::READ_VERSION, [], |row| row.get(0)).optional()?;
+    let current = found.unwrap_or(0);
+    if current > schema::SCHEMA_VERSION {
+        return Err(StoreError::UnknownSchema { found: current, known: schema::SCHEMA_VERSION });
+    }
+    for &(version, sql) in schema::MIGRATIONS.iter().filter(|(version, _)| *version > current) {
+        tx.execute_batch(sql)?;
+        let statement = if found.is_none() && version == 1 { schema::INSERT_VERSION } else { schema::UPDATE_VERSION };
+        tx.execute(&for_sqlite(statement), [version])?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// The statements of [`Tx`] on one SQLite transaction.
+struct SqliteTx<'c> {
+    conn: &'c Connection,
+}
+
+fn job_row(row: &rusqlite::Row) -> rusqlite::Result<Result<Row, StoreError>> {
+    let state: String = row.get(1)?;
+    let outcome: Option<String> = row.get(8)?;
+    Ok(Row::read(
+        row.get(0)?,
+        &state,
+        [row.get(2)?, row.get(3)?],
+        row.get(4)?,
+        row.get(5)?,
+        [row.get(6)?, row.get(7)?],
+        outcome.as_deref(),
+        [row.get(9)?, row.get(10)?, row.get(11)?, row.get(12)?],
+    ))
+}
+
+fn op_record(row: &rusqlite::Row) -> rusqlite::Result<OpRecord> {
+    Ok(OpRecord {
+        fence: Epoch(row.get::<_, i64>(0)? as u64),
+        recorded: row.get::<_, Option<i64>>(1)?.map(|output| OutputId(output as u64)),
+        rival: row.get::<_, Option<i64>>(2)?.map(|output| OutputId(output as u64)),
+    })
+}
+
+impl SqliteTx<'_> {
+    fn rows(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Row>, StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(sql))?;
+        let rows = statement.query_map(params, job_row)?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(row??);
+        }
+        Ok(out)
+    }
+}
+
+impl Tx for SqliteTx<'_> {
+    fn job(&mut self, job: JobId) -> Result<Option<Row>, StoreError> {
+        Ok(self.rows(schema::SELECT_JOB, [int(job.0)])?.pop())
+    }
+
+    fn known(&mut self, job: JobId) -> Result<bool, StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::SELECT_KNOWN))?;
+        Ok(statement.exists([int(job.0)])?)
+    }
+
+    fn head(&mut self) -> Result<Option<Row>, StoreError> {
+        Ok(self.rows(schema::SELECT_HEAD, [])?.pop())
+    }
+
+    fn backlog(&mut self) -> Result<usize, StoreError> {
+        let count: i64 = self.conn.prepare_cached(schema::SELECT_BACKLOG)?.query_row([], |row| row.get(0))?;
+        Ok(usize::try_from(count).expect("a count is not negative"))
+    }
+
+    fn queue_ends(&mut self) -> Result<(i64, i64), StoreError> {
+        let mut statement = self.conn.prepare_cached(schema::SELECT_QUEUE_ENDS)?;
+        Ok(statement.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?)
+    }
+
+    fn insert(&mut self, r: &Row) -> Result<(), StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_JOB))?;
+        statement.execute(params![
+            r.job,
+            r.state,
+            r.epoch,
+            r.attempts,
+            r.queue_seq,
+            r.owner,
+            r.lease_epoch,
+            r.expires_at_us,
+            r.outcome,
+            r.output,
+            r.rival,
+            r.ended_epoch,
+            r.ended_attempts
+        ])?;
+        Ok(())
+    }
+
+    fn update(&mut self, r: &Row, old: &Row) -> Result<usize, StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::UPDATE_JOB))?;
+        Ok(statement.execute(params![
+            r.job,
+            r.state,
+            r.epoch,
+            r.attempts,
+            r.queue_seq,
+            r.owner,
+            r.lease_epoch,
+            r.expires_at_us,
+            r.outcome,
+            r.output,
+            r.rival,
+            r.ended_epoch,
+            r.ended_attempts,
+            old.state,
+            old.epoch,
+            old.attempts,
+            old.lease_epoch,
+            old.expires_at_us
+        ])?)
+    }
+
+    fn expiring(&mut self, through: i64, limit: i64) -> Result<Vec<Row>, StoreError> {
+        self.rows(schema::SELECT_EXPIRED, [through, limit])
+    }
+
+    fn last_grant(&mut self, worker: WorkerId) -> Result<Option<LastGrant>, StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::SELECT_GRANT))?;
+        let grant = statement
+            .query_row([i64::from(worker.0)], |row| {
+                Ok(LastGrant {
+                    request: RequestId(row.get::<_, i64>(0)? as u64),
+                    job: JobId(row.get::<_, i64>(1)? as u64),
+                    epoch: Epoch(row.get::<_, i64>(2)? as u64),
+                })
+            })
+            .optional()?;
+        Ok(grant)
+    }
+
+    fn set_last_grant(&mut self, worker: WorkerId, grant: &LastGrant) -> Result<(), StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::UPSERT_GRANT))?;
+        statement.execute([i64::from(worker.0), int(grant.request.0), int(grant.job.0), int(grant.epoch.0)])?;
+        Ok(())
+    }
+
+    fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
+        let key = [int(op.job.0), i64::from(op.step)];
+        self.conn.prepare_cached(&for_sqlite(schema::ENSURE_OP))?.execute(key)?;
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::SELECT_OP))?;
+        Ok(statement.query_row(key, op_record)?)
+    }
+
+    fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::UPDATE_OP))?;
+        let output = |output: Option<OutputId>| output.map(|output| int(output.0));
+        Ok(statement.execute(params![
+            int(op.job.0),
+            i64::from(op.step),
+            int(new.fence.0),
+            output(new.recorded),
+            output(new.rival),
+            output(old.recorded),
+            output(old.rival)
+        ])?)
+    }
+
+    fn log(&mut self, t_us: u64, node: &str, line: &str) -> Result<(), StoreError> {
+        let seq: i64 = self.conn.prepare_cached(schema::NEXT_SEQ)?.query_row([], |row| row.get(0))?;
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_EVENT))?;
+        statement.execute(params![seq, int(t_us), node, line])?;
+        Ok(())
+    }
+}
+
+impl TableStore for SqliteStore {
+    fn config(&self) -> TableConfig {
+        self.rules.config
+    }
+
+    fn set_caller(&mut self, caller: Caller) {
+        self.caller = caller;
+    }
+
+    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
+        self.run(now, true, |op, tx| op.enqueue(tx, job))
+    }
+
+    fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
+        self.run(now, true, |op, tx| op.acquire(tx, owner, None))
+    }
+
+    fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, StoreError> {
+        self.run(now, true, |op, tx| op.acquire(tx, owner, Some(request)))
+    }
+
+    fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError> {
+        self.run(now, true, |op, tx| op.renew(tx, job, epoch))
+    }
+
+    fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Result<Completion, StoreError> {
+        self.run(now, true, |op, tx| op.complete(tx, job, epoch, output))
+    }
+
+    fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
+        self.run(now, true, |op, tx| op.requeue(tx, job, epoch))
+    }
+
+    fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError> {
+        self.run(now, true, |op, tx| op.release(tx, job, epoch))
+    }
+
+    fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
+        self.run(now, true, |op, tx| op.expired(tx, as_of))
+    }
+
+    fn fence(
+        &mut self,
+        now: Time,
+        job: JobId,
+        expected: Epoch,
+        reclaimer: ReclaimerId,
+        as_of: Time,
+    ) -> Result<Fencing, StoreError> {
+        self.run(now, true, |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
+    }
+
+    fn quarantine(
+        &mut self,
+        now: Time,
+        job: JobId,
+        epoch: Epoch,
+        recorded: OutputId,
+        rival: OutputId,
+    ) -> Result<Quarantine, StoreError> {
+        self.run(now, true, |op, tx| op.quarantine(tx, job, epoch, recorded, rival))
+    }
+
+    fn job(&mut self, job: JobId) -> Result<Option<JobRecord>, StoreError> {
+        let row = self.read(|tx| tx.job(job))?;
+        Ok(row.map(|row| row.record()).transpose()?.map(|(_, record)| record))
+    }
+
+    fn backlog(&mut self) -> Result<usize, StoreError> {
+        self.read(|tx| tx.backlog())
+    }
+
+    fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError> {
+        let mut statement = self.conn.prepare_cached(schema::SELECT_EARLIEST)?;
+        let earliest: Option<i64> = statement.query_row([], |row| row.get(0))?;
+        Ok(earliest.map(|us| Time(us as u64)))
+    }
+
+    fn events(&mut self) -> Result<Vec<String>, StoreError> {
+        let mut statement = self.conn.prepare_cached(schema::SELECT_EVENTS)?;
+        let lines = statement.query_map([], |row| row.get(0))?;
+        Ok(lines.collect::<Result<_, _>>()?)
+    }
+}
+
+impl LedgerStore for SqliteStore {
+    fn lookup(&mut self, now: Time, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
+        self.run(now, false, |o, tx| o.lookup(tx, op, epoch))
+    }
+
+    fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError> {
+        self.run(now, false, |o, tx| o.apply(tx, op, epoch, output))
+    }
+
+    fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::SELECT_OP))?;
+        let record = statement.query_row([int(op.job.0), i64::from(op.step)], op_record).optional()?;
+        Ok(record.unwrap_or_default())
+    }
+}

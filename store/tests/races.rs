@@ -1,0 +1,186 @@
+//! Races the reference model cannot express: many handles (connections) deciding over one row at
+//! once, on SQLite (one file, one connection per thread) and PostgreSQL (one connection per
+//! thread). Each round, 8 threads are released together by a barrier on one expired lease:
+//! - all 8 fence it: exactly one wins, 7 lose the race;
+//! - 4 complete it (the late worker, whose epoch is still current until a fence) while 4 fence
+//!   it: exactly one of the 8 wins (a completion, or a fence), never both.
+//!
+//! One winner comes from the guard, not from the database's serialising writers alone: with the
+//! fence's compare-and-set planted away (`Bug::ReclaimWithoutCas`, through the store's own code
+//! path), the same race has more than one winner.
+//!
+//! The history logs agree: one `reclaimed` line per job in the first race, one `reclaimed` or one
+//! `terminal` in the second. Rounds default to 1,000 per race and store; `LEASE_RACE_ROUNDS`
+//! overrides.
+
+mod common;
+
+use common::{pg, say, TempFile};
+use lease_core::{
+    Acquired, Bugs, Completion, Epoch, Fencing, JobId, OutputId, ReclaimerId, Span, TableConfig, Time, WorkerId,
+};
+use lease_store::{SqliteStore, Store};
+use std::sync::{Barrier, Mutex};
+
+const THREADS: usize = 8;
+const TTL_US: u64 = 1_000;
+/// When the racers act: every lease granted at 0 has expired.
+const LATE: Time = Time(10 * TTL_US);
+
+fn rounds() -> u64 {
+    std::env::var("LEASE_RACE_ROUNDS").ok().and_then(|rounds| rounds.parse().ok()).unwrap_or(1_000)
+}
+
+fn config(rounds: u64) -> TableConfig {
+    TableConfig { capacity: rounds as usize, lease_ttl: Span(TTL_US), batch_max: THREADS, attempts_max: 3 }
+}
+
+/// What one racer did in one round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Won,
+    Lost,
+}
+
+/// Grants one lease per round (job `r`, epoch 1, expiring at `TTL_US`) through `setup`.
+fn lease_every_job(setup: &mut dyn Store, rounds: u64) {
+    for round in 0..rounds {
+        assert!(matches!(setup.enqueue(Time::ZERO, JobId(round)), Ok(lease_core::Enqueued::Accepted { .. })));
+        let granted = setup.acquire(Time::ZERO, WorkerId(0)).expect("acquire");
+        assert!(
+            matches!(granted, Acquired::Granted(grant) if grant.lease.job == JobId(round) && grant.lease.epoch == Epoch(1))
+        );
+    }
+}
+
+/// Runs `rounds` rounds of `act(thread, handle, job)` on 8 threads, each with its own handle from
+/// `open`, released together each round; returns each round's outcomes.
+fn race(
+    rounds: u64,
+    open: &(dyn Fn() -> Box<dyn Store> + Sync),
+    act: &(dyn Fn(usize, &mut dyn Store, JobId) -> Outcome + Sync),
+) -> Vec<Vec<Outcome>> {
+    let barrier = Barrier::new(THREADS);
+    let outcomes = Mutex::new(vec![Vec::new(); rounds as usize]);
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let (barrier, outcomes) = (&barrier, &outcomes);
+            scope.spawn(move || {
+                let mut store = open();
+                for round in 0..rounds {
+                    barrier.wait();
+                    let outcome = act(thread, store.as_mut(), JobId(round));
+                    outcomes.lock().expect("no racer panicked")[round as usize].push(outcome);
+                }
+            });
+        }
+    });
+    outcomes.into_inner().expect("no racer panicked")
+}
+
+fn fence(thread: usize, store: &mut dyn Store, job: JobId) -> Outcome {
+    let reclaimer = ReclaimerId(thread as u32);
+    match store.fence(LATE, job, Epoch(1), reclaimer, LATE).expect("the fence answers") {
+        Fencing::Won { .. } => Outcome::Won,
+        Fencing::LostRace { .. } => Outcome::Lost,
+        Fencing::NotExpired { .. } => panic!("the lease expired long ago"),
+    }
+}
+
+fn complete_or_fence(thread: usize, store: &mut dyn Store, job: JobId) -> Outcome {
+    if thread % 2 == 1 {
+        return fence(thread, store, job);
+    }
+    let output = OutputId(1_000 + thread as u64);
+    match store.complete(LATE, job, Epoch(1), output).expect("the completion answers") {
+        Completion::Completed(_) => Outcome::Won,
+        Completion::Refused(_) | Completion::Conflict { .. } => Outcome::Lost,
+        Completion::AlreadyCompleted => panic!("each completer offers its own output"),
+    }
+}
+
+/// Asserts exactly one winner in every round; returns the rounds.
+fn one_winner_each_round(name: &str, outcomes: &[Vec<Outcome>]) -> usize {
+    for (round, outcomes) in outcomes.iter().enumerate() {
+        assert_eq!(outcomes.len(), THREADS);
+        let winners = outcomes.iter().filter(|outcome| **outcome == Outcome::Won).count();
+        assert_eq!(winners, 1, "{name}: round {round} had {winners} winners: {outcomes:?}");
+    }
+    outcomes.len()
+}
+
+/// Counts the log's lines of `kind`s per job: each job must have exactly one.
+fn one_line_per_job(name: &str, store: &mut dyn Store, kinds: &[&str], rounds: u64) {
+    let mut per_job = vec![0; rounds as usize];
+    for line in store.events().expect("the log reads") {
+        let value: serde_json::Value = serde_json::from_str(&line).expect("a line is JSON");
+        if kinds.contains(&value["kind"].as_str().expect("a kind")) {
+            per_job[value["job"].as_u64().expect("a job") as usize] += 1;
+        }
+    }
+    assert!(per_job.iter().all(|count| *count == 1), "{name}: lines of {kinds:?} per job: {per_job:?}");
+}
+
+/// Runs the fence race for a few rounds with the compare-and-set planted away: more than one
+/// racer must win some round, or the race is not a race.
+fn without_cas_more_than_one_wins(name: &str, open: &(dyn Fn(Bugs) -> Box<dyn Store> + Sync)) {
+    const ROUNDS: u64 = 20;
+    let planted = Bugs::plant(Some(lease_core::Bug::ReclaimWithoutCas));
+    lease_every_job(open(Bugs::NONE).as_mut(), ROUNDS);
+    let outcomes = race(ROUNDS, &|| open(planted), &fence);
+    let most = outcomes.iter().map(|round| round.iter().filter(|o| **o == Outcome::Won).count()).max();
+    assert!(
+        most > Some(1),
+        "{name}: without the compare-and-set, still one winner a round: the guard is not what decides"
+    );
+    say(&format!("{name}, fence without compare-and-set: up to {} winners in a round of {ROUNDS}", most.unwrap_or(0)));
+}
+
+#[test]
+fn without_the_compare_and_set_the_races_have_many_winners() {
+    let file = TempFile::new("races_no_cas");
+    without_cas_more_than_one_wins("sqlite file", &|bugs| {
+        Box::new(SqliteStore::open(file.path(), config(20), bugs).expect("open")) as Box<dyn Store>
+    });
+    let Some(scratch) = pg::scratch("races_no_cas") else { return };
+    let name = scratch.name.clone();
+    without_cas_more_than_one_wins("postgres", &|bugs| {
+        Box::new(pg::open_in(&name, config(20), bugs)) as Box<dyn Store>
+    });
+}
+
+#[test]
+fn eight_threads_race_on_one_lease_in_one_sqlite_file_and_exactly_one_wins() {
+    let rounds = rounds();
+    for (race_name, act, kinds) in [
+        ("fence", &fence as &(dyn Fn(usize, &mut dyn Store, JobId) -> Outcome + Sync), &["reclaimed"][..]),
+        ("complete or fence", &complete_or_fence, &["reclaimed", "terminal"][..]),
+    ] {
+        let file = TempFile::new("races");
+        let open =
+            || Box::new(SqliteStore::open(file.path(), config(rounds), Bugs::NONE).expect("open")) as Box<dyn Store>;
+        let mut setup = open();
+        lease_every_job(setup.as_mut(), rounds);
+        let won = one_winner_each_round(race_name, &race(rounds, &open, act));
+        one_line_per_job(race_name, setup.as_mut(), kinds, rounds);
+        say(&format!("sqlite file, {THREADS} threads, {race_name}: exactly one winner in each of {won} rounds"));
+    }
+}
+
+#[test]
+fn eight_threads_race_on_one_lease_in_postgres_and_exactly_one_wins() {
+    let rounds = rounds();
+    for (race_name, act, kinds) in [
+        ("fence", &fence as &(dyn Fn(usize, &mut dyn Store, JobId) -> Outcome + Sync), &["reclaimed"][..]),
+        ("complete or fence", &complete_or_fence, &["reclaimed", "terminal"][..]),
+    ] {
+        let Some(scratch) = pg::scratch("races") else { return };
+        let name = scratch.name.clone();
+        let open = || Box::new(pg::open_in(&name, config(rounds), Bugs::NONE)) as Box<dyn Store>;
+        let mut setup = open();
+        lease_every_job(setup.as_mut(), rounds);
+        let won = one_winner_each_round(race_name, &race(rounds, &open, act));
+        one_line_per_job(race_name, setup.as_mut(), kinds, rounds);
+        say(&format!("postgres, {THREADS} threads, {race_name}: exactly one winner in each of {won} rounds"));
+    }
+}

@@ -1,0 +1,106 @@
+//! Versioned migrations: a database at the current version opens as it is, with its rows; a
+//! database at a version this build does not know is refused with a clear error and left
+//! untouched. On SQLite (a file) and PostgreSQL (a scratch schema).
+
+mod common;
+
+use common::{pg, TempFile};
+use lease_core::{Bugs, Enqueued, JobId, Span, TableConfig, Time};
+use lease_store::schema::SCHEMA_VERSION;
+use lease_store::{SqliteStore, StoreError, TableStore};
+
+fn config() -> TableConfig {
+    TableConfig { capacity: 10, lease_ttl: Span(1_000), batch_max: 2, attempts_max: 2 }
+}
+
+/// Asserts the refusal names both versions and says what to do.
+fn refused(result: Result<impl std::fmt::Debug, StoreError>) {
+    let error = result.expect_err("a database from the future must be refused");
+    assert!(matches!(error, StoreError::UnknownSchema { found: 99, known: SCHEMA_VERSION }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("schema version 99") && message.contains("refusing"), "{message}");
+}
+
+#[test]
+fn a_sqlite_file_at_an_unknown_schema_version_is_refused_and_left_untouched() {
+    let file = TempFile::new("schema");
+    let mut store = SqliteStore::open(file.path(), config(), Bugs::NONE).expect("a new file migrates");
+    assert!(matches!(store.enqueue(Time(1), JobId(7)), Ok(Enqueued::Accepted { backlog: 1 })));
+    drop(store);
+
+    // Reopened at the current version: the rows are there, nothing migrates twice.
+    let mut store = SqliteStore::open(file.path(), config(), Bugs::NONE).expect("the current version opens");
+    assert!(store.job(JobId(7)).expect("reads").is_some());
+    drop(store);
+
+    let conn = rusqlite::Connection::open(file.path()).expect("open the file");
+    conn.execute("UPDATE lease_schema SET version = 99", []).expect("move the version on");
+    refused(SqliteStore::open(file.path(), config(), Bugs::NONE));
+    let version: i64 = conn.query_row("SELECT version FROM lease_schema", [], |row| row.get(0)).expect("reads");
+    let jobs: i64 = conn.query_row("SELECT COUNT(*) FROM lease_jobs", [], |row| row.get(0)).expect("reads");
+    assert_eq!((version, jobs), (99, 1), "the refused database was touched");
+}
+
+#[test]
+fn a_postgres_schema_at_an_unknown_version_is_refused_and_left_untouched() {
+    let Some(mut scratch) = pg::scratch("schema") else { return };
+    let mut store = scratch.open(config(), Bugs::NONE);
+    assert!(matches!(store.enqueue(Time(1), JobId(7)), Ok(Enqueued::Accepted { backlog: 1 })));
+    drop(store);
+    let mut store = scratch.open(config(), Bugs::NONE);
+    assert!(store.job(JobId(7)).expect("reads").is_some());
+    drop(store);
+
+    let name = scratch.name.clone();
+    scratch.execute(&format!("UPDATE {name}.lease_schema SET version = 99"));
+    let url = pg::url();
+    refused(lease_store::PostgresStore::open(&url, Some(&name), config(), Bugs::NONE, lease_store::Clock::Caller));
+}
+
+#[test]
+fn the_database_clock_of_postgres_is_the_tables_and_never_goes_back() {
+    // Proves Clock::Database: the `now` passed is ignored, a lease's expiry is the server's time
+    // plus the lease's length, and a call passing an earlier `now` is not refused.
+    let Some(scratch) = pg::scratch("clock") else { return };
+    let url = pg::url();
+    let mut store =
+        lease_store::PostgresStore::open(&url, Some(&scratch.name), config(), Bugs::NONE, lease_store::Clock::Database)
+            .expect("open");
+    assert!(matches!(store.enqueue(Time(u64::MAX / 2), JobId(1)), Ok(Enqueued::Accepted { .. })));
+    let granted = store.acquire(Time::ZERO, lease_core::WorkerId(0)).expect("the passed time is ignored");
+    let lease_core::Acquired::Granted(grant) = granted else { panic!("{granted:?}") };
+    let year_2020_us = 1_577_836_800_000_000;
+    assert!(grant.lease.expires_at.0 > year_2020_us, "the expiry is on the server's clock: {grant:?}");
+}
+
+#[test]
+fn no_statement_reads_a_clock_or_draws_randomness() {
+    // Proves the determinism the simulator will rely on, from the statements' text: apart from
+    // PostgreSQL's clock_timestamp() (read only under Clock::Database), no SQL of the store names
+    // a clock or a random source. Comments (`//`, `--`) may name them.
+    let source = include_str!("../src/schema.rs");
+    let code = source
+        .lines()
+        .map(|line| line.split("--").next().unwrap_or_default())
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .to_ascii_lowercase();
+    for banned in [
+        "random(",
+        "randomblob(",
+        "current_timestamp",
+        "current_time",
+        "current_date",
+        "datetime(",
+        "julianday(",
+        "strftime(",
+        "unixepoch(",
+        "now()",
+        "autoincrement",
+        "gen_random_uuid",
+    ] {
+        assert!(!code.contains(banned), "a statement uses {banned}");
+    }
+    assert_eq!(code.matches("clock_timestamp()").count(), 1, "the database's clock is read in SELECT_CLOCK alone");
+}
