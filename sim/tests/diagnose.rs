@@ -3,7 +3,7 @@
 //! deterministic), a report on every scenario's history, and Little's law on the labelled ones.
 
 use lease_sim::history::parse_jsonl;
-use lease_sim::report::eval::{evaluate, CALM_FALSE_MAX, MIXED_MIN, RECALL_MIN};
+use lease_sim::report::eval::evaluate;
 use lease_sim::report::{Cause, Report};
 use lease_sim::runner::Target;
 use lease_sim::scenarios::Scenario;
@@ -20,11 +20,8 @@ const SEEDS: u64 = 60;
 fn the_cause_meets_its_targets_over_the_labelled_scenarios_and_the_swarm() {
     let eval = evaluate(SEEDS, SEEDS, 2, &|| {});
     let text = lease_sim::report::eval::render(&eval);
+    // `missed` is every target at once: recall, calm false incidents, the mixed rate.
     assert!(eval.missed().is_empty(), "{text}");
-    for score in &eval.scores {
-        assert!(score.recall >= RECALL_MIN, "{text}");
-    }
-    assert!(eval.calm_false_rate <= CALM_FALSE_MAX && eval.mixed_rate >= MIXED_MIN, "{text}");
     assert!(eval.rows.iter().all(|row| row.failed == 0 && row.seeds == SEEDS), "{text}");
     assert_eq!(eval.rows.len(), Scenario::LABELLED.len());
     assert!(eval.swarm.incidents >= 20 && eval.swarm.rate >= 0.9, "{text}");
