@@ -73,6 +73,17 @@ pub enum Bug {
     /// already ended: a late copy of the requeue that dead-lettered a job ends it a second time.
     /// The window is `window_late_duplicate`.
     DeadLetterIgnoresTerminal,
+    /// A store on a database completes a job with River's statement, `UPDATE … WHERE job = $1
+    /// AND state = 'leased'`: guarded by the state alone, never the epoch (River's completion
+    /// checks `state = 'running'`, never the attempt). A worker whose lease was reclaimed and
+    /// granted again completes the job out from under its new holder. Lives in `lease-store`'s
+    /// SQL path only ([`Bug::STORE`]): the in-memory table ignores it.
+    CompleteByStateOnly,
+    /// A store on a database renews with a heartbeat statement guarded by job and epoch, not
+    /// expiry, `UPDATE … SET expires_at_us = $3 WHERE job = $1 AND lease_epoch = $2`: a worker
+    /// back from a pause revives its expired lease if no reclaimer fenced it yet (the heartbeat
+    /// that outlives its lock of Graphile Worker and Oban). SQL path only ([`Bug::STORE`]).
+    RenewByEpochOnly,
     /// About one seed in twenty records a second terminal outcome: proves failures get reported.
     Canary,
 }
@@ -103,6 +114,15 @@ impl Bug {
         Bug::Canary,
     ];
 
+    /// The planted bugs that live in `lease-store`'s SQL statements, not in the rules: only a
+    /// world whose table and ledger run on SQLite (`--store sqlite`) can plant them.
+    pub const STORE: [Bug; 2] = [Bug::CompleteByStateOnly, Bug::RenewByEpochOnly];
+
+    /// Whether the bug lives in a store's SQL path only ([`Bug::STORE`]).
+    pub fn store_only(self) -> bool {
+        Bug::STORE.contains(&self)
+    }
+
     /// The bug's command-line name.
     pub fn name(self) -> &'static str {
         match self {
@@ -126,6 +146,8 @@ impl Bug {
             Bug::FenceChecksEpochOnly => "fence-checks-epoch-only",
             Bug::HandBackByJobId => "hand-back-by-job-id",
             Bug::DeadLetterIgnoresTerminal => "dead-letter-ignores-terminal",
+            Bug::CompleteByStateOnly => "complete-by-state-only",
+            Bug::RenewByEpochOnly => "renew-by-epoch-only",
             Bug::Canary => "canary",
         }
     }
@@ -139,13 +161,16 @@ impl fmt::Display for Bug {
 
 /// An unknown planted-bug name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown planted bug {0:?}; known bugs: {known}", known = Bug::ALL.map(Bug::name).join(", "))]
+#[error(
+    "unknown planted bug {0:?}; known bugs: {known}",
+    known = Bug::ALL.iter().chain(&Bug::STORE).map(|bug| bug.name()).collect::<Vec<_>>().join(", ")
+)]
 pub struct UnknownBug(pub String);
 
 impl FromStr for Bug {
     type Err = UnknownBug;
     fn from_str(s: &str) -> Result<Bug, UnknownBug> {
-        Bug::ALL.into_iter().find(|bug| bug.name() == s).ok_or_else(|| UnknownBug(s.to_string()))
+        Bug::ALL.into_iter().chain(Bug::STORE).find(|bug| bug.name() == s).ok_or_else(|| UnknownBug(s.to_string()))
     }
 }
 

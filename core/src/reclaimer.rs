@@ -101,6 +101,20 @@ pub enum ReclaimRequest {
     },
 }
 
+impl ReclaimRequest {
+    /// The batch the request belongs to (a listing opens its own).
+    pub fn batch(self) -> BatchId {
+        match self {
+            ReclaimRequest::ListExpired { batch, .. }
+            | ReclaimRequest::Fence { batch, .. }
+            | ReclaimRequest::Lookup { batch, .. }
+            | ReclaimRequest::Complete { batch, .. }
+            | ReclaimRequest::Requeue { batch, .. }
+            | ReclaimRequest::Quarantine { batch, .. } => batch,
+        }
+    }
+}
+
 /// A reply from the world to a reclaimer's request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReclaimReply {

@@ -453,6 +453,9 @@ pub enum Event {
         /// The planted bug in force, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bug: Option<String>,
+        /// The store the table and ledger ran on, when not the in-memory one (`sqlite`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        store: Option<String>,
         /// Every parameter the seed chose, as `name=value` pairs.
         params: String,
     },

@@ -9,6 +9,7 @@ use crate::figures::{Figures, Spread};
 use crate::history::Entry;
 use crate::scenarios::Scenario;
 use crate::shard::SeedPlan;
+use crate::world::durable::StoreKind;
 use crate::world::{self, RunReport, Verdict};
 use lease_core::Bug;
 use serde::Serialize;
@@ -23,17 +24,31 @@ pub struct Target {
     pub scenario: Scenario,
     /// The planted bug, if any.
     pub bug: Option<Bug>,
+    /// Where the table and ledger keep their state.
+    pub store: StoreKind,
 }
 
 impl Target {
     /// The scenario, with no planted bug.
     pub fn new(scenario: Scenario) -> Target {
-        Target { scenario, bug: None }
+        Target { scenario, bug: None, store: StoreKind::Memory }
+    }
+
+    /// The scenario with `bug` planted, on the in-memory store.
+    pub fn planted(scenario: Scenario, bug: Option<Bug>) -> Target {
+        Target { bug, ..Target::new(scenario) }
+    }
+
+    /// The same target on `store`.
+    pub fn on(self, store: StoreKind) -> Target {
+        Target { store, ..self }
     }
 
     /// Every parameter of `seed`'s world.
     pub fn params(self, seed: u64) -> crate::scenarios::Params {
-        self.scenario.params(seed, self.bug)
+        let mut params = self.scenario.params(seed, self.bug);
+        params.store = self.store;
+        params
     }
 
     /// Runs one seed. A panic inside the world is caught: [`Verdict::Crash`].
@@ -44,7 +59,11 @@ impl Target {
     /// The one-line command that reproduces `seed`.
     pub fn reproduce(self, seed: u64) -> String {
         let bug = self.bug.map(|bug| format!(" --bug {bug}")).unwrap_or_default();
-        format!("cargo run --release -p lease-sim -- run --scenario {} --seed {seed}{bug}", self.scenario.name())
+        let store = match self.store {
+            StoreKind::Memory => String::new(),
+            store => format!(" --store {store}"),
+        };
+        format!("cargo run --release -p lease-sim -- run --scenario {} --seed {seed}{bug}{store}", self.scenario.name())
     }
 }
 
@@ -410,17 +429,11 @@ impl Hunted {
     }
 }
 
-/// Hunts `bug` from each of `starts`, `budget` seeds at most each.
-pub fn hunt_from(
-    scenario: Scenario,
-    bug: Bug,
-    starts: &[u64],
-    budget: u64,
-    threads: usize,
-    stop: &AtomicBool,
-) -> Hunted {
+/// Hunts the target's planted bug from each of `starts`, `budget` seeds at most each.
+pub fn hunt_from(target: Target, starts: &[u64], budget: u64, threads: usize, stop: &AtomicBool) -> Hunted {
     assert!(!starts.is_empty(), "a hunt needs a starting seed");
-    let catches: Vec<Catch> = starts.iter().map(|&from| hunt(scenario, bug, from, budget, threads, stop)).collect();
+    let bug = target.bug.expect("a hunt plants a bug");
+    let catches: Vec<Catch> = starts.iter().map(|&from| hunt(target, from, budget, threads, stop)).collect();
     let mut seeds: Vec<u64> = catches.iter().map(|catch| catch.seeds_to_failure).collect();
     seeds.sort_unstable();
     Hunted {
@@ -432,11 +445,11 @@ pub fn hunt_from(
     }
 }
 
-/// Sweeps `scenario` with `bug` planted from seed `from` on, in order, until the first failing
+/// Sweeps the target (its bug planted) from seed `from` on, in order, until the first failing
 /// seed or `budget` seeds. The first failure is the lowest failing seed, whatever `threads` is:
 /// seeds run in chunks, and a chunk reports its lowest failure.
-pub fn hunt(scenario: Scenario, bug: Bug, from: u64, budget: u64, threads: usize, stop: &AtomicBool) -> Catch {
-    let target = Target { scenario, bug: Some(bug) };
+pub fn hunt(target: Target, from: u64, budget: u64, threads: usize, stop: &AtomicBool) -> Catch {
+    let bug = target.bug.expect("a hunt plants a bug");
     let started = Instant::now();
     let chunk = (threads as u64 * 2).max(1);
     let mut next = from;

@@ -98,7 +98,7 @@ fn same_seed_gives_a_byte_identical_history_whatever_the_thread_count() {
 // printed `lease-sim run ...` command, run as printed, reports the same invariant and exit code.
 #[test]
 fn a_failure_replays_from_its_printed_command() {
-    let target = Target { scenario: Scenario::SWARM, bug: Some(Bug::Canary) };
+    let target = Target::planted(Scenario::SWARM, Some(Bug::Canary));
     let results = sweep(target, &(0..200).collect::<Vec<_>>(), 2);
     let failure = results.iter().find_map(|result| result.failure.clone()).expect("the canary fails some seed in 200");
     let args: Vec<&str> = failure.reproduce.split_whitespace().skip_while(|word| *word != "--").skip(1).collect();

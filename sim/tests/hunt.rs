@@ -2,7 +2,7 @@
 //! any starting seed. Seed counts are deterministic, so this is a stable test, not a timed one.
 
 use lease_core::Bug;
-use lease_sim::runner;
+use lease_sim::runner::{self, Target};
 use lease_sim::scenarios::Scenario;
 use std::sync::atomic::AtomicBool;
 
@@ -56,7 +56,7 @@ fn every_planted_bug_is_caught_within_its_seed_budget() {
     for bug in Bug::ALL {
         let loudness = loudness(bug);
         let budget = if loudness == Loudness::Subtle { SUBTLE_BUDGET } else { LOUD_BUDGET };
-        let hunted = runner::hunt_from(Scenario::SWARM, bug, &STARTS, budget, 2, &stop);
+        let hunted = runner::hunt_from(Target::planted(Scenario::SWARM, Some(bug)), &STARTS, budget, 2, &stop);
         for (catch, from) in hunted.catches.iter().zip(STARTS) {
             let invariant = catch.invariant.unwrap_or_else(|| panic!("{bug} escaped {budget} seeds from seed {from}"));
             assert!(

@@ -58,8 +58,7 @@ fn every_recorded_plan_replays_its_run_byte_for_byte() {
     for &scenario in Scenario::ALL {
         targets.extend((0..seeds()).map(|seed| (Target::new(scenario), seed)));
     }
-    targets
-        .extend((0..40).map(|seed| (Target { scenario: Scenario::SWARM, bug: Some(Bug::FenceRevivesFinished) }, seed)));
+    targets.extend((0..40).map(|seed| (Target::planted(Scenario::SWARM, Some(Bug::FenceRevivesFinished)), seed)));
     let differ = on_two_threads(&targets, |&(target, seed)| {
         let original = target.run(seed);
         let text = original.plan.to_json();
@@ -173,7 +172,7 @@ fn shrink_ends_with_a_small_plan_failing_the_same_invariant() {
     let dir = std::env::temp_dir().join(format!("lease-shrink-{}", std::process::id()));
     for (bug, seed) in [("reclaim-without-cas", 2), ("dead-letter-ignores-terminal", 11), ("reclaim-skips-adoption", 0)]
     {
-        let target = Target { scenario: Scenario::SWARM, bug: Some(bug.parse::<Bug>().unwrap()) };
+        let target = Target::planted(Scenario::SWARM, Some(bug.parse::<Bug>().unwrap()));
         let original = target.run(seed);
         let expected = finding(&original).unwrap_or_else(|| panic!("{bug} fails on seed {seed}"));
         let out = dir.join(bug);

@@ -376,7 +376,9 @@ impl Event {
 
     /// A ledger apply's line.
     pub fn apply(caller: &Caller, op: OpId, epoch: Epoch, output: OutputId, answer: &Apply) -> Event {
-        let (from, job) = (caller.node(), op.job);
+        // An unnamed caller of the ledger is the ledger's own dependency writing on its own.
+        let from = caller.from.map_or_else(|| "ledger".to_string(), |owner| owner.to_string());
+        let job = op.job;
         let reason = match answer {
             Apply::Applied => return Event::EffectApplied { from, job, op, epoch, output },
             Apply::AlreadyApplied => EffectReason::AlreadyApplied,

@@ -15,18 +15,28 @@ pub struct MemoryStore {
     table: LeaseTable,
     ledger: EffectLedger,
     caller: Caller,
-    events: Vec<String>,
+    /// The history lines, unless unlogged (`None`).
+    events: Option<Vec<String>>,
 }
 
 impl MemoryStore {
     /// An empty store.
     pub fn new(config: TableConfig, bugs: Bugs) -> Result<MemoryStore, StoreError> {
         let table = LeaseTable::with_bugs(config, bugs)?;
-        Ok(MemoryStore { table, ledger: EffectLedger::with_bugs(bugs), caller: Caller::default(), events: Vec::new() })
+        let ledger = EffectLedger::with_bugs(bugs);
+        Ok(MemoryStore { table, ledger, caller: Caller::default(), events: Some(Vec::new()) })
+    }
+
+    /// An empty store that keeps no history lines ([`TableStore::events`] is always empty): for
+    /// a caller that writes its own history, as the simulator does, and should not pay for two.
+    pub fn unlogged(config: TableConfig, bugs: Bugs) -> Result<MemoryStore, StoreError> {
+        Ok(MemoryStore { events: None, ..MemoryStore::new(config, bugs)? })
     }
 
     fn log(&mut self, now: Time, event: Event) {
-        self.events.push(event.line(now.0));
+        if let Some(events) = &mut self.events {
+            events.push(event.line(now.0));
+        }
     }
 }
 
@@ -133,7 +143,7 @@ impl TableStore for MemoryStore {
     }
 
     fn events(&mut self) -> Result<Vec<String>, StoreError> {
-        Ok(self.events.clone())
+        Ok(self.events.clone().unwrap_or_default())
     }
 }
 

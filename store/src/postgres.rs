@@ -7,7 +7,7 @@
 //! A transaction locks at most one job or operation row, then the head: no lock cycle.
 
 use crate::schema::{self, SCHEMA_VERSION};
-use crate::sql::{int, Op, Row, Tx};
+use crate::sql::{bits, identity, int, Op, Row, Tx};
 use crate::{Caller, LedgerStore, StoreError, TableStore};
 use lease_core::{
     Acquired, Apply, Bugs, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, LastGrant, Lease, Lookup, OpId,
@@ -153,8 +153,8 @@ fn job_row(row: &postgres::Row) -> Result<Row, StoreError> {
 fn op_record(row: &postgres::Row) -> OpRecord {
     OpRecord {
         fence: Epoch(row.get::<_, i64>(0) as u64),
-        recorded: row.get::<_, Option<i64>>(1).map(|output| OutputId(output as u64)),
-        rival: row.get::<_, Option<i64>>(2).map(|output| OutputId(output as u64)),
+        recorded: row.get::<_, Option<i64>>(1).map(identity),
+        rival: row.get::<_, Option<i64>>(2).map(identity),
     }
 }
 
@@ -266,6 +266,11 @@ impl Tx for PgTx<'_, '_> {
         Ok(())
     }
 
+    fn planted(&mut self, sql: &str, job: JobId, epoch: Epoch, value: i64) -> Result<usize, StoreError> {
+        let params: [&(dyn ToSql + Sync); 3] = [&int(job.0), &int(epoch.0), &value];
+        Ok(self.execute(sql, &params)? as usize)
+    }
+
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
         let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];
         self.execute(schema::ENSURE_OP, &key)?;
@@ -273,7 +278,7 @@ impl Tx for PgTx<'_, '_> {
     }
 
     fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError> {
-        let output = |output: Option<OutputId>| output.map(|output| int(output.0));
+        let output = |output: Option<OutputId>| output.map(bits);
         let (job, step, fence) = (int(op.job.0), i64::from(op.step), int(new.fence.0));
         let (recorded, rival, old_recorded, old_rival) =
             (output(new.recorded), output(new.rival), output(old.recorded), output(old.rival));

@@ -144,6 +144,19 @@ pub const UPDATE_JOB: &str = "UPDATE lease_jobs SET state = $2, epoch = $3, atte
      WHERE job = $1 AND state = $14 AND epoch = $15 AND attempts = $16 \
      AND lease_epoch IS NOT DISTINCT FROM $17 AND expires_at_us IS NOT DISTINCT FROM $18";
 
+/// Planted bug `complete-by-state-only` (feature `planted-bugs`): River's completion, one
+/// statement guarded by the state alone. `$2` is the caller's epoch, written as the ending
+/// epoch; nothing compares it with the job's. Never run unless that bug is planted.
+pub const PLANTED_COMPLETE_BY_STATE: &str = "UPDATE lease_jobs SET state = 'terminal', queue_seq = NULL, \
+     owner = NULL, lease_epoch = NULL, expires_at_us = NULL, outcome = 'completed', output = $3, \
+     ended_epoch = $2 WHERE job = $1 AND state = 'leased'";
+
+/// Planted bug `renew-by-epoch-only` (feature `planted-bugs`): a heartbeat guarded by job and
+/// lease epoch, with no `expires_at_us > now`, so an expired lease nobody fenced yet is revived.
+/// Never run unless that bug is planted.
+pub const PLANTED_RENEW_BY_EPOCH: &str = "UPDATE lease_jobs SET expires_at_us = $3 \
+     WHERE job = $1 AND state = 'leased' AND lease_epoch = $2";
+
 /// A worker's last grant by request.
 pub const SELECT_GRANT: &str = "SELECT request, job, epoch FROM lease_grants WHERE worker = $1";
 /// Remembers a worker's last grant by request.
@@ -178,3 +191,27 @@ pub const SELECT_CLOCK: &str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 
 pub fn for_sqlite(sql: &str) -> String {
     sql.replace('$', "?")
 }
+
+/// Every statement an operation of the SQLite store runs (migrations and PostgreSQL's own
+/// `FOR UPDATE` forms aside): what an SQLite handle prepares when it opens.
+pub const STATEMENTS: [&str; 19] = [
+    SELECT_JOB,
+    SELECT_KNOWN,
+    SELECT_HEAD,
+    SELECT_EXPIRED,
+    SELECT_BACKLOG,
+    SELECT_EARLIEST,
+    SELECT_QUEUE_ENDS,
+    INSERT_JOB,
+    UPDATE_JOB,
+    PLANTED_COMPLETE_BY_STATE,
+    PLANTED_RENEW_BY_EPOCH,
+    SELECT_GRANT,
+    UPSERT_GRANT,
+    ENSURE_OP,
+    SELECT_OP,
+    UPDATE_OP,
+    NEXT_SEQ,
+    INSERT_EVENT,
+    SELECT_EVENTS,
+];

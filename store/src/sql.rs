@@ -6,11 +6,12 @@
 //! the same statements; neither decides anything itself.
 
 use crate::event::{Caller, Event};
+use crate::schema;
 use crate::StoreError;
 use lease_core::{
-    Acquired, Apply, Completion, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, JobState, LastGrant, Lease, Lookup,
-    OpId, OpRecord, Outcome, OutputId, Owner, Place, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue,
-    Rules, TableError, Terminal, Time, WorkerId,
+    Acquired, Apply, Bug, Completion, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, JobState, LastGrant, Lease,
+    Lookup, OpId, OpRecord, Outcome, OutputId, Owner, Place, Quarantine, ReclaimerId, Release, Renewal, RequestId,
+    Requeue, Rules, TableError, Terminal, Time, WorkerId,
 };
 
 /// One row of `lease_jobs`, column for column.
@@ -34,6 +35,17 @@ pub struct Row {
 /// A value for a signed 64-bit column. Ids, epochs and times past `i64::MAX` are refused.
 pub fn int(value: u64) -> i64 {
     i64::try_from(value).expect("a value past i64::MAX cannot be stored")
+}
+
+/// An output identity as a signed 64-bit column: its bits, reinterpreted. An identity is only
+/// ever compared for equality, never ordered or summed, so every `u64` is stored.
+pub fn bits(output: OutputId) -> i64 {
+    output.0 as i64
+}
+
+/// The output identity whose bits a column holds ([`bits`]).
+pub fn identity(bits: i64) -> OutputId {
+    OutputId(bits as u64)
 }
 
 fn uint(value: i64) -> Result<u64, StoreError> {
@@ -128,7 +140,7 @@ impl Row {
                 match terminal.outcome {
                     Outcome::Completed { output } => {
                         row.outcome = Some("completed");
-                        row.output = Some(int(output.0));
+                        row.output = Some(bits(output));
                     }
                     Outcome::DeadLettered { attempts } => {
                         row.outcome = Some("dead_lettered");
@@ -136,8 +148,8 @@ impl Row {
                     }
                     Outcome::Quarantined { recorded, rival } => {
                         row.outcome = Some("quarantined");
-                        row.output = Some(int(recorded.0));
-                        row.rival = Some(int(rival.0));
+                        row.output = Some(bits(recorded));
+                        row.rival = Some(bits(rival));
                     }
                 }
             }
@@ -161,7 +173,7 @@ impl Row {
             }),
             _ => {
                 let epoch = Epoch(uint(self.ended_epoch.ok_or_else(|| missing("ended_epoch"))?)?);
-                let output = || Ok::<_, StoreError>(OutputId(uint(self.output.ok_or_else(|| missing("output"))?)?));
+                let output = || Ok::<_, StoreError>(identity(self.output.ok_or_else(|| missing("output"))?));
                 let outcome = match self.outcome.ok_or_else(|| missing("outcome"))? {
                     "completed" => Outcome::Completed { output: output()? },
                     "dead_lettered" => {
@@ -170,7 +182,7 @@ impl Row {
                     }
                     _ => Outcome::Quarantined {
                         recorded: output()?,
-                        rival: OutputId(uint(self.rival.ok_or_else(|| missing("rival"))?)?),
+                        rival: identity(self.rival.ok_or_else(|| missing("rival"))?),
                     },
                 };
                 JobState::Terminal(Terminal { job, epoch, outcome })
@@ -205,6 +217,9 @@ pub trait Tx {
     fn set_last_grant(&mut self, worker: WorkerId, grant: &LastGrant) -> Result<(), StoreError>;
     /// An operation's ledger row, created empty if missing, locked.
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError>;
+    /// Runs a planted bug's own statement (`sql` of [`crate::schema`], `PLANTED_…`) with the
+    /// job, an epoch and one value: rows written.
+    fn planted(&mut self, sql: &str, job: JobId, epoch: Epoch, value: i64) -> Result<usize, StoreError>;
     /// The guarded write of a ledger decision: rows written (0 or 1).
     fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError>;
     /// Appends one history line, taking the log's next sequence number (the head row stays
@@ -316,6 +331,9 @@ impl Op<'_> {
     pub fn renew(&self, tx: &mut impl Tx, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError> {
         let (row, record) = self.known(tx, job)?;
         self.clock()?;
+        if self.rules.bugs.on(Bug::RenewByEpochOnly) {
+            return self.planted_renew(tx, job, epoch, &record);
+        }
         let decision = self.rules.renew(self.now, &record, epoch);
         self.write(tx, &row, &decision)?;
         self.log(tx, &Event::renewal(self.caller, job, epoch, &decision.answer))?;
@@ -332,10 +350,49 @@ impl Op<'_> {
     ) -> Result<Completion, StoreError> {
         let (row, record) = self.known(tx, job)?;
         self.clock()?;
+        if self.rules.bugs.on(Bug::CompleteByStateOnly) {
+            return self.planted_complete(tx, job, epoch, output, &record);
+        }
         let decision = self.rules.complete(job, &record, epoch, output);
         self.write(tx, &row, &decision)?;
         self.log(tx, &Event::completion(self.caller, job, epoch, output, &decision.answer))?;
         Ok(decision.answer)
+    }
+
+    /// Planted bug `renew-by-epoch-only`: the heartbeat statement decides, with no expiry in
+    /// its guard; what it did not write is answered as the rules would.
+    fn planted_renew(
+        &self,
+        tx: &mut impl Tx,
+        job: JobId,
+        epoch: Epoch,
+        record: &JobRecord,
+    ) -> Result<Renewal, StoreError> {
+        let expires_at = self.now + self.rules.config.lease_ttl;
+        let answer = match tx.planted(schema::PLANTED_RENEW_BY_EPOCH, job, epoch, int(expires_at.0))? {
+            0 => self.rules.renew(self.now, record, epoch).answer,
+            _ => Renewal::Renewed { epoch, expires_at },
+        };
+        self.log(tx, &Event::renewal(self.caller, job, epoch, &answer))?;
+        Ok(answer)
+    }
+
+    /// Planted bug `complete-by-state-only`: River's completion statement decides, guarded by the
+    /// state alone; what it did not write is answered as the rules would.
+    fn planted_complete(
+        &self,
+        tx: &mut impl Tx,
+        job: JobId,
+        epoch: Epoch,
+        output: OutputId,
+        record: &JobRecord,
+    ) -> Result<Completion, StoreError> {
+        let answer = match tx.planted(schema::PLANTED_COMPLETE_BY_STATE, job, epoch, bits(output))? {
+            0 => self.rules.complete(job, record, epoch, output).answer,
+            _ => Completion::Completed(Terminal { job, epoch, outcome: Outcome::Completed { output } }),
+        };
+        self.log(tx, &Event::completion(self.caller, job, epoch, output, &answer))?;
+        Ok(answer)
     }
 
     /// See [`crate::TableStore::requeue`].

@@ -6,7 +6,7 @@
 //! thread, rather than fail. The time is always the caller's.
 
 use crate::schema::{self, for_sqlite};
-use crate::sql::{int, Op, Row, Tx};
+use crate::sql::{bits, identity, int, Op, Row, Tx};
 use crate::{Caller, LedgerStore, StoreError, TableStore};
 use lease_core::{
     Acquired, Apply, Bugs, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, LastGrant, Lease, Lookup, OpId,
@@ -50,6 +50,7 @@ impl SqliteStore {
         // Temporary tables and indices in memory: no temporary file, whose name SQLite draws at random.
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         migrate(&mut conn)?;
+        prepare_all(&conn)?;
         Ok(SqliteStore { conn, rules: Rules { config, bugs }, caller: Caller::default(), last_now: Time::ZERO })
     }
 
@@ -75,6 +76,20 @@ impl SqliteStore {
     fn read<A>(&mut self, f: impl FnOnce(&mut SqliteTx) -> Result<A, StoreError>) -> Result<A, StoreError> {
         f(&mut SqliteTx { conn: &self.conn })
     }
+}
+
+/// Prepares every statement an operation runs, into a cache that holds them all, so that no
+/// operation prepares one. Two reasons: speed, and determinism. The cache's hasher seeds itself
+/// from the operating system's randomness on its first use in the process; done here, on opening,
+/// that draw never happens inside an operation (inside a simulated world, madsim answers such a
+/// draw from the world's own random stream, which would then depend on whether an earlier world
+/// in the same process had already drawn it).
+fn prepare_all(conn: &Connection) -> Result<(), StoreError> {
+    conn.set_prepared_statement_cache_capacity(schema::STATEMENTS.len());
+    for sql in schema::STATEMENTS {
+        conn.prepare_cached(&for_sqlite(sql))?;
+    }
+    Ok(())
 }
 
 /// Moves the database to [`schema::SCHEMA_VERSION`], or refuses a version this build does not know.
@@ -118,8 +133,8 @@ fn job_row(row: &rusqlite::Row) -> rusqlite::Result<Result<Row, StoreError>> {
 fn op_record(row: &rusqlite::Row) -> rusqlite::Result<OpRecord> {
     Ok(OpRecord {
         fence: Epoch(row.get::<_, i64>(0)? as u64),
-        recorded: row.get::<_, Option<i64>>(1)?.map(|output| OutputId(output as u64)),
-        rival: row.get::<_, Option<i64>>(2)?.map(|output| OutputId(output as u64)),
+        recorded: row.get::<_, Option<i64>>(1)?.map(identity),
+        rival: row.get::<_, Option<i64>>(2)?.map(identity),
     })
 }
 
@@ -234,9 +249,14 @@ impl Tx for SqliteTx<'_> {
         Ok(statement.query_row(key, op_record)?)
     }
 
+    fn planted(&mut self, sql: &str, job: JobId, epoch: Epoch, value: i64) -> Result<usize, StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(sql))?;
+        Ok(statement.execute([int(job.0), int(epoch.0), value])?)
+    }
+
     fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError> {
         let mut statement = self.conn.prepare_cached(&for_sqlite(schema::UPDATE_OP))?;
-        let output = |output: Option<OutputId>| output.map(|output| int(output.0));
+        let output = |output: Option<OutputId>| output.map(bits);
         Ok(statement.execute(params![
             int(op.job.0),
             i64::from(op.step),

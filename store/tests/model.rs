@@ -128,6 +128,12 @@ fn output() -> impl Strategy<Value = u64> {
     1..=OUTPUTS
 }
 
+/// The output identity of index `i`: spread over all of `u64`, half of them past `i64::MAX`, as
+/// the simulator's hashed identities are (a store keeps every bit of one).
+fn out(i: u64) -> OutputId {
+    OutputId(i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         5 => job().prop_map(Step::Enqueue),
@@ -584,22 +590,22 @@ impl Run {
             }
             Step::Renew(k, skew) => self.renew(JobId(k), self.epoch(JobId(k), skew))?,
             Step::Complete(k, skew, output) => {
-                self.complete(JobId(k), self.epoch(JobId(k), skew), OutputId(output))?;
+                self.complete(JobId(k), self.epoch(JobId(k), skew), out(output))?;
             }
             Step::Requeue(k, skew) => self.requeue(JobId(k), self.epoch(JobId(k), skew))?,
             Step::Quarantine(k, skew, recorded, rival) => {
                 let rival = (recorded - 1 + rival) % OUTPUTS + 1;
-                self.quarantine(JobId(k), self.epoch(JobId(k), skew), OutputId(recorded), OutputId(rival))?;
+                self.quarantine(JobId(k), self.epoch(JobId(k), skew), out(recorded), out(rival))?;
             }
             Step::Apply(k, skew, output) => {
-                let _ = self.apply(JobId(k), self.epoch(JobId(k), skew), OutputId(output))?;
+                let _ = self.apply(JobId(k), self.epoch(JobId(k), skew), out(output))?;
             }
             Step::Lookup(k, skew) => {
                 let _ = self.lookup(JobId(k), self.epoch(JobId(k), skew))?;
             }
             Step::Reclaim { by, as_of_skew, ref picks } => self.reclaim(reclaimer(by), as_of_skew, picks)?,
             Step::Fence(k, skew, by) => self.fence(JobId(k), self.epoch(JobId(k), skew), reclaimer(by), now)?,
-            Step::Execute(k, output) => self.execute(JobId(k), OutputId(output))?,
+            Step::Execute(k, output) => self.execute(JobId(k), out(output))?,
             Step::Adopt(k) => self.adopt(JobId(k))?,
             Step::Fail(k) => {
                 if let Some(lease) = self.model.lease(JobId(k)) {

@@ -103,6 +103,7 @@ impl History {
             lease_ttl_us: TTL_US,
             attempts_max,
             bug: None,
+            store: None,
             params: params.to_string(),
         };
         history.push(Node::World, run);

@@ -143,6 +143,7 @@ impl Driver {
             lease_ttl_us: LEASE_TTL.as_us(),
             attempts_max: config.attempts_max,
             bug: bug.map(|bug| bug.name().to_string()),
+            store: None,
             params: String::new(),
         };
         driver.record(Node::World, run);

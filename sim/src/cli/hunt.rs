@@ -1,8 +1,10 @@
 //! `lease-sim hunt`: every planted bug, and how fast the default sweep catches it, from several
 //! starting seeds: the median says how loud a bug is, the worst how long a night must run.
 
+use crate::runner::Target;
 use crate::runner::{self, Hunted};
 use crate::scenarios::Scenario;
+use crate::world::durable::StoreKind;
 use lease_core::Bug;
 use std::sync::atomic::AtomicBool;
 
@@ -17,8 +19,10 @@ pub fn starts(from: u64, starts: u64) -> Vec<u64> {
 
 /// Exit status of `hunt`: 0 when every bug was caught within the budget from every start, 1 when
 /// one escaped.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn hunt(
     scenario: Scenario,
+    store: StoreKind,
     bugs: &[Bug],
     from: u64,
     starts: &[u64],
@@ -30,7 +34,8 @@ pub(super) fn hunt(
     let mut hunts: Vec<Hunted> = Vec::new();
     if !json {
         println!(
-            "hunt: scenario={} from {} starting seeds ({from}, {}, ...), budget {budget} seeds per start, {threads} threads",
+            "hunt: scenario={} store={store} from {} starting seeds ({from}, {}, ...), budget {budget} seeds per start, \
+             {threads} threads",
             scenario.name(),
             starts.len(),
             from + START_SPACING,
@@ -38,7 +43,8 @@ pub(super) fn hunt(
         println!("{:<30} {:<34} {:>7} {:>7} {:>8} {:>9}", "bug", "caught by", "median", "worst", "escaped", "wall ms");
     }
     for &bug in bugs {
-        let hunted = runner::hunt_from(scenario, bug, starts, budget, threads, &stop);
+        let target = Target::planted(scenario, Some(bug)).on(store);
+        let hunted = runner::hunt_from(target, starts, budget, threads, &stop);
         if !json {
             let caught_by = hunted.caught_by().iter().map(|finding| finding.name()).collect::<Vec<_>>().join(",");
             let caught_by = if caught_by.is_empty() { "ESCAPED".to_string() } else { caught_by };

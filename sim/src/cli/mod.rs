@@ -16,6 +16,7 @@ mod sweep;
 use crate::figures::Figures;
 use crate::runner::Target;
 use crate::scenarios::Scenario;
+use crate::world::durable::StoreKind;
 use clap::{Parser, Subcommand};
 use lease_core::Bug;
 use std::path::PathBuf;
@@ -58,6 +59,10 @@ enum Command {
         /// Plant a bug (see `lease-sim bugs`).
         #[arg(long)]
         bug: Option<String>,
+        /// Where the table and ledger keep their state: `memory`, or `sqlite` (lease-store's SQL
+        /// on an in-memory SQLite database in each world).
+        #[arg(long, value_enum, conflicts_with = "plan", default_value_t = StoreKind::Memory)]
+        store: StoreKind,
         /// Print the world's logs on stderr, each line stamped with the simulated time: every
         /// history line as it is recorded, in the span of the node that recorded it (`RUST_LOG`,
         /// e.g. `lease_sim=trace` for every message too, overrides the level; see README, "Logs").
@@ -82,9 +87,14 @@ enum Command {
         /// How many starting seeds each bug is hunted from.
         #[arg(long, default_value_t = 8)]
         starts: u64,
-        /// Hunt only these planted bugs (repeatable; default: every one).
+        /// Hunt only these planted bugs (repeatable; default: every one the store can plant).
         #[arg(long = "bug", value_name = "NAME")]
         bugs: Vec<String>,
+        /// Where the table and ledger keep their state: `memory`, or `sqlite` (lease-store's SQL
+        /// on an in-memory SQLite database in each world).
+        #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
+        store: StoreKind,
+
         /// Seeds each bug may take from one start before it counts as escaped.
         #[arg(long, default_value_t = 2_000)]
         budget: u64,
@@ -126,6 +136,10 @@ enum Command {
         /// Plant a bug (see `lease-sim bugs`).
         #[arg(long)]
         bug: Option<String>,
+        /// Where the table and ledger keep their state: `memory`, or `sqlite` (lease-store's SQL
+        /// on an in-memory SQLite database in each world).
+        #[arg(long, value_enum, conflicts_with_all = ["plan", "every_bug"], default_value_t = StoreKind::Memory)]
+        store: StoreKind,
         /// Shrink this failing plan instead of a seed.
         #[arg(long, value_name = "FILE", conflicts_with_all = ["seed", "bug"])]
         plan: Option<PathBuf>,
@@ -226,12 +240,12 @@ fn execute(command: Command) -> Result<u8, BadInput> {
     let log = matches!(command, Command::Run { log: true, .. });
     crate::logs::start(log).map_err(|error| BadInput(error.to_string()))?;
     match command {
-        Command::Run { scenario, seed, plan, record_plan, history, bug, log: _, trace, report } => {
+        Command::Run { scenario, seed, plan, record_plan, history, bug, store, log: _, trace, report } => {
             let source = match (plan, seed) {
                 (Some(path), _) => run::Source::Plan(Box::new(read_plan(&path)?), path),
                 (None, Some(seed)) => {
-                    let target = Target { scenario: parse_scenario(&scenario)?, bug: parse_bug(bug.as_deref())? };
-                    run::Source::Seed(target, seed)
+                    let target = Target::planted(parse_scenario(&scenario)?, parse_bug(bug.as_deref())?).on(store);
+                    run::Source::Seed(check_target(target)?, seed)
                 }
                 (None, None) => return Err(BadInput("run needs --seed or --plan".to_string())),
             };
@@ -244,9 +258,14 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             run::run(source, outputs)
         }
         Command::Sweep(args) => sweep::sweep(args),
-        Command::Hunt { from, starts, bugs, budget, scenario, threads, json } => {
+        Command::Hunt { from, starts, bugs, store, budget, scenario, threads, json } => {
             let bugs = bugs.iter().map(|bug| parse_bug(Some(bug))).collect::<Result<Vec<_>, _>>()?;
-            let bugs: Vec<Bug> = if bugs.is_empty() { Bug::ALL.to_vec() } else { bugs.into_iter().flatten().collect() };
+            let plantable = Bug::ALL.into_iter().chain(Bug::STORE).filter(|&bug| store.plants(bug));
+            let bugs: Vec<Bug> =
+                if bugs.is_empty() { plantable.collect() } else { bugs.into_iter().flatten().collect() };
+            if let Some(why) = bugs.iter().find_map(|&bug| store.refuses(Some(bug))) {
+                return Err(BadInput(why));
+            }
             let scenario = parse_scenario(&scenario)?;
             if budget == 0 || budget > hunt::START_SPACING {
                 return Err(BadInput(format!("--budget must be from 1 to {}", hunt::START_SPACING)));
@@ -259,7 +278,7 @@ fn execute(command: Command) -> Result<u8, BadInput> {
                 return Err(BadInput("--from and --starts reach past the last seed".to_string()));
             }
             let starts = hunt::starts(from, starts);
-            Ok(hunt::hunt(scenario, &bugs, from, &starts, budget, parse_threads(threads)?, json))
+            Ok(hunt::hunt(scenario, store, &bugs, from, &starts, budget, parse_threads(threads)?, json))
         }
         Command::Bench { seeds, memory_seeds, threads, json } => {
             if seeds == 0 {
@@ -283,7 +302,7 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             let entries = report::read_history(&file)?;
             report::report(&entries, &file.display().to_string(), window, out.as_deref())
         }
-        Command::Shrink { scenario, seed, bug, plan, budget, out, every_bug, hunt_budget, threads, json } => {
+        Command::Shrink { scenario, seed, bug, store, plan, budget, out, every_bug, hunt_budget, threads, json } => {
             if budget == 0 {
                 return Err(BadInput("--budget must be at least 1".to_string()));
             }
@@ -294,7 +313,10 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             let out = out.ok_or_else(|| BadInput("shrink needs --out DIR".to_string()))?;
             let source = match (plan, seed) {
                 (Some(path), _) => shrink::Source::Plan(Box::new(read_plan(&path)?), path),
-                (None, Some(seed)) => shrink::Source::Seed(Target { scenario, bug: parse_bug(bug.as_deref())? }, seed),
+                (None, Some(seed)) => {
+                    let target = Target::planted(scenario, parse_bug(bug.as_deref())?).on(store);
+                    shrink::Source::Seed(check_target(target)?, seed)
+                }
                 (None, None) => return Err(BadInput("shrink needs --seed, --plan or --every-bug".to_string())),
             };
             shrink::shrink(source, budget, &out)
@@ -308,6 +330,9 @@ fn execute(command: Command) -> Result<u8, BadInput> {
         Command::Bugs => {
             for bug in Bug::ALL {
                 println!("{bug}");
+            }
+            for bug in Bug::STORE {
+                println!("{bug}  (in lease-store's SQL: --store sqlite)");
             }
             Ok(0)
         }
@@ -334,6 +359,14 @@ pub(crate) fn parse_scenario(name: &str) -> Result<Scenario, BadInput> {
         let known: Vec<_> = Scenario::ALL.iter().map(|scenario| scenario.name()).collect();
         BadInput(format!("unknown scenario {name:?}; known scenarios: {}", known.join(", ")))
     })
+}
+
+/// The target, unless its bug cannot be planted on its store.
+pub(crate) fn check_target(target: Target) -> Result<Target, BadInput> {
+    match target.store.refuses(target.bug) {
+        Some(why) => Err(BadInput(why)),
+        None => Ok(target),
+    }
 }
 
 pub(crate) fn parse_bug(name: Option<&str>) -> Result<Option<Bug>, BadInput> {

@@ -155,7 +155,7 @@ pub(super) fn every_bug(scenario: Scenario, budget: u64, hunt_budget: u64, threa
     let stop = AtomicBool::new(false);
     let mut rows = Vec::new();
     for bug in Bug::ALL {
-        let catch = crate::runner::hunt(scenario, bug, 0, hunt_budget, threads, &stop);
+        let catch = crate::runner::hunt(Target::planted(scenario, Some(bug)), 0, hunt_budget, threads, &stop);
         let row = match catch.first_failing_seed {
             None => Row {
                 bug: bug.name().into(),
@@ -166,7 +166,7 @@ pub(super) fn every_bug(scenario: Scenario, budget: u64, hunt_budget: u64, threa
                 runs: 0,
                 still_fails: false,
             },
-            Some(seed) => shrink_row(Target { scenario, bug: Some(bug) }, seed, budget),
+            Some(seed) => shrink_row(Target::planted(scenario, Some(bug)), seed, budget),
         };
         if !json {
             print_row(&row);

@@ -12,6 +12,7 @@ use crate::atomic::AtomicFile;
 use crate::nightly::{parse_duration, Date};
 use crate::runner::{self, SeedResult, Summary, Target};
 use crate::shard::{SeedPlan, Shard};
+use crate::world::durable::StoreKind;
 use crate::world::RunReport;
 use failures_dir::{FailuresDir, FAILURES_WRITTEN_MAX};
 use serde::Serialize;
@@ -48,6 +49,10 @@ pub(super) struct SweepArgs {
     /// Plant a bug (see `lease-sim bugs`).
     #[arg(long)]
     bug: Option<String>,
+    /// Where the table and ledger keep their state: `memory`, or `sqlite` (lease-store's SQL on
+    /// an in-memory SQLite database in each world).
+    #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
+    store: StoreKind,
     /// Start no new seed after this much wall time (90s, 10m, 1h, or plain seconds); seeds
     /// already started run to their end. Without --seeds the range has no end.
     #[arg(long, value_parser = parse_duration)]
@@ -139,7 +144,8 @@ struct Report<'a> {
 /// Runs `lease-sim sweep`. Every argument is checked, and every output path opened, before the
 /// first seed runs.
 pub(super) fn sweep(args: SweepArgs) -> Result<u8, BadInput> {
-    let target = Target { scenario: parse_scenario(&args.scenario)?, bug: parse_bug(args.bug.as_deref())? };
+    let target = Target::planted(parse_scenario(&args.scenario)?, parse_bug(args.bug.as_deref())?).on(args.store);
+    let target = super::check_target(target)?;
     let threads = parse_threads(args.threads)?;
     let date = args.seed_from_date.then(|| Date::of(std::time::SystemTime::now()));
     let plan = plan(&args, date)?;

@@ -193,7 +193,7 @@ pub(crate) struct Drawn {
 /// What a draw sees: the table (aimed holds read its leases), the streams, the time, and whether
 /// the dependency's faulty window is open.
 pub(crate) struct Draw<'a> {
-    table: &'a lease_core::LeaseTable,
+    table: &'a mut crate::world::durable::Durable,
     drawn: &'a mut Drawn,
     now: u64,
     degraded: bool,
@@ -276,7 +276,9 @@ impl Ctx {
             return None;
         }
         let dealt = match &mut state.decisions.drawn {
-            Some(drawn) => draw(self, Draw { table: &state.table, drawn, now, degraded: state.dependency_degraded }),
+            Some(drawn) => {
+                draw(self, Draw { table: &mut state.durable, drawn, now, degraded: state.dependency_degraded })
+            }
             None => state.decisions.planned.get(&(visit, question)).copied(),
         };
         if let Some(dealt) = dealt {

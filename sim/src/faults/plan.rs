@@ -23,6 +23,7 @@ use super::{Degradation, Fault, Point};
 use crate::clock::{LocalClock, BASE_US, DRIFT_PPM_MAX};
 use crate::history::{MessageKind, Node, Rate};
 use crate::scenarios::Params;
+use crate::world::durable::StoreKind;
 use lease_core::{Bug, Epoch, JobId, ReclaimerConfig, Span, TableConfig, WorkerConfig};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -41,6 +42,8 @@ pub struct Plan {
     pub seed: u64,
     /// The planted bug, if any.
     pub bug: Option<Bug>,
+    /// Where the table and ledger keep their state (absent: `memory`).
+    pub store: StoreKind,
     /// What a replay must end with: `held`, or the name of the invariant it fails.
     pub expect: Option<String>,
     /// The world's shape and timing.
@@ -519,6 +522,8 @@ struct RawPlan {
     #[serde(default)]
     bug: Option<String>,
     #[serde(default)]
+    store: StoreKind,
+    #[serde(default)]
     expect: Option<String>,
     world: World,
     arrivals: Vec<Arrival>,
@@ -547,6 +552,7 @@ impl Plan {
             scenario: raw.scenario,
             seed: raw.seed,
             bug,
+            store: raw.store,
             expect: raw.expect,
             world: raw.world,
             arrivals: raw.arrivals,
@@ -559,6 +565,9 @@ impl Plan {
     /// Checks that the plan can be played: a workable world, known nodes, times in range.
     pub fn validate(&self) -> Result<(), PlanError> {
         let params = self.params_unchecked();
+        if let Some(why) = self.store.refuses(self.bug) {
+            return err(why);
+        }
         params.table.validate().or_else(|e| err(format!("world: {e}")))?;
         params.worker.validate().or_else(|e| err(format!("world: {e}")))?;
         params.reclaimer.validate().or_else(|e| err(format!("world: {e}")))?;
@@ -656,6 +665,7 @@ impl Plan {
         let w = &self.world;
         let lease_ttl = Span::from_us(w.lease_ttl_us);
         let mut params = Params::quiet(self.scenario.clone(), self.seed, self.bug);
+        params.store = self.store;
         params.workers = w.workers;
         params.reclaimers = w.reclaimers;
         params.table =
@@ -737,6 +747,7 @@ impl Plan {
             scenario: params.scenario.clone(),
             seed: params.seed,
             bug: params.bug,
+            store: params.store,
             expect: None,
             world,
             arrivals: arrivals.to_vec(),
@@ -756,6 +767,9 @@ impl Plan {
         let _ = writeln!(out, "  \"seed\": {},", self.seed);
         if let Some(bug) = self.bug {
             let _ = writeln!(out, "  \"bug\": {},", json(&bug.name().to_string()));
+        }
+        if self.store != StoreKind::Memory {
+            let _ = writeln!(out, "  \"store\": {},", json(&self.store));
         }
         if let Some(expect) = &self.expect {
             let _ = writeln!(out, "  \"expect\": {},", json(expect));

@@ -13,6 +13,7 @@ use crate::faults::verbs;
 use crate::history::{EffectRejectReason, Event, Node};
 use crate::net::{ledger_addr, Reply, Request, TAG};
 use crate::world::ctx::Ctx;
+use crate::world::durable::answered;
 use lease_core::{
     Apply, Epoch, Execution, Lookup, OpId, OutputId, ReclaimReply, ReclaimRequest, WorkerReply, WorkerRequest,
 };
@@ -74,7 +75,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
 fn lookup(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, batch: Option<lease_core::BatchId>) -> Lookup {
     let now = ctx.now();
     let mut state = ctx.state();
-    let lookup = state.ledger.lookup(op, epoch);
+    let lookup = answered(state.durable.by(from, batch).lookup(now, op, epoch));
     let (found, rival) = match lookup {
         Lookup::Empty => (None, None),
         Lookup::Recorded(output) => (Some(output), None),
@@ -118,7 +119,7 @@ fn apply_rival(ctx: &Ctx, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
 fn apply(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, output: OutputId) -> Apply {
     let now = ctx.now();
     let mut state = ctx.state();
-    let apply = state.ledger.apply(op, epoch, output);
+    let apply = answered(state.durable.by(from, None).apply(now, op, epoch, output));
     let job = op.job;
     let event = match EffectRejectReason::of(apply) {
         None => Event::EffectApplied { from, job, op, epoch, output },

@@ -25,6 +25,7 @@ use crate::history::{Event, Listing, Node, RefuseReason, RefusedRequest};
 use crate::net::{table_addr, Envelope, INCARNATION_SHIFT, TAG};
 use crate::net::{Reply, Request};
 use crate::world::ctx::Ctx;
+use crate::world::durable::{answered, Durable};
 use lease_core::{
     Acquired, BatchId, Completion, Enqueued, Epoch, Fencing, JobId, OutputId, Quarantine, ReclaimReply, ReclaimRequest,
     ReclaimerId, Refusal, Release, Renewal, RequestId, Requeue, WorkerId, WorkerReply, WorkerRequest,
@@ -248,10 +249,10 @@ fn acquire_letter(n: u32) -> Letter {
 fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
     let now = ctx.now();
     let mut state = ctx.state();
-    let table = &mut state.table;
+    let table = &mut state.durable;
     let mut events: Vec<Event> = Vec::with_capacity(1);
     let reply = match request {
-        Request::Enqueue(job) => match table.enqueue(now, job).expect("the table's clock only moves forward") {
+        Request::Enqueue(job) => match answered(table.by(Node::Table, None).enqueue(now, job)) {
             Enqueued::Accepted { backlog } => {
                 events.push(Event::Arrived { job, backlog });
                 Reply::Enqueued(None)
@@ -277,18 +278,18 @@ fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
 fn serve_worker(
     ctx: &Ctx,
     events: &mut Vec<Event>,
-    table: &mut lease_core::LeaseTable,
+    durable: &mut Durable,
     n: u32,
     id: u64,
     request: WorkerRequest,
 ) -> WorkerReply {
     let now = ctx.now();
-    let misuse = "the table's clock only moves forward, and jobs are known";
     let from = Node::Worker(n);
+    let table = durable.by(from, None);
     match request {
         WorkerRequest::Acquire => {
             // The wire id carries the worker's incarnation: a restarted worker's requests are new.
-            let acquired = table.acquire_for(now, WorkerId(n), RequestId(id)).expect(misuse);
+            let acquired = answered(table.acquire_for(now, WorkerId(n), RequestId(id)));
             events.push(match acquired {
                 Acquired::Granted(grant) => {
                     let (job, epoch, expires_at_us, attempt) = granted(grant);
@@ -303,7 +304,7 @@ fn serve_worker(
             WorkerReply::Acquired(acquired)
         }
         WorkerRequest::Renew { job, epoch } => {
-            let renewal = table.renew(now, job, epoch).expect(misuse);
+            let renewal = answered(table.renew(now, job, epoch));
             match renewal {
                 Renewal::Renewed { epoch, expires_at } => {
                     events.push(Event::Renewed { from, job, epoch, expires_at_us: expires_at.0 })
@@ -315,17 +316,17 @@ fn serve_worker(
             WorkerReply::Renewed(renewal)
         }
         WorkerRequest::Complete { job, epoch, output } => {
-            let completion = table.complete(now, job, epoch, output).expect(misuse);
+            let completion = answered(table.complete(now, job, epoch, output));
             completed(events, from, job, epoch, output, completion, None);
             WorkerReply::Completed(completion)
         }
         WorkerRequest::Requeue { job, epoch } => {
-            let requeue = table.requeue(now, job, epoch).expect(misuse);
+            let requeue = answered(table.requeue(now, job, epoch));
             requeued(events, from, job, epoch, requeue, None);
             WorkerReply::Requeued(requeue)
         }
         WorkerRequest::Release { job, epoch } => {
-            let release = table.release(now, job, epoch).expect(misuse);
+            let release = answered(table.release(now, job, epoch));
             events.push(match release {
                 Release::Released { attempts } => Event::Released { from, job, epoch, attempts },
                 Release::Refused(refusal) => refused(from, job, epoch, RefusedRequest::Release, refusal, None),
@@ -341,16 +342,16 @@ fn serve_worker(
 fn serve_reclaimer(
     ctx: &Ctx,
     events: &mut Vec<Event>,
-    table: &mut lease_core::LeaseTable,
+    durable: &mut Durable,
     n: u32,
     request: ReclaimRequest,
 ) -> ReclaimReply {
     let now = ctx.now();
-    let misuse = "the table's clock only moves forward, and jobs are known";
     let from = Node::Reclaimer(n);
+    let table = durable.by(from, Some(request.batch()));
     match request {
         ReclaimRequest::ListExpired { batch, as_of } => {
-            let leases = table.expired(now, on_table_scale(as_of)).expect(misuse);
+            let leases = answered(table.expired(now, on_table_scale(as_of)));
             let listed = leases
                 .iter()
                 .map(|lease| Listing { job: lease.job, epoch: lease.epoch, expires_at_us: lease.expires_at.0 })
@@ -359,8 +360,7 @@ fn serve_reclaimer(
             ReclaimReply::Listed(leases)
         }
         ReclaimRequest::Fence { batch, lease, as_of } => {
-            let fencing =
-                table.fence(now, lease.job, lease.epoch, ReclaimerId(n), on_table_scale(as_of)).expect(misuse);
+            let fencing = answered(table.fence(now, lease.job, lease.epoch, ReclaimerId(n), on_table_scale(as_of)));
             let (job, expected) = (lease.job, lease.epoch);
             events.push(match fencing {
                 Fencing::Won { expired, lease: ours } => Event::Reclaimed {
@@ -380,17 +380,17 @@ fn serve_reclaimer(
             ReclaimReply::Fenced(fencing)
         }
         ReclaimRequest::Complete { batch, job, epoch, output } => {
-            let completion = table.complete(now, job, epoch, output).expect(misuse);
+            let completion = answered(table.complete(now, job, epoch, output));
             completed(events, from, job, epoch, output, completion, Some(batch));
             ReclaimReply::Completed(completion)
         }
         ReclaimRequest::Requeue { batch, job, epoch } => {
-            let requeue = table.requeue(now, job, epoch).expect(misuse);
+            let requeue = answered(table.requeue(now, job, epoch));
             requeued(events, from, job, epoch, requeue, Some(batch));
             ReclaimReply::Requeued(requeue)
         }
         ReclaimRequest::Quarantine { batch, job, epoch, recorded, rival } => {
-            let quarantine = table.quarantine(now, job, epoch, recorded, rival).expect(misuse);
+            let quarantine = answered(table.quarantine(now, job, epoch, recorded, rival));
             events.push(match quarantine {
                 Quarantine::Quarantined(terminal) => Event::terminal(from, terminal, Some(batch)),
                 Quarantine::Refused(refusal) => {

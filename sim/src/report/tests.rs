@@ -111,6 +111,7 @@ fn run_line() -> Entry {
             lease_ttl_us: TTL_US,
             attempts_max: 3,
             bug: None,
+            store: None,
             params: String::new(),
         },
     }

@@ -22,6 +22,8 @@ pub struct Params {
     pub scenario: String,
     /// The planted bug, if any.
     pub bug: Option<Bug>,
+    /// Where the table and ledger keep their state.
+    pub store: crate::world::durable::StoreKind,
     /// Jobs the arrival generator offers.
     pub jobs: u32,
     /// Worker count.
@@ -86,6 +88,7 @@ impl Params {
             seed,
             scenario,
             bug,
+            store: crate::world::durable::StoreKind::Memory,
             jobs: 100,
             workers: 2,
             reclaimers: 1,

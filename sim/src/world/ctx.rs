@@ -8,7 +8,7 @@ use crate::faults::decide::Decisions;
 use crate::faults::plan::Arrival;
 use crate::history::{Entry, Event, Node};
 use crate::scenarios::Params;
-use lease_core::{Bugs, EffectLedger, LeaseTable, Time};
+use lease_core::{Bugs, Time};
 use madsim::runtime::NodeHandle;
 use madsim::task::NodeId as SimNodeId;
 use madsim::time::{sleep, Instant};
@@ -32,10 +32,9 @@ pub(crate) struct Ctx {
 
 /// What survives in the world: durable node state, the history, and the fault streams.
 pub(crate) struct State {
-    /// The table's durable state: survives restarts of the table node.
-    pub table: LeaseTable,
-    /// The ledger's durable state: survives restarts of the ledger node.
-    pub ledger: EffectLedger,
+    /// The table's and the ledger's durable state, on the run's store: survives restarts of the
+    /// table and ledger nodes.
+    pub durable: super::durable::Durable,
     /// Every fault decision: drawn from the seed's streams or looked up in a plan, and recorded.
     pub decisions: Decisions,
     /// Whether the fault phase is still on.

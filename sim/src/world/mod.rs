@@ -13,6 +13,7 @@
 //! madsim frees the world (see DESIGN.md, "madsim facts").
 
 pub(crate) mod ctx;
+pub mod durable;
 
 use crate::check::{Checkers, Coverage, Violation};
 use crate::faults::decide::Decisions;
@@ -22,7 +23,7 @@ use crate::history::{Entry, Event, Node};
 use crate::node;
 use crate::scenarios::Params;
 use ctx::{Ctx, State, SELF};
-use lease_core::{Bugs, EffectLedger, LeaseTable};
+use lease_core::Bugs;
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId as SimNodeId;
 use madsim::time::{sleep, Instant};
@@ -147,15 +148,17 @@ fn run_world(params: Params) -> RunReport {
     let runtime = Runtime::with_seed_and_config(params.seed, config);
     let chaos = runtime.create_node().name("chaos").build();
     let bugs = Bugs::plant(params.bug);
-    let table =
-        LeaseTable::with_bugs(params.table, bugs).unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
+    if let Some(why) = params.store.refuses(params.bug) {
+        panic!("harness bug: {why}");
+    }
+    let durable = durable::Durable::open(params.store, params.table, bugs)
+        .unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
     let decisions = match &params.planned {
         Some(keyed) => Decisions::planned(params.seed, keyed),
         None => Decisions::drawn(params.seed, &params.script, &params.rival_jobs),
     };
     let state = State {
-        table,
-        ledger: EffectLedger::with_bugs(bugs),
+        durable,
         decisions,
         faults_on: true,
         dependency_degraded: false,
@@ -216,6 +219,7 @@ async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
             lease_ttl_us: params.table.lease_ttl.as_us(),
             attempts_max: params.table.attempts_max,
             bug: params.bug.map(|bug| bug.name().to_string()),
+            store: (params.store != durable::StoreKind::Memory).then(|| params.store.name().to_string()),
             params: params.describe(),
         },
     );

@@ -1,0 +1,115 @@
+//! The world's durable table and ledger, on the store the run chose (`--store`).
+//!
+//! - `memory`: `lease-core`'s `LeaseTable` and `EffectLedger` ([`lease_store::MemoryStore`],
+//!   unlogged: the world writes its own history).
+//! - `sqlite`: [`lease_store::SqliteStore`] on a private in-memory SQLite database, so that every
+//!   decision of the table and the ledger is a transaction of the store's SQL, read back, decided
+//!   by the same rules and written with its compare-and-set. The store also keeps its own event log:
+//!   at the end of a run it must be the table's and the ledger's lines of the world's history,
+//!   byte for byte ([`Durable::log`]).
+//!
+//! Either lives in the world's state, not in a node, so it survives restarts of the table and
+//! ledger nodes as durable state does. Nothing in SQLite reads a clock or draws randomness (see
+//! `lease_store`'s crate documentation): a seed gives the same history on either store.
+
+use crate::history::Node;
+use lease_core::{BatchId, Bugs, JobId, Lease, Owner, ReclaimerId, TableConfig, Time, WorkerId};
+use lease_store::{Caller, MemoryStore, SqliteStore, Store, StoreError};
+use serde::{Deserialize, Serialize};
+
+/// Where a world keeps its table and ledger.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// `lease-core`'s in-memory table and ledger: the fastest.
+    #[default]
+    Memory,
+    /// `lease-store`'s SQL on an in-memory SQLite database in each world.
+    Sqlite,
+}
+
+impl StoreKind {
+    /// Every store a world can run on.
+    pub const ALL: [StoreKind; 2] = [StoreKind::Memory, StoreKind::Sqlite];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Sqlite => "sqlite",
+        }
+    }
+
+    /// Whether `bug` can be planted on this store: the SQL path's own bugs need SQL.
+    pub fn plants(self, bug: lease_core::Bug) -> bool {
+        self == StoreKind::Sqlite || !bug.store_only()
+    }
+
+    /// Why `bug` cannot be planted on this store, if it cannot.
+    pub fn refuses(self, bug: Option<lease_core::Bug>) -> Option<String> {
+        let bug = bug.filter(|&bug| !self.plants(bug))?;
+        Some(format!("planted bug {bug} lives in lease-store's SQL statements: run it with --store sqlite"))
+    }
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The durable table and ledger of one world.
+pub(crate) struct Durable {
+    store: Box<dyn Store + Send>,
+}
+
+impl Durable {
+    /// An empty table and ledger on `kind`.
+    pub fn open(kind: StoreKind, config: TableConfig, bugs: Bugs) -> Result<Durable, StoreError> {
+        let store: Box<dyn Store + Send> = match kind {
+            StoreKind::Memory => Box::new(MemoryStore::unlogged(config, bugs)?),
+            StoreKind::Sqlite => Box::new(SqliteStore::open_in_memory(config, bugs)?),
+        };
+        Ok(Durable { store })
+    }
+
+    /// The store, its next calls made by `from`, in reclaim batch `batch` if any: the requester
+    /// the store's own log names.
+    pub fn by(&mut self, from: Node, batch: Option<BatchId>) -> &mut dyn Store {
+        let from = match from {
+            Node::Worker(n) => Some(Owner::Worker(WorkerId(n))),
+            Node::Reclaimer(n) => Some(Owner::Reclaimer(ReclaimerId(n))),
+            _ => None,
+        };
+        self.store.set_caller(Caller { from, batch });
+        &mut *self.store
+    }
+
+    /// The job's live lease, if leased.
+    pub fn lease(&mut self, job: JobId) -> Option<Lease> {
+        self.store.job(job).unwrap_or_else(|error| panic!("store: {error}"))?.lease()
+    }
+
+    /// The job's worker grants so far, if known.
+    pub fn attempts(&mut self, job: JobId) -> Option<u32> {
+        Some(self.store.job(job).unwrap_or_else(|error| panic!("store: {error}"))?.attempts)
+    }
+
+    /// The earliest live expiry.
+    pub fn poll_timeout(&mut self) -> Option<Time> {
+        self.store.poll_timeout().unwrap_or_else(|error| panic!("store: {error}"))
+    }
+
+    /// The store's own event log, in commit order (empty on `memory`, which keeps none).
+    pub fn log(&mut self) -> Vec<String> {
+        self.store.events().unwrap_or_else(|error| panic!("store: {error}"))
+    }
+}
+
+/// A store's answer, or a harness crash: the world's calls are well-formed, so an error is a
+/// store's fault (or a planted bug's), reported with the seed like any panic in a world.
+pub(crate) fn answered<A>(result: Result<A, StoreError>) -> A {
+    result.unwrap_or_else(|error| panic!("the table's clock only moves forward, and jobs are known: {error}"))
+}
