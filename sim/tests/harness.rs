@@ -140,6 +140,10 @@ fn bad_arguments_exit_3_with_a_clear_message() {
         (&["hunt", "--budget", "100001"], "--budget must be from 1"),
         (&["hunt", "--bug", "nope"], "unknown planted bug"),
         (&["sweep", "--require-coverage", "--seeds", "3..1"], "reversed"),
+        (&["run", "--seed", "1", "--bug", "complete-by-state-only"], "--store sqlite"),
+        (&["sweep", "--bug", "renew-by-epoch-only", "--store", "memory"], "--store sqlite"),
+        (&["hunt", "--bug", "complete-by-state-only"], "--store sqlite"),
+        (&["run", "--seed", "1", "--store", "postgres"], "invalid value"),
     ];
     for (args, needle) in cases {
         let (code, _, stderr) = lease_sim(args);

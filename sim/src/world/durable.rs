@@ -12,7 +12,7 @@
 //! ledger nodes as durable state does. Nothing in SQLite reads a clock or draws randomness (see
 //! `lease_store`'s crate documentation): a seed gives the same history on either store.
 
-use crate::history::Node;
+use crate::history::{Entry, Event, Node};
 use lease_core::{BatchId, Bugs, JobId, Lease, Owner, ReclaimerId, TableConfig, Time, WorkerId};
 use lease_store::{Caller, MemoryStore, SqliteStore, Store, StoreError};
 use serde::{Deserialize, Serialize};
@@ -108,8 +108,73 @@ impl Durable {
     }
 }
 
+/// Where a store's event log departs from the world's history, if it does. The log must hold
+/// exactly the history's table and ledger lines (the dependency's failures aside), in order and
+/// byte for byte: every such line is the answer to one store call, and the store writes it in the
+/// call's own transaction. A history that stopped at a finding (`whole` false) stops recording
+/// while the world winds down, so there the log need only begin with those lines.
+pub(crate) fn differs(history: &[Entry], log: &[String], whole: bool) -> Option<String> {
+    let ours: Vec<&Entry> = history.iter().filter(|entry| answered_by_store(entry)).collect();
+    for (n, (entry, line)) in ours.iter().zip(log).enumerate() {
+        let expected = entry.to_json();
+        if &expected != line {
+            return Some(format!("its line {} is {line}, where the history has {expected}", n + 1));
+        }
+    }
+    let short = log.len() < ours.len();
+    (short || (whole && log.len() != ours.len()))
+        .then(|| format!("it holds {} lines, the history {} table and ledger lines", log.len(), ours.len()))
+}
+
+/// Whether the line is a store's answer: the table's and the ledger's lines, but for the
+/// dependency's failures, which the ledger node writes without asking the store.
+fn answered_by_store(entry: &Entry) -> bool {
+    matches!(entry.node, Node::Table | Node::Ledger) && !matches!(entry.event, Event::DependencyFailed { .. })
+}
+
 /// A store's answer, or a harness crash: the world's calls are well-formed, so an error is a
 /// store's fault (or a planted bug's), reported with the seed like any panic in a world.
 pub(crate) fn answered<A>(result: Result<A, StoreError>) -> A {
     result.unwrap_or_else(|error| panic!("the table's clock only moves forward, and jobs are known: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lease_core::JobId;
+
+    fn arrived(t_us: u64, job: u64) -> Entry {
+        Entry { t_us, node: Node::Table, event: Event::Arrived { job: JobId(job), backlog: 1 } }
+    }
+
+    // Proves the check of a store's log has teeth: a changed line, a lost line and an extra line
+    // are each reported; a world's own lines (a crash, a dependency failure) are not expected in
+    // the log; and a history that stopped at a finding needs only to be the log's beginning.
+    #[test]
+    fn a_store_log_that_is_not_the_history_is_reported() {
+        let crash = Entry { t_us: 5, node: Node::World, event: Event::DependencyRestored {} };
+        let failed = Entry {
+            t_us: 6,
+            node: Node::Ledger,
+            event: Event::DependencyFailed {
+                from: Node::Worker(0),
+                job: JobId(1),
+                op: lease_core::OpId { job: JobId(1), step: 0 },
+                epoch: lease_core::Epoch(1),
+                after_effect: false,
+            },
+        };
+        let history = vec![arrived(1, 1), crash, failed, arrived(7, 2)];
+        let log: Vec<String> = [arrived(1, 1), arrived(7, 2)].iter().map(Entry::to_json).collect();
+        assert_eq!(differs(&history, &log, true), None);
+        let mut changed = log.clone();
+        changed[1] = arrived(7, 3).to_json();
+        assert!(differs(&history, &changed, true).is_some_and(|why| why.contains("its line 2")));
+        assert!(differs(&history, &log[..1], true).is_some_and(|why| why.contains("holds 1 lines")));
+        assert!(differs(&history, &log[..1], false).is_some(), "a lost line is lost whatever the verdict");
+        let mut extra = log.clone();
+        extra.push(arrived(9, 4).to_json());
+        assert!(differs(&history, &extra, true).is_some());
+        assert_eq!(differs(&history, &extra, false), None, "the world winds down after a finding");
+    }
 }

@@ -193,12 +193,19 @@ fn run_world(params: Params) -> RunReport {
             let coverage = state.checkers.coverage().clone();
             let wasted_grants = state.checkers.wasted_grants(history.last().map_or(0, |entry| entry.t_us));
             let plan = Plan::of_run(&ctx.params, &state.arrivals, &state.decisions.recorded);
+            let store_log = state.durable.log();
             drop(state);
             SELF.with(|cell| *cell.borrow_mut() = None);
-            (verdict, history, coverage, wasted_grants, sim_us, events, plan)
+            (verdict, history, coverage, wasted_grants, sim_us, events, plan, store_log)
         }
     });
-    let (verdict, history, coverage, wasted_grants, sim_us, mut events, plan) = verdict;
+    let (mut verdict, history, coverage, wasted_grants, sim_us, mut events, plan, store_log) = verdict;
+    if params.store != durable::StoreKind::Memory && !matches!(verdict, Verdict::Crash(_)) {
+        if let Some(why) = durable::differs(&history, &store_log, matches!(verdict, Verdict::Held)) {
+            let message = format!("the {} store's event log is not the world's history: {why}", params.store);
+            verdict = Verdict::Crash(Crash { message });
+        }
+    }
     events.history = history.len() as u64;
     RunReport { params, history, verdict, coverage, wasted_grants, sim_us, events, plan }
 }
