@@ -19,6 +19,7 @@
 
 use crate::runner::Target;
 use crate::scenarios::Scenario;
+use crate::world::durable::StoreKind;
 use crate::world::{self, Events};
 use madsim::net::Endpoint;
 use madsim::runtime::Runtime;
@@ -133,6 +134,8 @@ pub struct Report {
     pub logging: Logging,
     /// What a report costs.
     pub report: ReportCost,
+    /// The swarm on each store, and the ratio.
+    pub stores: Stores,
     /// Memory over a long sweep.
     pub memory: Option<Memory>,
 }
@@ -157,6 +160,8 @@ pub fn run(options: BenchOptions, progress: &dyn Fn(&str)) -> Report {
         scaling.push(scale(jobs, seeds.max(2)));
     }
     let us_per_job = |jobs: u32| scaling.iter().find(|scale| scale.jobs == jobs).map_or(0.0, |scale| scale.us_per_job);
+    progress("stores: memory and sqlite in turns, one thread");
+    let stores = stores(options.seeds / 4);
     progress("logging: off, disabled, and at debug");
     let logging = logging(options.seeds);
     progress("report: windows, incidents, causes, and the three files");
@@ -175,6 +180,7 @@ pub fn run(options: BenchOptions, progress: &dyn Fn(&str)) -> Report {
         scaling,
         logging,
         report,
+        stores,
         memory,
     }
 }
@@ -212,10 +218,47 @@ fn report_cost(seeds: u64) -> ReportCost {
     }
 }
 
+/// The swarm on the in-memory store and on SQLite (`--store sqlite`), measured in turns.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stores {
+    /// On `lease-core`'s in-memory table and ledger.
+    pub memory: Speed,
+    /// On lease-store's SQL, an in-memory SQLite database per world.
+    pub sqlite: Speed,
+    /// Seeds per second on SQLite over seeds per second in memory.
+    pub sqlite_vs_memory: f64,
+}
+
 /// The swarm at 100 jobs; returns the speed and each seed's events, in seed order.
 fn swarm(seeds: u64, threads: usize) -> (Speed, Vec<Events>) {
-    let target = Target::new(Scenario::SWARM);
-    let seed_list: Vec<u64> = (0..seeds).collect();
+    swarm_on(Target::new(Scenario::SWARM), 0..seeds, threads)
+}
+
+/// The swarm on the in-memory store and on SQLite, over the same seeds on one thread, in turns
+/// (memory, sqlite, memory, sqlite over two halves of the seeds), so that a noisy neighbour slows
+/// both alike.
+fn stores(seeds: u64) -> Stores {
+    let half = (seeds / 2).max(1);
+    let mut walls = [0.0_f64; 2];
+    let mut simulated = [0_u64; 2];
+    let mut sim_us = [0_u64; 2];
+    for range in [0..half, half..2 * half] {
+        for (k, store) in [StoreKind::Memory, StoreKind::Sqlite].into_iter().enumerate() {
+            let (speed, events) = swarm_on(Target::new(Scenario::SWARM).on(store), range.clone(), 1);
+            walls[k] += half as f64 / speed.seeds_per_sec;
+            simulated[k] += events.iter().map(Events::simulated).sum::<u64>();
+            sim_us[k] += (speed.sim_speedup * half as f64 / speed.seeds_per_sec * 1e6) as u64;
+        }
+    }
+    let at = |k: usize| speed(2 * half, 1, Duration::from_secs_f64(walls[k]), simulated[k], sim_us[k]);
+    let (memory, sqlite) = (at(0), at(1));
+    Stores { sqlite_vs_memory: sqlite.seeds_per_sec / memory.seeds_per_sec, memory, sqlite }
+}
+
+/// The swarm over `seeds` on `target`; returns the speed and each seed's events, in seed order.
+fn swarm_on(target: Target, seeds: std::ops::Range<u64>, threads: usize) -> (Speed, Vec<Events>) {
+    let seed_list: Vec<u64> = seeds.collect();
+    let seeds = seed_list.len() as u64;
     let events = Mutex::new(Vec::new());
     let sim_us = AtomicU64::new(0);
     let started = Instant::now();
