@@ -24,6 +24,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// `println!`, except that a closed stdout (`| head`) ends the output quietly instead of panicking.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 const EXIT_SAFETY: u8 = 1;
 const EXIT_LIVENESS: u8 = 2;
 const EXIT_BAD_INPUT: u8 = 3;
@@ -86,19 +94,22 @@ enum Kind {
 }
 
 impl Args {
-    fn options(&self) -> Options {
-        Options {
+    fn options(&self) -> Result<Options, String> {
+        let ms = |value: u64, flag: &str| {
+            value.checked_mul(1_000).map(lease_core::Span).ok_or_else(|| format!("--{flag} {value} is too long"))
+        };
+        Ok(Options {
             jobs: self.jobs,
             workers: self.workers,
             reclaimers: self.reclaimers,
-            lease_ttl: lease_core::Span::from_ms(self.lease_ttl_ms),
-            effect_latency: lease_core::Span::from_ms(self.effect_ms),
+            lease_ttl: ms(self.lease_ttl_ms, "lease-ttl-ms")?,
+            effect_latency: ms(self.effect_ms, "effect-ms")?,
             crash_after_effect: self.crash_after_effect,
             lost_reply: self.lost_reply,
             batch_max: self.batch_max,
             attempts_max: self.attempts_max,
             time_limit: Duration::from_secs(self.time_limit_s),
-        }
+        })
     }
 }
 
@@ -149,21 +160,18 @@ fn place(args: &Args) -> Result<Place, String> {
 
 impl Place {
     /// Removes what this run made up, unless asked to keep it.
-    fn clean(self, keep: bool) {
+    fn clean(self, keep: bool) -> Result<(), String> {
         match self.scratch {
-            Some(_) if keep => println!("kept       {}", self.backend),
+            Some(_) if keep => say!("kept       {}", self.backend),
             Some(Scratch::Dir(dir)) => {
-                let _ = std::fs::remove_dir_all(dir);
+                std::fs::remove_dir_all(&dir).map_err(|error| format!("could not remove {}: {error}", dir.display()))?
             }
-            Some(Scratch::Schema { url, name }) => {
-                let dropped = postgres::Client::connect(&url, postgres::NoTls)
-                    .and_then(|mut admin| admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE")));
-                if let Err(error) = dropped {
-                    eprintln!("could not drop the scratch schema {name}: {error}");
-                }
-            }
+            Some(Scratch::Schema { url, name }) => postgres::Client::connect(&url, postgres::NoTls)
+                .and_then(|mut admin| admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE")))
+                .map_err(|error| format!("could not drop the scratch schema {name}: {}", chain(&error)))?,
             None => {}
         }
+        Ok(())
     }
 }
 
@@ -181,15 +189,29 @@ fn history_of(backend: &Backend, options: &Options, job: u64) -> Result<Vec<Stri
 }
 
 fn report(summary: &Summary, backend: &Backend) {
-    println!("{summary}");
+    say!("{summary}");
     if summary.options.crash_after_effect == 0 {
         return;
     }
-    println!("job 0's history (its first worker crashed after the effect):");
+    say!("job 0's history (its first worker crashed after the effect):");
     match history_of(backend, &summary.options, 0) {
-        Ok(lines) => lines.iter().for_each(|line| println!("  {line}")),
-        Err(error) => println!("  could not read the log: {error}"),
+        Ok(lines) => lines.iter().for_each(|line| say!("  {line}")),
+        Err(error) => say!("  could not read the log: {error}"),
     }
+}
+
+/// An error and its causes, on one line: "postgres: error connecting to server: Connection refused".
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn main() -> ExitCode {
@@ -200,15 +222,17 @@ fn main() -> ExitCode {
             return ExitCode::from(if error.use_stderr() { EXIT_BAD_INPUT } else { 0 });
         }
     };
-    let place = match place(&args) {
-        Ok(place) => place,
+    // The options first: a bad one leaves nothing behind (no temporary directory yet).
+    let checked =
+        args.options().and_then(|options| options.validate().map_err(|error| error.to_string()).map(|()| options));
+    let (options, place) = match checked.and_then(|options| Ok((options, place(&args)?))) {
+        Ok(both) => both,
         Err(message) => {
             eprintln!("error: {message}");
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
-    let options = args.options();
-    println!(
+    say!(
         "service    {}: {} jobs, {} workers, {} reclaimer(s), lease {}, effect {}, {} crash(es) after the effect, \
          {} lost answer(s), batch_max {}, attempts_max {}, time limit {}s",
         place.backend,
@@ -223,20 +247,23 @@ fn main() -> ExitCode {
         options.attempts_max,
         options.time_limit.as_secs(),
     );
-    let code = match service::run(&place.backend, &options) {
-        Ok(summary) => {
-            report(&summary, &place.backend);
-            match (summary.safety.is_empty(), summary.liveness.is_empty()) {
-                (true, true) => ExitCode::SUCCESS,
-                (false, _) => ExitCode::from(EXIT_SAFETY),
-                (true, false) => ExitCode::from(EXIT_LIVENESS),
-            }
-        }
+    let summary = service::run(&place.backend, &options);
+    if let Ok(summary) = &summary {
+        report(summary, &place.backend);
+    }
+    let cleaned = place.clean(args.keep);
+    match summary {
         Err(error) => {
-            eprintln!("error: {error}");
+            eprintln!("error: {}", chain(&error));
             ExitCode::from(EXIT_BAD_INPUT)
         }
-    };
-    place.clean(args.keep);
-    code
+        Ok(summary) if !summary.safety.is_empty() => ExitCode::from(EXIT_SAFETY),
+        Ok(summary) if !summary.liveness.is_empty() => ExitCode::from(EXIT_LIVENESS),
+        Ok(_) => {
+            if let Err(message) = cleaned {
+                eprintln!("warning: {message}");
+            }
+            ExitCode::SUCCESS
+        }
+    }
 }

@@ -101,8 +101,18 @@ impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Backend::Sqlite { path } => write!(f, "sqlite {}", path.display()),
-            Backend::Postgres { url, schema } => write!(f, "postgres {url} schema {schema}"),
+            Backend::Postgres { url, schema } => write!(f, "postgres {} schema {schema}", without_password(url)),
         }
+    }
+}
+
+/// `url` with any password in it replaced by `***`, for printing.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let Some((user_info, host)) = rest.split_once('@') else { return url.to_string() };
+    match user_info.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
     }
 }
 
