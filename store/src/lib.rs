@@ -43,6 +43,10 @@
 //! async service can still run a store on a blocking thread. And no tokio runtime may ever reach
 //! a simulated world, where a store runs on SQLite.
 //!
+//! **A service.** [`service`] runs worker and reclaimer threads on a store, on the host's clock,
+//! with failures injected, and checks that every job ended exactly once: the `service` example
+//! is its command line, and the README's "Use it in a service" walks through it.
+//!
 //! **Schema versions.** [`schema::MIGRATIONS`] moves a database from its version to the newest
 //! this build knows, one transaction per migration; a database at a version this build does not
 //! know is refused with [`StoreError::UnknownSchema`] and left untouched.
@@ -51,6 +55,7 @@ pub mod event;
 mod memory;
 mod postgres;
 pub mod schema;
+pub mod service;
 mod sql;
 mod sqlite;
 
