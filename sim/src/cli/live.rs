@@ -29,7 +29,8 @@ pub(super) struct LiveArgs {
     /// Reclaimer processes.
     #[arg(long, default_value_t = 2)]
     reclaimers: u32,
-    /// Jobs offered over the fault phase (default: 10 per second of it).
+    /// Jobs offered steadily over the fault phase (default: 10 per second of it); a surge offers
+    /// three times the queue's capacity more, within 0.3 s.
     #[arg(long)]
     jobs: Option<u64>,
     /// The fault phase; the heal comes at its end, then the run waits for every job to end.

@@ -210,6 +210,12 @@ pub struct Shape {
 /// The lease ttl of a live run: long against a database round trip and a dependency call, short
 /// against the run, so that pauses and kills cost seconds, not minutes.
 pub const LEASE_TTL_US: u64 = 1_000_000;
+/// The queue's capacity.
+pub const CAPACITY: usize = 64;
+/// A surge offers this many times the capacity...
+const SURGE_CAPACITIES: u64 = 3;
+/// ...over this long.
+const SURGE_LEN_US: u64 = 300_000;
 /// The most strikes per second of fault phase, so that a long run is not a massacre.
 const STRIKES_PER_SECOND_MAX: f64 = 0.5;
 
@@ -223,8 +229,11 @@ impl Plan {
         let (calm_us, end_us) = (duration_us.min(10_000_000) / 10, duration_us - duration_us.min(10_000_000) / 10);
         let dependency = Dependency { latency_min_us: 5_000, latency_max_us: 30_000, fail_rate: 0.0 };
         let surge = on(FaultKind::Surge).then(|| {
-            let len_us = (duration_us / 6).clamp(500_000, 10_000_000);
-            Surge { at_us: rng.gen_range(calm_us..(end_us - len_us).max(calm_us + 1)), len_us, factor: 12 }
+            let len_us = SURGE_LEN_US;
+            let at_us = rng.gen_range(calm_us..(end_us - len_us).max(calm_us + 1));
+            // The burst's rate over the steady rate.
+            let factor = (SURGE_CAPACITIES * CAPACITY as u64 * end_us / len_us / shape.jobs.max(1)).max(2);
+            Surge { at_us, len_us, factor }
         });
         let mut windows = Vec::new();
         for (kind, slow_factor, fail_rate) in [(FaultKind::Slow, 10, 0.0), (FaultKind::Fail, 1, 0.3)] {
@@ -248,7 +257,7 @@ impl Plan {
             duration_us,
             drain_max_us: 30 * LEASE_TTL_US,
             faults: shape.faults.clone(),
-            capacity: 64,
+            capacity: CAPACITY,
             lease_ttl_us: LEASE_TTL_US,
             batch_max: 8,
             attempts_max: 5,
@@ -365,20 +374,24 @@ fn draw_strikes(rng: &mut Xoshiro256PlusPlus, shape: &Shape, calm_us: u64, end_u
     strikes
 }
 
-/// Poisson arrivals over the fault phase, at about 40% of what the fleet can serve, `factor`
-/// times faster during a surge.
+/// Poisson arrivals over the fault phase, `jobs` of them; a surge adds a burst past the queue's
+/// capacity: `SURGE_CAPACITIES` times the capacity, offered evenly over the surge (far faster than
+/// the fleet serves). Jobs are numbered in the order they are offered.
 fn draw_arrivals(rng: &mut Xoshiro256PlusPlus, jobs: u64, end_us: u64, surge: Option<Surge>) -> Vec<(u64, u64)> {
     let mean_us = (end_us as f64 / jobs.max(1) as f64).max(1.0);
     let mut at = 0f64;
-    let mut arrivals = Vec::with_capacity(jobs as usize);
-    for job in 0..jobs {
-        let surging = surge.filter(|surge| (surge.at_us..surge.at_us + surge.len_us).contains(&(at as u64)));
-        let mean = mean_us / surging.map_or(1.0, |surge| surge.factor as f64);
+    let mut times = Vec::with_capacity(jobs as usize);
+    for _ in 0..jobs {
         let uniform: f64 = rng.gen_range(0.0..1.0);
-        at += -(1.0 - uniform).ln() * mean;
-        arrivals.push((job, at as u64));
+        at += -(1.0 - uniform).ln() * mean_us;
+        times.push(at as u64);
     }
-    arrivals
+    if let Some(surge) = surge {
+        let burst = SURGE_CAPACITIES * CAPACITY as u64;
+        times.extend((0..burst).map(|k| surge.at_us + k * surge.len_us / burst));
+    }
+    times.sort_unstable();
+    times.into_iter().enumerate().map(|(job, at_us)| (job as u64, at_us)).collect()
 }
 
 #[cfg(test)]
@@ -403,7 +416,7 @@ mod tests {
         assert!(has(FaultKind::Pause, StrikePoint::DuringAck));
         assert!(a.strikes.iter().filter(|s| s.kind == FaultKind::Pause).all(|s| s.len_us > LEASE_TTL_US));
         assert!(a.strikes.iter().all(|s| s.at_us < a.duration_us));
-        assert_eq!(a.arrivals.len(), 200);
+        assert_eq!(a.arrivals.len(), 200 + 3 * CAPACITY);
         assert!(a.arrivals.windows(2).all(|w| w[0].1 <= w[1].1));
         let calm = Plan::draw(&shape(&[]), db, None, 0);
         assert!(calm.strikes.is_empty() && calm.windows.is_empty() && calm.surge.is_none());
