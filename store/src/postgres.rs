@@ -221,7 +221,16 @@ impl Tx for PgTx<'_, '_> {
         Ok(self.query_opt(schema::SELECT_KNOWN, &[&int(job.0)])?.is_some())
     }
 
+    // The reads of the queue's order and of the expired leases lock the log's head first (an
+    // enqueue already does). They read rows they do not lock, and at READ COMMITTED a transaction
+    // that committed after such a read, but took the head before this one, would stand before it
+    // in the log though the read never saw it: a live run showed an `acquire_empty` logged after
+    // the `arrived` it had looked before, and a requeue placed ahead of a job that arrived before
+    // it in the log. Once this transaction holds the head, every line before its own has
+    // committed, and the next statement's snapshot sees it. Each takes the head after any job row
+    // its operation locked, as every transaction does at its end: no lock cycle.
     fn head(&mut self) -> Result<Option<Row>, StoreError> {
+        self.execute(schema::LOCK_ENQUEUES, &[])?;
         Ok(self.rows(&format!("{} FOR UPDATE SKIP LOCKED", schema::SELECT_HEAD), &[])?.pop())
     }
 
@@ -231,6 +240,7 @@ impl Tx for PgTx<'_, '_> {
     }
 
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError> {
+        self.execute(schema::LOCK_ENQUEUES, &[])?;
         let row = self.query_one(schema::SELECT_QUEUE_ENDS, &[])?;
         Ok((row.get(0), row.get(1)))
     }
@@ -247,6 +257,7 @@ impl Tx for PgTx<'_, '_> {
     }
 
     fn expiring(&mut self, through: i64, limit: i64) -> Result<Vec<Row>, StoreError> {
+        self.execute(schema::LOCK_ENQUEUES, &[])?;
         self.rows(schema::SELECT_EXPIRED, &[&through, &limit])
     }
 
