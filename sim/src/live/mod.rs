@@ -526,8 +526,16 @@ impl Orchestra {
 
     /// Deals one strike, if its target is up.
     fn deal(&mut self, strike: Strike, log: &mut Log) -> Result<(), Failure> {
-        let key = Key::of(strike.role, strike.index);
-        if self.slots.get(&key).is_none_or(|slot| slot.state != State::Up) {
+        let up =
+            |orchestra: &Orchestra, key: Key| orchestra.slots.get(&key).is_some_and(|slot| slot.state == State::Up);
+        let mut key = Key::of(strike.role, strike.index);
+        if !up(self, key) && strike.point != StrikePoint::AtRandom {
+            // A signalled strike is one of the two windows the run exists for: any worker up
+            // will do.
+            let workers = (0..self.plan.workers).map(|index| Key::of(Role::Worker, index));
+            key = workers.into_iter().find(|&other| up(self, other)).unwrap_or(key);
+        }
+        if !up(self, key) {
             self.count("skipped (target not up)");
             return Ok(());
         }
