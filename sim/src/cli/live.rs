@@ -55,6 +55,14 @@ pub(super) struct LiveArgs {
     /// Print each fault as it is dealt.
     #[arg(long)]
     verbose: bool,
+    /// Measure instead: jobs/s, delays and recovery after a kill of half the workers, on
+    /// PostgreSQL (--url, when it answers) and SQLite with 2, 4 and 8 workers, beside the simplest
+    /// queue loop on the same database (README, "Live runs").
+    #[arg(long)]
+    bench: bool,
+    /// With --bench: the jobs of each burst.
+    #[arg(long, default_value_t = 500)]
+    bench_jobs: u64,
 }
 
 /// `lease-sim live-child`'s arguments (hidden: the orchestrator starts these).
@@ -118,10 +126,51 @@ fn options(args: &LiveArgs) -> Result<Options, BadInput> {
     Ok(Options { shape, store, bug, out: args.out.clone(), keep_db: args.keep_db, verbose: args.verbose })
 }
 
+/// Runs `lease-sim live --bench`.
+fn bench(args: &LiveArgs) -> Result<u8, BadInput> {
+    if !(10..=100_000).contains(&args.bench_jobs) {
+        return Err(BadInput("--bench-jobs must be from 10 to 100000".to_string()));
+    }
+    let url = args.url.clone().unwrap_or_else(crate::live::default_pg_url);
+    crate::live::check_loopback(&url).map_err(BadInput)?;
+    let url = match postgres::Client::connect(&url, postgres::NoTls) {
+        Ok(_) => Some(url),
+        Err(error) => {
+            println!("bench: PostgreSQL NOT RUN: no server at {url} ({error})");
+            None
+        }
+    };
+    println!(
+        "bench: {} jobs per burst, the dependency answering at once; provenance: {}",
+        args.bench_jobs,
+        crate::provenance::line()
+    );
+    println!("{}", crate::live::bench::HEADER);
+    let rows = match crate::live::bench::bench(url.as_deref(), args.bench_jobs, &args.out) {
+        Ok(rows) => rows,
+        Err(Failure::Interrupted) => return Ok(EXIT_INTERRUPTED),
+        Err(Failure::Harness(message)) => return Err(BadInput(format!("bench: {message}"))),
+    };
+    let path = args.out.join("bench.json");
+    let json = serde_json::to_string_pretty(&rows).expect("rows serialise");
+    crate::atomic::write(&path, json.as_bytes())
+        .map_err(|error| BadInput(format!("cannot write {}: {error}", path.display())))?;
+    let worst = rows.iter().map(|row| row.ratio()).fold(f64::INFINITY, f64::min);
+    println!(
+        "bench: ours at {:.0}% of the baseline's jobs/s at worst (target: at least 50%); figures in {}",
+        worst * 100.0,
+        path.display()
+    );
+    Ok(0)
+}
+
 /// Runs `lease-sim live`: the run, then `check`, the ground truth and `report`.
 pub(super) fn live(args: &LiveArgs) -> Result<u8, BadInput> {
-    let options = options(args)?;
     crate::live::catch_interrupts();
+    if args.bench {
+        return bench(args);
+    }
+    let options = options(args)?;
     let faults = if options.shape.faults.is_empty() { "none".to_string() } else { args.faults.clone() };
     println!(
         "live: store={} workers={} reclaimers={} jobs={} duration={:.1}s faults={faults} seed={}{}",

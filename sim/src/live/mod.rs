@@ -14,6 +14,7 @@
 //! child is reaped when the run ends, on Ctrl-C (SIGINT, SIGTERM) and on any error (the fleet's
 //! `Drop`), and dies with the orchestrator in any case (`PR_SET_PDEATHSIG`).
 
+pub mod bench;
 pub mod child;
 pub mod db;
 pub mod plan;
@@ -137,6 +138,12 @@ pub fn check_loopback(url: &str) -> Result<(), String> {
 
 /// Runs one live chaos run and exports its history. Every child is reaped before it returns.
 pub fn run(options: &Options) -> Result<Finished, Failure> {
+    run_with(options, &|_| {})
+}
+
+/// [`run`], with the drawn plan changed by `tweak` before any process starts (the benchmark's
+/// bursts and timed kills).
+pub fn run_with(options: &Options, tweak: &dyn Fn(&mut Plan)) -> Result<Finished, Failure> {
     std::fs::create_dir_all(options.out.join("logs"))
         .map_err(|error| Failure::Harness(format!("cannot create {}: {error}", options.out.display())))?;
     let db = match &options.store {
@@ -155,11 +162,13 @@ pub fn run(options: &Options) -> Result<Finished, Failure> {
     let bugs = Bugs::plant(options.bug);
     let bug = options.bug.map(|bug| bug.to_string());
     // A first plan opens the store (creating the schema); the real one starts on its clock.
-    let draft = Plan::draw(&options.shape, db.clone(), bug.clone(), 0);
+    let mut draft = Plan::draw(&options.shape, db.clone(), bug.clone(), 0);
+    tweak(&mut draft);
     let mut store = db.open(draft.table(), bugs)?;
     let mut log = db.log()?;
     let t0_us = log.now()?.0;
-    let plan = Plan::draw(&options.shape, db.clone(), bug, t0_us);
+    let mut plan = Plan::draw(&options.shape, db.clone(), bug, t0_us);
+    tweak(&mut plan);
     let plan_path = options.out.join("live.json");
     let plan_json = serde_json::to_string_pretty(&plan).expect("a plan serialises");
     crate::atomic::write(&plan_path, plan_json.as_bytes())
