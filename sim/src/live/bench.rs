@@ -1,18 +1,18 @@
 //! `lease-sim live --bench`: what the protocol costs on a real store, beside the simplest queue
 //! loop on the same database, measured in the same run.
 //!
-//! For each store and fleet size, three runs, each a burst of `jobs` offered back to back at the
-//! start and drained (the queue's capacity is the burst, the dependency answers at once: what is
-//! measured is the queue, not the dependency):
+//! For each store and fleet size, three runs, each a burst of `jobs` (the queue's capacity is the
+//! burst, the dependency answers at once: what is measured is the queue, not the dependency):
 //!
-//! 1. **ours**: `lease-sim live` with no fault: worker processes running lease-core on lease-store,
-//!    each job acquired, executed through the stub (which records its output in the ledger) and
-//!    completed, every step fenced and on the history. Jobs per second from the first arrival to
-//!    the last terminal outcome; the delay from each job's arrival to its outcome, p50 and p99.
+//! 1. **ours**: `lease-sim live` with no fault: the burst is enqueued, then the worker processes
+//!    start, each running lease-core on lease-store: each job acquired, executed through the stub
+//!    (which records its output in the ledger) and completed, every step fenced and on the
+//!    history. Jobs per second from the first grant to the last terminal outcome; the delay from
+//!    each job's arrival to its outcome, p50 and p99 (mostly its place in the preloaded queue).
 //! 2. **recovery**: the same, with half the workers SIGKILLed (restarted only at the heal) a
 //!    quarter of a second into the burst: the time from the kill until every job the killed
 //!    workers held reached its outcome (a reclaimer's adoption or requeue, then a survivor).
-//! 3. **baseline**: as many threads, each with its own connection, looping `UPDATE … SET
+//! 3. **baseline**: the burst inserted, then as many threads, each with its own connection, looping `UPDATE … SET
 //!    state = 'running' WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id`, then
 //!    `UPDATE … SET state = 'done'`: no lease, no fencing, no ledger, no history. (SQLite has no
 //!    SKIP LOCKED: the same two statements, each in its `BEGIN IMMEDIATE`.)
@@ -75,6 +75,9 @@ fn figures(delays: &mut [u64], first_us: u64, last_us: u64) -> Figures {
 /// The plan's change for a benchmark run: a burst at the start, room for all of it, an instant
 /// dependency, no fault but the timed kill (when `kill`).
 fn burst(plan: &mut Plan, jobs: u64, kill: bool) {
+    // The throughput run serves a preloaded queue, as the baseline does; the recovery run kills
+    // workers in the middle of a burst still arriving.
+    plan.start_at_backlog = (!kill).then_some(jobs as usize);
     plan.arrivals = (0..jobs).map(|job| (job, 0)).collect();
     plan.capacity = jobs as usize;
     plan.dependency.latency_min_us = 0;
@@ -125,6 +128,7 @@ fn ours(
         return Err(Failure::Harness(format!("a benchmark run broke {violation}")));
     }
     let (mut arrived, mut ended, mut holder, mut killed_at) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new(), None);
+    let mut first_grant_us = u64::MAX;
     let mut held_at_kill: Vec<u64> = Vec::new();
     for entry in &entries {
         match &entry.event {
@@ -134,8 +138,11 @@ fn ours(
             Event::Terminal { job, .. } => {
                 ended.insert(job.0, entry.t_us);
             }
-            Event::Granted { job, owner, .. } if killed_at.is_none() => {
-                holder.insert(job.0, *owner);
+            Event::Granted { job, owner, .. } => {
+                first_grant_us = first_grant_us.min(entry.t_us);
+                if killed_at.is_none() {
+                    holder.insert(job.0, *owner);
+                }
             }
             Event::Crashed { target: Node::Worker(n), .. } => {
                 killed_at.get_or_insert(entry.t_us);
@@ -145,7 +152,8 @@ fn ours(
             _ => {}
         }
     }
-    let first_us = arrived.values().copied().min().unwrap_or(0);
+    // Serving: from the first grant (the workers start once the queue is loaded) to the last outcome.
+    let first_us = if first_grant_us == u64::MAX { 0 } else { first_grant_us };
     let last_us = ended.values().copied().max().unwrap_or(0);
     let mut delays: Vec<u64> =
         ended.iter().filter_map(|(job, end)| arrived.get(job).map(|start| end.saturating_sub(*start))).collect();
@@ -165,6 +173,11 @@ fn baseline(store: &StoreChoice, workers: u32, jobs: u64, out: &Path) -> Result<
         conns.push(Baseline::open(store, out, &name, n == 0).map_err(harness)?);
     }
     let mut inserter = conns.remove(0);
+    // The queue is loaded first, as ours is: what is measured is serving it.
+    for job in 0..jobs {
+        inserter.insert(job as i64).map_err(harness)?;
+    }
+    let started_us = host_now().0;
     let threads: Vec<_> = conns
         .into_iter()
         .map(|mut conn| {
@@ -184,10 +197,7 @@ fn baseline(store: &StoreChoice, workers: u32, jobs: u64, out: &Path) -> Result<
             })
         })
         .collect();
-    for job in 0..jobs {
-        inserter.insert(job as i64).map_err(harness)?;
-    }
-    // The workers stop once the queue is empty after every insert.
+    // The workers stop once the queue is empty.
     while inserter.open_jobs().map_err(harness)? > 0 {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
@@ -197,7 +207,7 @@ fn baseline(store: &StoreChoice, workers: u32, jobs: u64, out: &Path) -> Result<
     }
     let times = inserter.times().map_err(harness)?;
     inserter.drop_all().map_err(harness)?;
-    let first_us = times.iter().map(|(arrived, _)| *arrived).min().unwrap_or(0);
+    let first_us = started_us;
     let last_us = times.iter().map(|(_, done)| *done).max().unwrap_or(0);
     let mut delays: Vec<u64> = times.iter().map(|(arrived, done)| done.saturating_sub(*arrived)).collect();
     Ok(figures(&mut delays, first_us, last_us))
@@ -206,7 +216,7 @@ fn baseline(store: &StoreChoice, workers: u32, jobs: u64, out: &Path) -> Result<
 /// One connection of the baseline.
 enum Baseline {
     Sqlite(rusqlite::Connection),
-    Postgres(postgres::Client, String),
+    Postgres(Box<postgres::Client>, String),
 }
 
 const BASELINE_TABLE: &str =
@@ -242,7 +252,7 @@ impl Baseline {
                 if create {
                     client.batch_execute(BASELINE_TABLE).map_err(|x| e(&x))?;
                 }
-                Ok(Baseline::Postgres(client, schema.to_string()))
+                Ok(Baseline::Postgres(Box::new(client), schema.to_string()))
             }
         }
     }

@@ -190,9 +190,18 @@ impl Child {
         let id = WorkerId(index);
         let node = Node::Worker(index);
         self.store.set_caller(Caller { from: Some(Owner::Worker(id)), batch: None });
+        let mut armed = None;
+        while let Some(backlog) = plan.start_at_backlog {
+            if let Next::Stop = self.take_commands(&mut armed) {
+                return Ok(());
+            }
+            if self.store.backlog().map_err(e)? >= backlog {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let mut worker = Worker::new(id, plan.worker(), bugs, self.clock.now()).map_err(|e| e.to_string())?;
         let (replies_to, replies) = mpsc::channel::<(RequestId, Option<Execution>)>();
-        let mut armed = None;
         for _ in 0..STEPS_MAX {
             if let Next::Stop = self.take_commands(&mut armed) {
                 return Ok(());

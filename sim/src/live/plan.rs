@@ -188,6 +188,9 @@ pub struct Plan {
     pub windows: Vec<DependencyWindow>,
     /// Kills and pauses, in time order.
     pub strikes: Vec<Strike>,
+    /// Workers start only once the backlog reaches this (the benchmark's preloaded queue).
+    #[serde(default)]
+    pub start_at_backlog: Option<usize>,
 }
 
 /// What `lease-sim live` was asked for, before the draw.
@@ -271,6 +274,7 @@ impl Plan {
             surge,
             windows,
             strikes,
+            start_at_backlog: None,
         }
     }
 

@@ -72,7 +72,7 @@ pub fn serve(plan: &Plan, store: Handle, log: Log) -> Result<(), String> {
     let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
         .map_err(|error| format!("the stub cannot listen on loopback: {error}"))?;
     let port = listener.local_addr().map_err(|error| error.to_string())?.port();
-    let rng = Xoshiro256PlusPlus::seed_from_u64(plan.seed ^ 0x5eed_0f_57ab);
+    let rng = Xoshiro256PlusPlus::seed_from_u64(plan.seed ^ 0x005e_ed0f_57ab);
     let inner = Arc::new(Mutex::new(Inner { store, log, ops: BTreeMap::new(), rng }));
     let plan = Arc::new(plan.clone());
     let in_flight = Arc::new(AtomicUsize::new(0));
