@@ -95,6 +95,24 @@ impl PostgresStore {
         f: impl FnOnce(&Op, &mut PgTx) -> Result<A, StoreError>,
     ) -> Result<A, StoreError> {
         let mut tx = self.client.transaction()?;
+        // Every operation takes the log's head first, and reads the clock after: one operation
+        // at a time, as SQLite's `BEGIN IMMEDIATE` makes it, so that the log's order is the order
+        // the decisions were made in, and its times only grow. Taken at the end only (as before),
+        // a read of rows it does not lock (the queue's head past locked rows, its ends, the
+        // expired leases) could miss a transaction logged before it: `lease-sim live` found an
+        // `acquire_empty` logged after the arrival (or the requeue) it had not seen, and a
+        // requeued job placed ahead of one that arrived before it; and a time read before a wait
+        // for the head stamped lines out of order. The head is the first lock every transaction
+        // takes, and any row after it: no lock cycle.
+        let lock = match self.prepared.get(schema::LOCK_ENQUEUES) {
+            Some(statement) => statement.clone(),
+            None => {
+                let statement = tx.prepare(schema::LOCK_ENQUEUES)?;
+                self.prepared.insert(schema::LOCK_ENQUEUES.to_string(), statement.clone());
+                statement
+            }
+        };
+        tx.execute(&lock, &[])?;
         let now = match self.clock {
             Clock::Caller => now,
             // The server's clock, never behind what this handle saw (a host clock may step back).
@@ -221,16 +239,7 @@ impl Tx for PgTx<'_, '_> {
         Ok(self.query_opt(schema::SELECT_KNOWN, &[&int(job.0)])?.is_some())
     }
 
-    // The reads of the queue's order and of the expired leases lock the log's head first (an
-    // enqueue already does). They read rows they do not lock, and at READ COMMITTED a transaction
-    // that committed after such a read, but took the head before this one, would stand before it
-    // in the log though the read never saw it: a live run showed an `acquire_empty` logged after
-    // the `arrived` it had looked before, and a requeue placed ahead of a job that arrived before
-    // it in the log. Once this transaction holds the head, every line before its own has
-    // committed, and the next statement's snapshot sees it. Each takes the head after any job row
-    // its operation locked, as every transaction does at its end: no lock cycle.
     fn head(&mut self) -> Result<Option<Row>, StoreError> {
-        self.execute(schema::LOCK_ENQUEUES, &[])?;
         Ok(self.rows(&format!("{} FOR UPDATE SKIP LOCKED", schema::SELECT_HEAD), &[])?.pop())
     }
 
@@ -240,7 +249,6 @@ impl Tx for PgTx<'_, '_> {
     }
 
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError> {
-        self.execute(schema::LOCK_ENQUEUES, &[])?;
         let row = self.query_one(schema::SELECT_QUEUE_ENDS, &[])?;
         Ok((row.get(0), row.get(1)))
     }
@@ -257,7 +265,6 @@ impl Tx for PgTx<'_, '_> {
     }
 
     fn expiring(&mut self, through: i64, limit: i64) -> Result<Vec<Row>, StoreError> {
-        self.execute(schema::LOCK_ENQUEUES, &[])?;
         self.rows(schema::SELECT_EXPIRED, &[&through, &limit])
     }
 

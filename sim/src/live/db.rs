@@ -117,6 +117,29 @@ impl Log {
         Ok(self.append_if(node, |_| Some(event))?.expect("an unconditional line is written"))
     }
 
+    /// Appends `event` of `node` stamped `t_us`, a time read earlier on this machine's clock (the
+    /// database's too: it is on loopback): the orchestrator's fault lines, stamped when the signal
+    /// was sent, written by a thread that may wait for a paused process's lock.
+    pub fn append_at(&mut self, node: Node, event: Event, t_us: u64) -> Result<(), StoreError> {
+        let text = Entry { t_us, node, event }.to_json();
+        match self {
+            Log::Sqlite(conn) => {
+                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let seq: i64 = tx.query_row(schema::NEXT_SEQ, [], |row| row.get(0))?;
+                let insert = schema::for_sqlite(schema::INSERT_EVENT);
+                tx.execute(&insert, rusqlite::params![seq, t_us as i64, node.to_string(), text])?;
+                tx.commit()?;
+            }
+            Log::Postgres(client) => {
+                let mut tx = client.transaction()?;
+                let seq: i64 = tx.query_one(schema::NEXT_SEQ, &[])?.get(0);
+                tx.execute(schema::INSERT_EVENT, &[&seq, &(t_us as i64), &node.to_string(), &text])?;
+                tx.commit()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Appends the line `line` makes of the stamp, inside the log's lock, or nothing (the
     /// transaction rolled back) when it makes none: a worker that finds its lease estimate run out
     /// by the time it may write `executing` self-fences instead of starting the effect.

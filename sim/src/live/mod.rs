@@ -173,18 +173,21 @@ pub fn run_with(options: &Options, tweak: &dyn Fn(&mut Plan)) -> Result<Finished
     let plan_json = serde_json::to_string_pretty(&plan).expect("a plan serialises");
     crate::atomic::write(&plan_path, plan_json.as_bytes())
         .map_err(|error| Failure::Harness(format!("cannot write {}: {error}", plan_path.display())))?;
+    let (fault_log, faults) = FaultLog::start(log);
     let outcome = Orchestra::new(&plan, &plan_path, &options.out, options.verbose).and_then(|mut orchestra| {
-        let result = orchestra.play(&mut store, &mut log);
+        orchestra.faults = Some(faults);
+        let result = orchestra.play(&mut store);
         let (truth, started, left) = orchestra.finish();
         let (drained, drain_us) = result?;
         Ok((truth?, started, left, drained, drain_us, std::mem::take(&mut orchestra.dealt)))
     });
+    // Every child is gone: nothing holds the database's lock, and the fault log drains.
+    let outcome = outcome.and_then(|finished| fault_log.finish().map(|()| finished));
     let exported = outcome.and_then(|(truth, started, left, drained, drain_us, dealt)| {
         let history = export(&plan, &mut store, &options.out)?;
         Ok(Finished { plan: plan.clone(), history, truth, dealt, started, left, drained, drain_us })
     });
     drop(store);
-    drop(log);
     if !options.keep_db {
         if let Err(error) = db.drop_schema() {
             eprintln!("lease-sim live: could not drop the run's schema: {error}");
@@ -329,6 +332,34 @@ struct Orchestra {
     stub_port: u16,
     pids: Vec<u32>,
     dealt: BTreeMap<String, u64>,
+    /// The fault lines, to the thread that writes them (see [`FaultLog`]).
+    faults: Option<Sender<(Node, Event, u64)>>,
+}
+
+/// The thread that writes the orchestrator's fault lines. A paused process may hold the
+/// database's lock (SQLite's file lock, PostgreSQL's log head) until it is resumed: the
+/// orchestrator must never wait for it, or it would never resume it. Each line is stamped when its
+/// signal was sent, and written when the lock allows.
+struct FaultLog {
+    thread: std::thread::JoinHandle<Result<(), String>>,
+}
+
+impl FaultLog {
+    fn start(mut log: Log) -> (FaultLog, Sender<(Node, Event, u64)>) {
+        let (sender, receiver) = mpsc::channel::<(Node, Event, u64)>();
+        let thread = std::thread::spawn(move || {
+            for (node, event, t_us) in receiver {
+                log.append_at(node, event, t_us).map_err(|error| format!("the fault log: {error}"))?;
+            }
+            Ok(())
+        });
+        (FaultLog { thread }, sender)
+    }
+
+    /// Waits until every line sent is written.
+    fn finish(self) -> Result<(), Failure> {
+        self.thread.join().map_err(|_| Failure::Harness("the fault log panicked".into()))?.map_err(Failure::Harness)
+    }
 }
 
 impl Orchestra {
@@ -346,6 +377,7 @@ impl Orchestra {
             stub_port: 0,
             pids: Vec::new(),
             dealt: BTreeMap::new(),
+            faults: None,
         };
         orchestra.spawn(Key::STUB, 1)?;
         orchestra.stub_port = orchestra.await_stub()?;
@@ -463,13 +495,20 @@ impl Orchestra {
         }
     }
 
+    /// Writes a fault line, stamped now, through the fault log (never waiting for the database).
+    fn record(&mut self, event: Event) {
+        if let Some(faults) = &self.faults {
+            let _ = faults.send((Node::World, event, host_now().0));
+        }
+    }
+
     fn count(&mut self, what: &str) {
         *self.dealt.entry(what.to_string()).or_default() += 1;
     }
 
     /// The fault phase, the heal, and the drain. Returns whether every accepted job ended, and
     /// how long after the heal.
-    fn play(&mut self, store: &mut Handle, log: &mut Log) -> Result<(bool, u64), Failure> {
+    fn play(&mut self, store: &mut Handle) -> Result<(bool, u64), Failure> {
         let mut strikes = self.plan.strikes.clone().into_iter().peekable();
         let mut marks = self.marks();
         let ticks_max = self.plan.duration_us / TICK.as_micros() as u64 * 4 + 1_000;
@@ -482,17 +521,17 @@ impl Orchestra {
                 break;
             }
             while let Some(strike) = strikes.next_if(|strike| strike.at_us <= now_us) {
-                self.deal(strike, log)?;
+                self.deal(strike);
             }
             while let Some((_, event)) = marks.first().filter(|(at_us, _)| *at_us <= now_us).cloned() {
                 marks.remove(0);
-                log.append(Node::World, event)?;
+                self.record(event);
             }
-            self.tend(log)?;
+            self.tend()?;
             self.check_alive()?;
             std::thread::sleep(TICK);
         }
-        self.heal(log)?;
+        self.heal()?;
         let healed_us = self.since_us();
         let drain_end_us = healed_us + self.plan.drain_max_us;
         while self.since_us() < drain_end_us {
@@ -534,7 +573,7 @@ impl Orchestra {
     }
 
     /// Deals one strike, if its target is up.
-    fn deal(&mut self, strike: Strike, log: &mut Log) -> Result<(), Failure> {
+    fn deal(&mut self, strike: Strike) {
         let up =
             |orchestra: &Orchestra, key: Key| orchestra.slots.get(&key).is_some_and(|slot| slot.state == State::Up);
         let mut key = Key::of(strike.role, strike.index);
@@ -546,21 +585,20 @@ impl Orchestra {
         }
         if !up(self, key) {
             self.count("skipped (target not up)");
-            return Ok(());
+            return;
         }
         match strike.point {
-            StrikePoint::AtRandom => self.hit(key, strike, None, log),
+            StrikePoint::AtRandom => self.hit(key, strike, None),
             point => {
                 let name = if point == StrikePoint::AfterEffect { "after_effect" } else { "during_ack" };
                 self.send(key, &format!("arm {name}"));
                 self.slots.get_mut(&key).expect("checked").state = State::Armed(strike);
-                Ok(())
             }
         }
     }
 
     /// Kills or pauses the child at `key` now (at its signalled point, working on `job`).
-    fn hit(&mut self, key: Key, strike: Strike, job: Option<JobId>, log: &mut Log) -> Result<(), Failure> {
+    fn hit(&mut self, key: Key, strike: Strike, job: Option<JobId>) {
         let point = match strike.point {
             StrikePoint::AfterEffect => CrashPoint::AfterEffect,
             StrikePoint::DuringAck => CrashPoint::DuringAck,
@@ -577,14 +615,14 @@ impl Orchestra {
                 }
                 slot.stdin = None;
                 slot.state = State::Down { restart_us: now_us + strike.len_us };
-                log.append(Node::World, Event::Crashed { target, point, job })?;
+                self.record(Event::Crashed { target, point, job });
             }
             _ => {
                 let owes_go = strike.point != StrikePoint::AtRandom;
                 slot.state = State::Paused { until_us: now_us + strike.len_us, owes_go };
                 self.signal(key, libc::SIGSTOP);
                 let point = owes_go.then_some(point);
-                log.append(Node::World, Event::Paused { target, point, job })?;
+                self.record(Event::Paused { target, point, job });
             }
         }
         self.count(&format!("{} at {}", strike.kind.name(), point.name()));
@@ -594,17 +632,16 @@ impl Orchestra {
             point.name(),
             job.map_or(String::new(), |job| format!(" on {job}"))
         ));
-        Ok(())
     }
 
     /// Answers the children's `at` lines, ends pauses, and restarts what is due.
-    fn tend(&mut self, log: &mut Log) -> Result<(), Failure> {
+    fn tend(&mut self) -> Result<(), Failure> {
         while let Ok((key, life, line)) = self.lines.try_recv() {
             let Some(rest) = line.strip_prefix("at ") else { continue };
             let job = rest.split_whitespace().nth(1).and_then(|job| job.parse().ok()).map(JobId);
             let slot = self.slots.get(&key);
             match slot.map(|slot| (slot.life, slot.state)) {
-                Some((current, State::Armed(strike))) if current == life => self.hit(key, strike, job, log)?,
+                Some((current, State::Armed(strike))) if current == life => self.hit(key, strike, job),
                 _ => self.send(key, "go"),
             }
         }
@@ -620,18 +657,18 @@ impl Orchestra {
             .map(|(&key, slot)| (key, slot.state))
             .collect();
         for (key, state) in due {
-            self.revive(key, state, log)?;
+            self.revive(key, state)?;
         }
         Ok(())
     }
 
     /// Ends a pause (SIGCONT) or restarts a killed child.
-    fn revive(&mut self, key: Key, state: State, log: &mut Log) -> Result<(), Failure> {
+    fn revive(&mut self, key: Key, state: State) -> Result<(), Failure> {
         match state {
             State::Paused { owes_go, .. } => {
                 self.signal(key, libc::SIGCONT);
                 self.slots.get_mut(&key).expect("paused").state = State::Up;
-                log.append(Node::World, Event::Resumed { target: key.node() })?;
+                self.record(Event::Resumed { target: key.node() });
                 if owes_go {
                     self.send(key, "go");
                 }
@@ -639,7 +676,7 @@ impl Orchestra {
             State::Down { .. } => {
                 let life = self.slots[&key].life + 1;
                 self.spawn(key, life)?;
-                log.append(Node::World, Event::Restarted { target: key.node() })?;
+                self.record(Event::Restarted { target: key.node() });
             }
             State::Armed(_) => {
                 self.send(key, "disarm");
@@ -652,12 +689,12 @@ impl Orchestra {
 
     /// The end of the fault phase: every pause ends, every killed child restarts, every armed
     /// strike is called off, and `faults_healed` is written.
-    fn heal(&mut self, log: &mut Log) -> Result<(), Failure> {
+    fn heal(&mut self) -> Result<(), Failure> {
         let states: Vec<(Key, State)> = self.slots.iter().map(|(&key, slot)| (key, slot.state)).collect();
         for (key, state) in states {
-            self.revive(key, state, log)?;
+            self.revive(key, state)?;
         }
-        log.append(Node::World, Event::FaultsHealed {})?;
+        self.record(Event::FaultsHealed {});
         Ok(())
     }
 
