@@ -16,8 +16,8 @@ use super::plan::{Plan, StrikePoint};
 use crate::history::{Event, Node};
 use lease_core::Apply;
 use lease_core::{
-    Bug, Bugs, Execution, JobId, Owner, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId, RequestId,
-    Time, Worker, WorkerAction, WorkerId, WorkerReply, WorkerRequest,
+    Bug, Bugs, Execution, Fencing, JobId, Owner, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId,
+    RequestId, Time, Worker, WorkerAction, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_store::Caller;
 use std::io::{BufRead, Write};
@@ -100,6 +100,7 @@ fn commands() -> Receiver<Command> {
             let command = match line.trim() {
                 "arm after_effect" => Command::Arm(StrikePoint::AfterEffect),
                 "arm during_ack" => Command::Arm(StrikePoint::DuringAck),
+                "arm mid_reclaim" => Command::Arm(StrikePoint::MidReclaim),
                 "disarm" => Command::Disarm,
                 "go" => Command::Go,
                 other => {
@@ -173,6 +174,7 @@ impl Child {
         let name = match point {
             StrikePoint::AfterEffect => "after_effect",
             StrikePoint::DuringAck => "during_ack",
+            StrikePoint::MidReclaim => "mid_reclaim",
             StrikePoint::AtRandom => "at_random",
         };
         println!("at {name} {}", job.0);
@@ -324,6 +326,18 @@ impl Child {
                 match action {
                     ReclaimAction::Send(request_id, request) => {
                         let reply = self.reclaim(id, request)?;
+                        let won = match (&request, &reply) {
+                            (ReclaimRequest::Fence { lease, .. }, ReclaimReply::Fenced(Fencing::Won { .. })) => {
+                                Some(lease.job)
+                            }
+                            _ => None,
+                        };
+                        if let (Some(job), Some(StrikePoint::MidReclaim)) = (won, armed) {
+                            armed = None;
+                            if let Next::Stop = self.strike(StrikePoint::MidReclaim, job) {
+                                return Ok(());
+                            }
+                        }
                         reclaimer.handle_reply(self.clock.now(), request_id, reply);
                     }
                     ReclaimAction::Adopted { job, op, output, epoch, .. } => {

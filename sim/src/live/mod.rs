@@ -577,7 +577,7 @@ impl Orchestra {
         let up =
             |orchestra: &Orchestra, key: Key| orchestra.slots.get(&key).is_some_and(|slot| slot.state == State::Up);
         let mut key = Key::of(strike.role, strike.index);
-        if !up(self, key) && strike.point != StrikePoint::AtRandom {
+        if !up(self, key) && matches!(strike.point, StrikePoint::AfterEffect | StrikePoint::DuringAck) {
             // A signalled strike is one of the two windows the run exists for: any worker up
             // will do.
             let workers = (0..self.plan.workers).map(|index| Key::of(Role::Worker, index));
@@ -590,7 +590,11 @@ impl Orchestra {
         match strike.point {
             StrikePoint::AtRandom => self.hit(key, strike, None),
             point => {
-                let name = if point == StrikePoint::AfterEffect { "after_effect" } else { "during_ack" };
+                let name = match point {
+                    StrikePoint::AfterEffect => "after_effect",
+                    StrikePoint::DuringAck => "during_ack",
+                    _ => "mid_reclaim",
+                };
                 self.send(key, &format!("arm {name}"));
                 self.slots.get_mut(&key).expect("checked").state = State::Armed(strike);
             }
@@ -602,6 +606,7 @@ impl Orchestra {
         let point = match strike.point {
             StrikePoint::AfterEffect => CrashPoint::AfterEffect,
             StrikePoint::DuringAck => CrashPoint::DuringAck,
+            StrikePoint::MidReclaim => CrashPoint::MidReclaim,
             StrikePoint::AtRandom => CrashPoint::AtRandom,
         };
         let target = key.node();

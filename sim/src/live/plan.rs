@@ -70,6 +70,9 @@ pub enum StrikePoint {
     AfterEffect,
     /// A worker is about to send its completion. It signals and waits.
     DuringAck,
+    /// A reclaimer has just won a fence (the job is leased to it, not yet adopted or requeued).
+    /// It signals and waits.
+    MidReclaim,
     /// Wherever the process happens to be.
     AtRandom,
 }
@@ -373,6 +376,17 @@ fn draw_strikes(rng: &mut Xoshiro256PlusPlus, shape: &Shape, calm_us: u64, end_u
         };
         let at_us = if first { calm_us + rng.gen_range(0..=span_us / 4) } else { calm_us + rng.gen_range(0..span_us) };
         strikes.push(Strike { at_us, kind, role, index, point, len_us });
+    }
+    // With the first pause during an acknowledgement, every reclaimer is armed to pause right
+    // after its next won fence, longer than that worker's pause: the stale acknowledgement then
+    // reaches a job that a reclaimer holds under a newer epoch (River's rescuer window), which a
+    // completion guarded by state alone would accept.
+    let first_ack = strikes.iter().find(|s| s.point == StrikePoint::DuringAck).copied();
+    if let Some(ack) = first_ack {
+        for index in 0..shape.reclaimers {
+            let len_us = LEASE_TTL_US * 3;
+            strikes.push(Strike { role: Role::Reclaimer, index, point: StrikePoint::MidReclaim, len_us, ..ack });
+        }
     }
     strikes.sort_by_key(|strike| strike.at_us);
     strikes
