@@ -106,7 +106,8 @@ fn a_live_run_with_kills_and_pauses_holds_adopts_and_leaves_no_process() {
 
 // Proves the live run has teeth: with a bug planted in the store's rules (a completion accepted
 // without its epoch checked), the worker paused past the ttl during its acknowledgement completes
-// a job a reclaimer took over meanwhile, and the run fails as a safety violation (exit 1).
+// a job that a reclaimer, paused right after its fence, holds under a newer epoch, and the run
+// fails as a safety violation (exit 1).
 #[test]
 fn a_planted_store_bug_fails_the_live_run() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
