@@ -24,6 +24,7 @@ pub mod clock;
 pub mod faults;
 pub mod figures;
 pub mod history;
+pub mod live;
 pub mod logs;
 pub mod net;
 pub mod nightly;

@@ -95,6 +95,24 @@ impl PostgresStore {
         f: impl FnOnce(&Op, &mut PgTx) -> Result<A, StoreError>,
     ) -> Result<A, StoreError> {
         let mut tx = self.client.transaction()?;
+        // Every operation takes the log's head first, and reads the clock after: one operation
+        // at a time, as SQLite's `BEGIN IMMEDIATE` makes it, so that the log's order is the order
+        // the decisions were made in, and its times only grow. Taken at the end only (as before),
+        // a read of rows it does not lock (the queue's head past locked rows, its ends, the
+        // expired leases) could miss a transaction logged before it: `lease-sim live` found an
+        // `acquire_empty` logged after the arrival (or the requeue) it had not seen, and a
+        // requeued job placed ahead of one that arrived before it; and a time read before a wait
+        // for the head stamped lines out of order. The head is the first lock every transaction
+        // takes, and any row after it: no lock cycle.
+        let lock = match self.prepared.get(schema::LOCK_ENQUEUES) {
+            Some(statement) => statement.clone(),
+            None => {
+                let statement = tx.prepare(schema::LOCK_ENQUEUES)?;
+                self.prepared.insert(schema::LOCK_ENQUEUES.to_string(), statement.clone());
+                statement
+            }
+        };
+        tx.execute(&lock, &[])?;
         let now = match self.clock {
             Clock::Caller => now,
             // The server's clock, never behind what this handle saw (a host clock may step back).

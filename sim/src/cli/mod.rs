@@ -8,6 +8,7 @@ mod bench;
 mod check;
 mod diagnose;
 mod hunt;
+mod live;
 mod report;
 mod run;
 mod shrink;
@@ -206,6 +207,12 @@ enum Command {
         #[arg(long, requires = "eval")]
         json: bool,
     },
+    /// Run real worker, reclaimer, arrival and dependency processes on SQLite or PostgreSQL,
+    /// kill and pause them, then check and report on the history (README, "Live runs").
+    Live(live::LiveArgs),
+    /// One process of a live run (started by `live`).
+    #[command(hide = true)]
+    LiveChild(live::ChildArgs),
     /// List the scenarios.
     Scenarios,
     /// List the planted bugs.
@@ -321,6 +328,8 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             };
             shrink::shrink(source, budget, &out)
         }
+        Command::Live(args) => live::live(&args),
+        Command::LiveChild(args) => live::child(&args),
         Command::Scenarios => {
             for scenario in Scenario::ALL {
                 println!("{:<20} {}", scenario.name(), scenario.about());

@@ -1,0 +1,245 @@
+//! The dependency stub: a small loopback service that performs the mock effect, idempotent by
+//! operation id, and records its output in the effect ledger, as the simulator's ledger node does.
+//!
+//! A call is one line over TCP on 127.0.0.1, `exec WORKER JOB STEP EPOCH`, answered by one line:
+//! `failed` (nothing happened), or `done OUTPUT ANSWER [N]`: the output produced and the ledger's
+//! answer to it (`applied`, `already_applied`, `fenced FENCE`, `conflict RECORDED`).
+//!
+//! **Idempotent by operation id**: the first call for an operation performs the effect and
+//! produces its output (an identity drawn from the seed, the operation and the caller's epoch);
+//! every later call for that operation performs nothing and answers the same output. The stub
+//! counts, per operation, the effects it performed and the calls it took: the ground truth that
+//! the history must agree with ([`super::truth`]).
+//!
+//! Its latency and failures follow the plan: a few milliseconds normally, `slow_factor` times that
+//! in a slow window, and a share of calls failed before any effect in a failing window, each
+//! failure on the history as `dependency_failed`.
+
+use super::db::{host_now, Handle, Log};
+use super::plan::Plan;
+use crate::history::{Event, Node};
+use lease_core::{Apply, Epoch, Execution, JobId, OpId, OutputId, Owner, WorkerId};
+use lease_store::Caller;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The most calls served at once; a call past it is dropped (the worker asks again).
+const CALLS_IN_FLIGHT_MAX: usize = 256;
+/// How long a worker waits for the stub's answer before giving the call up.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the stub did for one operation: the ground truth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCount {
+    /// The job.
+    pub job: u64,
+    /// The operation's step.
+    pub step: u32,
+    /// The output the effect produced, once performed.
+    pub output: Option<u64>,
+    /// Effects performed (at most 1: the stub is idempotent by operation id).
+    pub effects: u32,
+    /// Calls taken for the operation, failed ones included.
+    pub calls: u32,
+    /// Calls failed before any effect.
+    pub failed: u32,
+}
+
+/// Everything the stub performed, per operation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Truth {
+    /// One count per operation called.
+    pub ops: Vec<OpCount>,
+}
+
+struct Inner {
+    store: Handle,
+    log: Log,
+    ops: BTreeMap<(u64, u32), OpCount>,
+    rng: Xoshiro256PlusPlus,
+}
+
+/// Serves calls until stdin closes, then prints `truth JSON` on stdout. Prints `ready PORT` once
+/// listening.
+pub fn serve(plan: &Plan, store: Handle, log: Log) -> Result<(), String> {
+    let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .map_err(|error| format!("the stub cannot listen on loopback: {error}"))?;
+    let port = listener.local_addr().map_err(|error| error.to_string())?.port();
+    let rng = Xoshiro256PlusPlus::seed_from_u64(plan.seed ^ 0x005e_ed0f_57ab);
+    let inner = Arc::new(Mutex::new(Inner { store, log, ops: BTreeMap::new(), rng }));
+    let plan = Arc::new(plan.clone());
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    {
+        let (inner, plan, in_flight) = (inner.clone(), plan.clone(), in_flight.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                if in_flight.fetch_add(1, Ordering::SeqCst) >= CALLS_IN_FLIGHT_MAX {
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    continue;
+                }
+                let (inner, plan, in_flight) = (inner.clone(), plan.clone(), in_flight.clone());
+                std::thread::spawn(move || {
+                    if let Err(error) = answer(&plan, &inner, stream) {
+                        eprintln!("stub: a call failed: {error}");
+                    }
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+    }
+    println!("ready {port}");
+    let _ = std::io::stdout().flush();
+    // The orchestrator closes stdin to end the stub (and the stub dies with it in any case).
+    let mut sink = String::new();
+    while std::io::stdin().read_line(&mut sink).is_ok_and(|read| read > 0) {
+        sink.clear();
+    }
+    let inner = inner.lock().map_err(|_| "a call panicked holding the stub's state".to_string())?;
+    let truth = Truth { ops: inner.ops.values().copied().collect() };
+    println!("truth {}", serde_json::to_string(&truth).expect("the truth serialises"));
+    let _ = std::io::stdout().flush();
+    Ok(())
+}
+
+fn answer(plan: &Plan, inner: &Mutex<Inner>, stream: TcpStream) -> Result<(), String> {
+    stream.set_read_timeout(Some(CALL_TIMEOUT)).map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line).map_err(|e| e.to_string())?;
+    let fields: Vec<u64> = line.split_whitespace().skip(1).filter_map(|field| field.parse().ok()).collect();
+    let [worker, job, step, epoch] = fields[..] else { return Err(format!("a bad call {line:?}")) };
+    let (worker, op, epoch) = (WorkerId(worker as u32), OpId { job: JobId(job), step: step as u32 }, Epoch(epoch));
+    let since_us = host_now().0.saturating_sub(plan.t0_us);
+    let window = plan.window_at(since_us).copied();
+    let (latency_us, fails) = {
+        let mut inner = inner.lock().map_err(|_| "poisoned")?;
+        let dependency = plan.dependency;
+        let latency = inner.rng.gen_range(dependency.latency_min_us..=dependency.latency_max_us);
+        let fail_rate = window.map_or(dependency.fail_rate, |window| window.fail_rate);
+        (latency * window.map_or(1, |window| window.slow_factor), inner.rng.gen_bool(fail_rate))
+    };
+    std::thread::sleep(Duration::from_micros(latency_us));
+    let reply = {
+        let mut inner = inner.lock().map_err(|_| "poisoned")?;
+        perform(plan, &mut inner, worker, op, epoch, fails).map_err(|e| e.to_string())?
+    };
+    (&stream).write_all(reply.as_bytes()).map_err(|e| e.to_string())
+}
+
+/// One call, under the stub's lock: fail it, or perform the effect (once per operation) and apply
+/// its output to the ledger under the caller's epoch.
+fn perform(
+    plan: &Plan,
+    inner: &mut Inner,
+    worker: WorkerId,
+    op: OpId,
+    epoch: Epoch,
+    fails: bool,
+) -> Result<String, lease_store::StoreError> {
+    let count = inner.ops.entry((op.job.0, op.step)).or_insert(OpCount {
+        job: op.job.0,
+        step: op.step,
+        output: None,
+        effects: 0,
+        calls: 0,
+        failed: 0,
+    });
+    count.calls += 1;
+    let from = Node::Worker(worker.0);
+    if fails {
+        count.failed += 1;
+        let failed = Event::DependencyFailed { from, job: op.job, op, epoch, after_effect: false };
+        inner.log.append(Node::Ledger, failed)?;
+        return Ok("failed\n".to_string());
+    }
+    let output = match count.output {
+        Some(output) => OutputId(output),
+        None => {
+            let output = output_of(plan.seed, op, epoch);
+            count.output = Some(output.0);
+            count.effects += 1;
+            output
+        }
+    };
+    inner.store.set_caller(Caller { from: Some(Owner::Worker(worker)), batch: None });
+    let apply = inner.store.apply(host_now(), op, epoch, output)?;
+    Ok(match apply {
+        Apply::Applied => format!("done {} applied\n", output.0),
+        Apply::AlreadyApplied => format!("done {} already_applied\n", output.0),
+        Apply::Fenced { fence } => format!("done {} fenced {}\n", output.0, fence.0),
+        Apply::Conflict { recorded } => format!("done {} conflict {}\n", output.0, recorded.0),
+    })
+}
+
+/// The output the effect produces: an identity from the seed, the operation and the epoch of the
+/// call that performed it (splitmix64's finaliser), all 64 bits (a store keeps every bit).
+fn output_of(seed: u64, op: OpId, epoch: Epoch) -> OutputId {
+    let mut x = seed ^ op.job.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (op.step as u64) << 48;
+    x ^= epoch.0.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    OutputId(x ^ (x >> 31))
+}
+
+/// Calls the stub on `port` for `worker`; `None` when no answer came (the worker asks again).
+pub fn call(port: u16, worker: WorkerId, op: OpId, epoch: Epoch) -> Option<Execution> {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let stream = TcpStream::connect_timeout(&address, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(CALL_TIMEOUT)).ok()?;
+    let request = format!("exec {} {} {} {}\n", worker.0, op.job.0, op.step, epoch.0);
+    (&stream).write_all(request.as_bytes()).ok()?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line).ok()?;
+    parse_answer(&line)
+}
+
+/// Reads the stub's answer line.
+fn parse_answer(line: &str) -> Option<Execution> {
+    let mut words = line.split_whitespace();
+    match words.next()? {
+        "failed" => Some(Execution::Failed),
+        "done" => {
+            let output = OutputId(words.next()?.parse().ok()?);
+            let apply = match (words.next()?, words.next().map(str::parse::<u64>)) {
+                ("applied", None) => Apply::Applied,
+                ("already_applied", None) => Apply::AlreadyApplied,
+                ("fenced", Some(Ok(fence))) => Apply::Fenced { fence: Epoch(fence) },
+                ("conflict", Some(Ok(recorded))) => Apply::Conflict { recorded: OutputId(recorded) },
+                _ => return None,
+            };
+            Some(Execution::Done { output, apply })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves every answer the stub writes reads back as the execution it stands for, and that a
+    // garbled line reads as no answer (the worker then asks again), never as a wrong one.
+    #[test]
+    fn answers_read_back() {
+        let o = OutputId(42);
+        let cases = [
+            ("failed\n", Execution::Failed),
+            ("done 42 applied\n", Execution::Done { output: o, apply: Apply::Applied }),
+            ("done 42 already_applied\n", Execution::Done { output: o, apply: Apply::AlreadyApplied }),
+            ("done 42 fenced 3\n", Execution::Done { output: o, apply: Apply::Fenced { fence: Epoch(3) } }),
+            ("done 42 conflict 7\n", Execution::Done { output: o, apply: Apply::Conflict { recorded: OutputId(7) } }),
+        ];
+        for (line, execution) in cases {
+            assert_eq!(parse_answer(line), Some(execution), "{line}");
+        }
+        for bad in ["", "done", "done x applied", "done 42 fenced", "done 42 applied 3", "maybe"] {
+            assert_eq!(parse_answer(bad), None, "{bad:?}");
+        }
+    }
+}
