@@ -375,14 +375,8 @@ impl Reclaimer {
     }
 
     fn batch_of(&self, request: ReclaimRequest) -> Option<BatchId> {
-        match request {
-            ReclaimRequest::ListExpired { .. } => None,
-            ReclaimRequest::Fence { batch, .. }
-            | ReclaimRequest::Lookup { batch, .. }
-            | ReclaimRequest::Complete { batch, .. }
-            | ReclaimRequest::Requeue { batch, .. }
-            | ReclaimRequest::Quarantine { batch, .. } => Some(batch),
-        }
+        // A listing opens its batch rather than belonging to a running one.
+        (!matches!(request, ReclaimRequest::ListExpired { .. })).then(|| request.batch())
     }
 
     fn send(&mut self, now: Time, request: ReclaimRequest) {

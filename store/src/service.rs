@@ -39,7 +39,7 @@
 
 use crate::{Caller, Clock, PostgresStore, SqliteStore, Store, StoreError};
 use lease_core::{
-    Apply, BatchId, Bugs, ConfigError, Enqueued, Epoch, Execution, JobId, JobState, OpId, Outcome, OutputId, Owner,
+    Apply, Bugs, ConfigError, Enqueued, Epoch, Execution, JobId, JobState, OpId, Outcome, OutputId, Owner,
     ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, Span, TableConfig, Time,
     Worker, WorkerAction, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
 };
@@ -640,7 +640,7 @@ fn reclaim(id: ReclaimerId, shared: Shared) -> Result<Tally, ServiceError> {
             match action {
                 ReclaimAction::Send(request_id, request) => {
                     // The history names the reclaimer and the batch on every line of it.
-                    let caller = Caller { from: Some(Owner::Reclaimer(id)), batch: Some(batch_of(&request)) };
+                    let caller = Caller { from: Some(Owner::Reclaimer(id)), batch: Some(request.batch()) };
                     handle.store.set_caller(caller);
                     let reply = handle.call(|store, now| serve_reclaimer(store, now, id, request))?;
                     reclaimer.handle_reply(clock.now(), request_id, reply);
@@ -661,18 +661,6 @@ fn reclaim(id: ReclaimerId, shared: Shared) -> Result<Tally, ServiceError> {
         Ok(false)
     })?;
     Ok(tally)
-}
-
-/// The batch a reclaim request belongs to.
-fn batch_of(request: &ReclaimRequest) -> BatchId {
-    match *request {
-        ReclaimRequest::ListExpired { batch, .. }
-        | ReclaimRequest::Fence { batch, .. }
-        | ReclaimRequest::Lookup { batch, .. }
-        | ReclaimRequest::Complete { batch, .. }
-        | ReclaimRequest::Requeue { batch, .. }
-        | ReclaimRequest::Quarantine { batch, .. } => batch,
-    }
 }
 
 /// Answers one reclaimer request on the store, at the table's time `now`.

@@ -363,14 +363,7 @@ impl Child {
 
     /// A reclaimer's request, answered by the store at once, under the batch's name.
     fn reclaim(&mut self, id: ReclaimerId, request: ReclaimRequest) -> Result<ReclaimReply, String> {
-        let batch = match request {
-            ReclaimRequest::ListExpired { batch, .. }
-            | ReclaimRequest::Fence { batch, .. }
-            | ReclaimRequest::Lookup { batch, .. }
-            | ReclaimRequest::Complete { batch, .. }
-            | ReclaimRequest::Requeue { batch, .. }
-            | ReclaimRequest::Quarantine { batch, .. } => batch,
-        };
+        let batch = request.batch();
         let store = &mut self.store;
         store.set_caller(Caller { from: Some(Owner::Reclaimer(id)), batch: Some(batch) });
         let now = self.clock.now();

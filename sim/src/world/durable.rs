@@ -31,9 +31,6 @@ pub enum StoreKind {
 }
 
 impl StoreKind {
-    /// Every store a world can run on.
-    pub const ALL: [StoreKind; 2] = [StoreKind::Memory, StoreKind::Sqlite];
-
     /// The command-line name.
     pub fn name(self) -> &'static str {
         match self {
