@@ -59,7 +59,7 @@ pub mod service;
 mod sql;
 mod sqlite;
 
-pub use crate::postgres::{Clock, PostgresStore};
+pub use crate::postgres::PostgresStore;
 pub use event::{Caller, Event};
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
@@ -83,8 +83,14 @@ pub enum StoreError {
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// PostgreSQL failed (or could not be reached).
-    #[error("postgres: {0}")]
-    Postgres(#[from] ::postgres::Error),
+    #[error("postgres: {}", postgres_message(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    /// A PostgreSQL schema name that is not lowercase letters, digits and underscores.
+    #[error("a schema name is lowercase letters, digits and underscores: {0:?}")]
+    SchemaName(String),
+    /// The handle's runtime could not start.
+    #[error("cannot start the PostgreSQL handle's runtime: {0}")]
+    Io(#[source] std::io::Error),
     /// The database is at a schema version this build does not know: it is left untouched.
     #[error(
         "the database is at lease-store schema version {found}, but this build knows versions up to {known}: \
@@ -106,6 +112,42 @@ pub enum StoreError {
         /// The job.
         job: JobId,
     },
+}
+
+/// Whose clock is the table's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// The `now` each call passes (as `LeaseTable` does). Operations take turns, and the log is in
+    /// commit order ([`schema::SELECT_EVENTS`]).
+    Caller,
+    /// The database's clock, read inside each operation's transaction once it holds every lock its
+    /// decision needs, in microseconds since the Unix epoch; the `now` passed is ignored.
+    /// PostgreSQL's `clock_timestamp()`, for processes on many machines; SQLite's host clock, read
+    /// after `BEGIN IMMEDIATE` (every process of one SQLite file is on its machine). The log is in
+    /// time order, ties in commit order ([`schema::SELECT_EVENTS_BY_TIME`]), and on PostgreSQL
+    /// operations over different rows commit side by side ([`schema::LOCK_LOG_SHARED`]). The
+    /// database's clock must not step back: a handle never goes behind the time it last saw, but
+    /// two handles could order a line by a clock stepped back between them.
+    Database,
+}
+
+/// When a line of a caller's own is stamped ([`TableStore::append`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamp {
+    /// The table's clock once the line's turn in the log has come: this time under
+    /// [`Clock::Caller`], the database's under [`Clock::Database`].
+    Now(Time),
+    /// This time, read earlier: a line written after the fact (a fault, stamped when its signal
+    /// was sent, by a thread that may have waited).
+    At(Time),
+}
+
+/// A PostgreSQL error with the server's own words (its `Display` alone says only "db error").
+fn postgres_message(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
+        None => error.to_string(),
+    }
 }
 
 /// The lease table's seam: the calls of [`lease_core::LeaseTable`], on any store.
@@ -154,8 +196,17 @@ pub trait TableStore {
     fn backlog(&mut self) -> Result<usize, StoreError>;
     /// The earliest live expiry.
     fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError>;
-    /// The history lines, in commit order.
+    /// The history lines, in the log's order (see [`Clock`]).
     fn events(&mut self) -> Result<Vec<String>, StoreError>;
+    /// Appends a line that no call of the store writes (a worker's `executing`, a fault), in the
+    /// log's order as the store's own lines are, under `node`: `line` makes the line's text from
+    /// its stamp, or makes none (then nothing is written). Returns the stamp of the line written.
+    fn append(
+        &mut self,
+        stamp: Stamp,
+        node: &str,
+        line: &mut dyn FnMut(Time) -> Option<String>,
+    ) -> Result<Option<Time>, StoreError>;
 }
 
 /// The effect ledger's seam: the calls of [`lease_core::EffectLedger`], on any store. `now` only

@@ -2,7 +2,7 @@
 //! history lines kept in a vector. Nothing is durable; one handle is the whole store.
 
 use crate::event::{Caller, Event};
-use crate::{LedgerStore, StoreError, TableStore};
+use crate::{LedgerStore, Stamp, StoreError, TableStore};
 use lease_core::{
     Acquired, Apply, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, JobId, JobRecord, JobState, Lease,
     LeaseTable, Lookup, OpId, OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue,
@@ -144,6 +144,20 @@ impl TableStore for MemoryStore {
 
     fn events(&mut self) -> Result<Vec<String>, StoreError> {
         Ok(self.events.clone().unwrap_or_default())
+    }
+
+    fn append(
+        &mut self,
+        stamp: Stamp,
+        _node: &str,
+        line: &mut dyn FnMut(Time) -> Option<String>,
+    ) -> Result<Option<Time>, StoreError> {
+        let (Stamp::Now(t) | Stamp::At(t)) = stamp;
+        let Some(text) = line(t) else { return Ok(None) };
+        if let Some(events) = &mut self.events {
+            events.push(text);
+        }
+        Ok(Some(t))
     }
 }
 

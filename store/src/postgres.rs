@@ -1,40 +1,58 @@
 //! The PostgreSQL store, for many machines.
 //!
-//! Each operation is one transaction at READ COMMITTED: the row a decision is made over is read
-//! `FOR UPDATE` (the queue's head `FOR UPDATE SKIP LOCKED`, so concurrent acquires take different
-//! jobs), the decision is written back with the compare-and-set of [`crate::schema::UPDATE_JOB`],
-//! and the history line takes the log's head row last, so that lines are numbered in commit order.
-//! A transaction locks at most one job or operation row, then the head: no lock cycle.
+//! Each operation is one transaction at READ COMMITTED. It first locks the log's head table
+//! ([`schema::LOCK_LOG`], or [`schema::LOCK_LOG_SHARED`] for an operation over one row under the
+//! database's clock), then the one row it decides over `FOR UPDATE`, then reads the clock; it asks
+//! the rules, writes the decision back with the compare-and-set of [`schema::UPDATE_JOB`], and
+//! appends its history line. A transaction takes the head table's lock, then rows: no lock cycle.
+//!
+//! **Round trips.** The statements of a step are pipelined (sent together, answered in order, as
+//! `tokio-postgres` does for requests polled together), so an operation over one row costs three
+//! round trips: `BEGIN`, the lock, the row and the clock; then the writes and the line; then
+//! `COMMIT` (a decision that writes nothing but its line commits with it: two). Statements are
+//! prepared once, when the handle opens. Behind the synchronous seam is a private current-thread
+//! runtime, as in the `postgres` crate.
 
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::sql::{bits, identity, int, Op, Row, Tx};
-use crate::{Caller, LedgerStore, StoreError, TableStore};
+use crate::{Caller, Clock, LedgerStore, Stamp, StoreError, TableStore};
+use futures_util::future::{try_join, try_join3, try_join4, try_join_all};
+use futures_util::TryFutureExt;
 use lease_core::{
     Acquired, Apply, Bugs, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, LastGrant, Lease, Lookup, OpId,
     OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time,
     WorkerId,
 };
-use postgres::types::ToSql;
-use postgres::{Client, NoTls, Statement, Transaction};
 use std::collections::BTreeMap;
-
-/// Whose clock is the table's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Clock {
-    /// The `now` each call passes (as `LeaseTable` and SQLite).
-    Caller,
-    /// The server's `clock_timestamp()`, in microseconds since the Unix epoch, read inside each
-    /// operation's transaction; the `now` passed is ignored. For processes on many machines.
-    Database,
-}
+use tokio::runtime::Runtime;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls, Statement};
 
 /// A lock key for migrations: one migrator at a time per database.
 const MIGRATION_LOCK: i64 = 0x6c65_6173_6573;
 
+/// What an operation locks before it reads the clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Rows it does not lock (the backlog, the queue's ends, the expired leases): the log's whole
+    /// lock ([`schema::LOCK_LOG`]).
+    Set,
+    /// An acquire for this worker: the queue's lock ([`schema::LOCK_QUEUE`]), then the row of the
+    /// job it was last granted (by request) and the queue's head.
+    Queue(WorkerId),
+    /// One job's row.
+    Job(JobId),
+    /// One operation's ledger row.
+    Op(OpId),
+    /// No row: a caller's own line.
+    Line,
+}
+
 /// The PostgreSQL store. One handle is one connection.
 pub struct PostgresStore {
+    runtime: Runtime,
     client: Client,
-    /// Statements prepared on this connection, by their text: one round trip per query, not two.
+    /// Every statement an operation runs, prepared on this connection, by its text.
     prepared: BTreeMap<String, Statement>,
     rules: Rules,
     caller: Caller,
@@ -48,6 +66,40 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
+/// `sql` with PostgreSQL's row lock.
+fn locked(sql: &str) -> String {
+    format!("{sql} FOR UPDATE")
+}
+
+/// The text of every statement a handle prepares when it opens.
+fn statements() -> Vec<String> {
+    let plain = [
+        schema::SELECT_JOB,
+        schema::SELECT_KNOWN,
+        schema::SELECT_EXPIRED,
+        schema::SELECT_BACKLOG,
+        schema::SELECT_EARLIEST,
+        schema::SELECT_QUEUE_ENDS,
+        schema::INSERT_JOB,
+        schema::UPDATE_JOB,
+        schema::PLANTED_COMPLETE_BY_STATE,
+        schema::PLANTED_RENEW_BY_EPOCH,
+        schema::SELECT_GRANT,
+        schema::UPSERT_GRANT,
+        schema::ENSURE_OP,
+        schema::SELECT_OP,
+        schema::UPDATE_OP,
+        schema::INSERT_EVENT_NEXT,
+        schema::SELECT_EVENTS,
+        schema::SELECT_EVENTS_BY_TIME,
+        schema::SELECT_CLOCK,
+    ];
+    let mut all: Vec<String> = plain.iter().map(|sql| sql.to_string()).collect();
+    let locked_forms = [schema::SELECT_JOB, schema::SELECT_GRANTED_JOB, schema::SELECT_HEAD, schema::SELECT_OP];
+    all.extend(locked_forms.map(locked));
+    all
+}
+
 impl PostgresStore {
     /// Connects to `url` (e.g. `postgres://postgres@127.0.0.1:5432/test`) and works in `schema`
     /// (created if missing; `None`: the connection's default search path), migrated if needed.
@@ -59,18 +111,34 @@ impl PostgresStore {
         clock: Clock,
     ) -> Result<PostgresStore, StoreError> {
         config.validate()?;
-        let mut client = Client::connect(url, NoTls)?;
         if let Some(name) = schema {
-            assert!(
-                !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
-                "a schema name is lowercase letters, digits and underscores: {name:?}"
-            );
-            client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {name}; SET search_path TO {name}"))?;
+            let valid =
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if !valid {
+                return Err(StoreError::SchemaName(name.to_string()));
+            }
         }
-        migrate(&mut client)?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(StoreError::Io)?;
+        let (mut client, connection) = runtime.block_on(tokio_postgres::connect(url, NoTls))?;
+        // Polled whenever the handle waits on the runtime; it ends when the client is dropped.
+        runtime.spawn(async move {
+            if let Err(error) = connection.await {
+                eprintln!("lease-store: the PostgreSQL connection failed: {error}");
+            }
+        });
+        let prepared = runtime.block_on(async {
+            if let Some(name) = schema {
+                client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {name}; SET search_path TO {name}")).await?;
+            }
+            migrate(&mut client).await?;
+            let texts = statements();
+            let statements = try_join_all(texts.iter().map(|sql| client.prepare(sql))).await?;
+            Ok::<_, StoreError>(texts.into_iter().zip(statements).collect())
+        })?;
         Ok(PostgresStore {
+            runtime,
             client,
-            prepared: BTreeMap::new(),
+            prepared,
             rules: Rules { config, bugs },
             caller: Caller::default(),
             clock,
@@ -78,84 +146,172 @@ impl PostgresStore {
         })
     }
 
-    /// `sql`, prepared once on this connection, for a read outside any transaction.
-    fn prepared(&mut self, sql: &str) -> Result<Statement, StoreError> {
-        if let Some(statement) = self.prepared.get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = self.client.prepare(sql)?;
-        self.prepared.insert(sql.to_string(), statement.clone());
-        Ok(statement)
+    /// A statement prepared when the handle opened.
+    fn statement(&self, sql: &str) -> &Statement {
+        self.prepared.get(sql).unwrap_or_else(|| panic!("a statement not prepared on opening: {sql}"))
     }
 
+    /// Runs one operation in one transaction; an `Err` rolls it back. A table operation
+    /// (`advances`) that succeeds moves this handle's clock to its time.
     fn run<A>(
         &mut self,
         now: Time,
         advances: bool,
+        scope: Scope,
         f: impl FnOnce(&Op, &mut PgTx) -> Result<A, StoreError>,
     ) -> Result<A, StoreError> {
-        let mut tx = self.client.transaction()?;
-        // Every operation takes the log's head first, and reads the clock after: one operation
-        // at a time, as SQLite's `BEGIN IMMEDIATE` makes it, so that the log's order is the order
-        // the decisions were made in, and its times only grow. Taken at the end only (as before),
-        // a read of rows it does not lock (the queue's head past locked rows, its ends, the
-        // expired leases) could miss a transaction logged before it: `lease-sim live` found an
-        // `acquire_empty` logged after the arrival (or the requeue) it had not seen, and a
-        // requeued job placed ahead of one that arrived before it; and a time read before a wait
-        // for the head stamped lines out of order. The head is the first lock every transaction
-        // takes, and any row after it: no lock cycle.
-        let lock = match self.prepared.get(schema::LOCK_ENQUEUES) {
-            Some(statement) => statement.clone(),
-            None => {
-                let statement = tx.prepare(schema::LOCK_ENQUEUES)?;
-                self.prepared.insert(schema::LOCK_ENQUEUES.to_string(), statement.clone());
-                statement
+        match self.transact(now, scope, f) {
+            Ok((answer, now)) => {
+                if advances {
+                    self.last_now = now;
+                }
+                Ok(answer)
             }
+            Err(error) => {
+                // Outside a transaction (the commit failed), a ROLLBACK only warns.
+                let _ = self.runtime.block_on(self.client.batch_execute("ROLLBACK"));
+                Err(error)
+            }
+        }
+    }
+
+    fn transact<A>(
+        &self,
+        now: Time,
+        scope: Scope,
+        f: impl FnOnce(&Op, &mut PgTx) -> Result<A, StoreError>,
+    ) -> Result<(A, Time), StoreError> {
+        // Under the caller's clock, every operation takes the whole lock: the callers' times are
+        // only ordered by it. So does every operation of a store with a bug planted: a planted
+        // decision may write what the rules never do (complete a queued job, requeue on a
+        // completion), which the narrower locks do not cover.
+        let whole = self.clock == Clock::Caller || self.rules.bugs != Bugs::NONE;
+        let lock = match scope {
+            _ if whole => schema::LOCK_LOG,
+            Scope::Set => schema::LOCK_LOG,
+            Scope::Queue(_) => schema::LOCK_QUEUE,
+            Scope::Job(_) | Scope::Op(_) | Scope::Line => schema::LOCK_LOG_SHARED,
         };
-        tx.execute(&lock, &[])?;
-        let now = match self.clock {
-            Clock::Caller => now,
+        let client = &self.client;
+        // One round trip: the lock, then the rows, then the clock, in that order on the server.
+        let (_, _, prefetched, clock) = self.runtime.block_on(try_join4(
+            client.batch_execute("BEGIN").err_into(),
+            client.batch_execute(lock).err_into(),
+            self.prefetch(scope),
+            async {
+                Ok::<_, StoreError>(match self.clock {
+                    Clock::Caller => None,
+                    Clock::Database => Some(client.query_one(self.statement(schema::SELECT_CLOCK), &[]).await?),
+                })
+            },
+        ))?;
+        let now = match clock {
+            None => now,
             // The server's clock, never behind what this handle saw (a host clock may step back).
-            Clock::Database => {
-                Time(tx.query_one(schema::SELECT_CLOCK, &[])?.get::<_, i64>(0) as u64).max(self.last_now)
-            }
+            Some(row) => Time(row.get::<_, i64>(0) as u64).max(self.last_now),
         };
         let op = Op { rules: &self.rules, caller: &self.caller, last_now: self.last_now, now };
-        let answer = f(&op, &mut PgTx { tx: &mut tx, prepared: &mut self.prepared })?;
+        let mut tx = PgTx { store: self, whole: lock == schema::LOCK_LOG, prefetched, writes: Vec::new() };
+        let answer = f(&op, &mut tx)?;
         tx.commit()?;
-        if advances {
-            self.last_now = now;
+        Ok((answer, now))
+    }
+
+    /// The rows `scope` names, read and locked.
+    async fn prefetch(&self, scope: Scope) -> Result<Prefetched, StoreError> {
+        let client = &self.client;
+        let mut prefetched = Prefetched::default();
+        match scope {
+            Scope::Set | Scope::Line => {}
+            Scope::Queue(worker) => {
+                let worker = i64::from(worker.0);
+                let (grant, granted, head) = try_join3(
+                    client.query_opt(self.statement(schema::SELECT_GRANT), &[&worker]),
+                    client.query_opt(self.statement(&locked(schema::SELECT_GRANTED_JOB)), &[&worker]),
+                    client.query_opt(self.statement(&locked(schema::SELECT_HEAD)), &[]),
+                )
+                .await?;
+                prefetched.grant = Some(grant.as_ref().map(last_grant));
+                if let Some(row) = granted {
+                    let row = job_row(&row)?;
+                    prefetched.jobs.push((JobId(row.job as u64), Some(row)));
+                }
+                prefetched.head = Some(head.as_ref().map(job_row).transpose()?);
+            }
+            Scope::Job(job) => {
+                let id = int(job.0);
+                let row = client.query_opt(self.statement(&locked(schema::SELECT_JOB)), &[&id]).await?;
+                prefetched.jobs.push((job, row.as_ref().map(job_row).transpose()?));
+            }
+            Scope::Op(op) => {
+                let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];
+                let (_, row) = try_join(
+                    client.execute(self.statement(schema::ENSURE_OP), &key),
+                    client.query_one(self.statement(&locked(schema::SELECT_OP)), &key),
+                )
+                .await?;
+                prefetched.op = Some((op, op_record(&row)));
+            }
         }
-        Ok(answer)
+        Ok(prefetched)
+    }
+
+    fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        Ok(self.runtime.block_on(self.client.query(self.statement(sql), params))?)
     }
 }
 
 /// Moves the database to [`SCHEMA_VERSION`], or refuses a version this build does not know.
-fn migrate(client: &mut Client) -> Result<(), StoreError> {
-    let mut tx = client.transaction()?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
-    tx.execute(schema::CREATE_VERSION, &[])?;
-    let found: Option<i64> = tx.query_opt(schema::READ_VERSION, &[])?.map(|row| row.get(0));
+async fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+    tx.execute(schema::CREATE_VERSION, &[]).await?;
+    let found: Option<i64> = tx.query_opt(schema::READ_VERSION, &[]).await?.map(|row| row.get(0));
     let current = found.unwrap_or(0);
     if current > SCHEMA_VERSION {
         return Err(StoreError::UnknownSchema { found: current, known: SCHEMA_VERSION });
     }
-    for &(version, sql) in schema::MIGRATIONS.iter().filter(|(version, _)| *version > current) {
-        tx.batch_execute(sql)?;
+    for &(version, both, postgres) in schema::MIGRATIONS.iter().filter(|(version, ..)| *version > current) {
+        tx.batch_execute(both).await?;
+        tx.batch_execute(postgres).await?;
         let statement = if found.is_none() && version == 1 { schema::INSERT_VERSION } else { schema::UPDATE_VERSION };
-        tx.execute(statement, &[&version])?;
+        tx.execute(statement, &[&version]).await?;
     }
-    tx.commit()?;
+    tx.commit().await?;
     Ok(())
 }
 
-/// The statements of [`Tx`] on one PostgreSQL transaction.
-struct PgTx<'a, 'c> {
-    tx: &'a mut Transaction<'c>,
-    prepared: &'a mut BTreeMap<String, Statement>,
+/// The rows an operation locked (and read) before it read the clock.
+#[derive(Default)]
+struct Prefetched {
+    /// Job rows, by job (`None`: no such job).
+    jobs: Vec<(JobId, Option<Row>)>,
+    op: Option<(OpId, OpRecord)>,
+    /// The worker's last grant by request, for an acquire.
+    grant: Option<Option<LastGrant>>,
+    /// The queue's head, for an acquire.
+    head: Option<Option<Row>>,
 }
 
-fn job_row(row: &postgres::Row) -> Result<Row, StoreError> {
+/// A write held until the operation's decision is made, then sent with the others.
+struct Write {
+    sql: &'static str,
+    params: Vec<Box<dyn ToSql + Sync>>,
+    /// The rows it must write (a compare-and-set: 1), and the job named if it does not.
+    guard: Option<JobId>,
+}
+
+/// The statements of [`Tx`] on one PostgreSQL transaction. Reads go at once; writes are held and
+/// sent together when the decision is made ([`PgTx::commit`]), so no read may follow a write.
+struct PgTx<'a> {
+    store: &'a PostgresStore,
+    /// Holds [`schema::LOCK_LOG`]: may read rows it does not lock, or did not lock before its clock.
+    whole: bool,
+    prefetched: Prefetched,
+    writes: Vec<Write>,
+}
+
+fn job_row(row: &tokio_postgres::Row) -> Result<Row, StoreError> {
     Row::read(
         row.get(0),
         row.get::<_, &str>(1),
@@ -168,7 +324,15 @@ fn job_row(row: &postgres::Row) -> Result<Row, StoreError> {
     )
 }
 
-fn op_record(row: &postgres::Row) -> OpRecord {
+fn last_grant(row: &tokio_postgres::Row) -> LastGrant {
+    LastGrant {
+        request: RequestId(row.get::<_, i64>(0) as u64),
+        job: JobId(row.get::<_, i64>(1) as u64),
+        epoch: Epoch(row.get::<_, i64>(2) as u64),
+    }
+}
+
+fn op_record(row: &tokio_postgres::Row) -> OpRecord {
     OpRecord {
         fence: Epoch(row.get::<_, i64>(0) as u64),
         recorded: row.get::<_, Option<i64>>(1).map(identity),
@@ -176,137 +340,185 @@ fn op_record(row: &postgres::Row) -> OpRecord {
     }
 }
 
-fn row_params(r: &Row) -> [&(dyn ToSql + Sync); 13] {
-    [
-        &r.job,
-        &r.state,
-        &r.epoch,
-        &r.attempts,
-        &r.queue_seq,
-        &r.owner,
-        &r.lease_epoch,
-        &r.expires_at_us,
-        &r.outcome,
-        &r.output,
-        &r.rival,
-        &r.ended_epoch,
-        &r.ended_attempts,
+fn row_params(r: &Row) -> Vec<Box<dyn ToSql + Sync>> {
+    vec![
+        Box::new(r.job),
+        Box::new(r.state),
+        Box::new(r.epoch),
+        Box::new(r.attempts),
+        Box::new(r.queue_seq),
+        Box::new(r.owner.clone()),
+        Box::new(r.lease_epoch),
+        Box::new(r.expires_at_us),
+        Box::new(r.outcome),
+        Box::new(r.output),
+        Box::new(r.rival),
+        Box::new(r.ended_epoch),
+        Box::new(r.ended_attempts),
     ]
 }
 
-impl PgTx<'_, '_> {
-    /// `sql`, prepared once per connection.
-    fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
-        if let Some(statement) = self.prepared.get(sql) {
-            return Ok(statement.clone());
+impl PgTx<'_> {
+    /// A read of rows this transaction does not lock, or of a row it did not lock before its
+    /// clock: only under the whole lock, and before any write (a held write is not yet visible).
+    fn read(&self, what: &str) {
+        assert!(self.whole, "{what} read without the log's whole lock");
+        assert!(self.writes.is_empty(), "{what} read after a held write");
+    }
+
+    fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+        self.store.query(sql, params)?.iter().map(job_row).collect()
+    }
+
+    fn hold(&mut self, sql: &'static str, params: Vec<Box<dyn ToSql + Sync>>, guard: Option<JobId>) {
+        self.writes.push(Write { sql, params, guard });
+    }
+
+    /// Sends the held writes, then commits: together, unless a write is guarded, whose count must
+    /// be seen before the commit (a guard that wrote nothing rolls the transaction back).
+    fn commit(self) -> Result<(), StoreError> {
+        let store = self.store;
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> =
+            self.writes.iter().map(|write| write.params.iter().map(|param| &**param as _).collect()).collect();
+        let writes = try_join_all(
+            self.writes
+                .iter()
+                .zip(&params)
+                .map(|(write, params)| store.client.execute(store.statement(write.sql), params)),
+        );
+        if self.writes.iter().all(|write| write.guard.is_none()) {
+            store.runtime.block_on(try_join(writes, store.client.batch_execute("COMMIT")))?;
+            return Ok(());
         }
-        let statement = self.tx.prepare(sql)?;
-        self.prepared.insert(sql.to_string(), statement.clone());
-        Ok(statement)
-    }
-
-    fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, StoreError> {
-        let statement = self.statement(sql)?;
-        Ok(self.tx.query(&statement, params)?)
-    }
-
-    fn query_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<postgres::Row, StoreError> {
-        let statement = self.statement(sql)?;
-        Ok(self.tx.query_one(&statement, params)?)
-    }
-
-    fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<postgres::Row>, StoreError> {
-        let statement = self.statement(sql)?;
-        Ok(self.tx.query_opt(&statement, params)?)
-    }
-
-    fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
-        let statement = self.statement(sql)?;
-        Ok(self.tx.execute(&statement, params)?)
-    }
-
-    fn rows(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
-        self.query(sql, params)?.iter().map(job_row).collect()
+        let counts = store.runtime.block_on(writes)?;
+        for (write, count) in self.writes.iter().zip(counts) {
+            if let (Some(job), 0) = (write.guard, count) {
+                return Err(StoreError::Raced { job });
+            }
+        }
+        store.runtime.block_on(store.client.batch_execute("COMMIT"))?;
+        Ok(())
     }
 }
 
-impl Tx for PgTx<'_, '_> {
+impl Tx for PgTx<'_> {
     fn job(&mut self, job: JobId) -> Result<Option<Row>, StoreError> {
-        Ok(self.rows(&format!("{} FOR UPDATE", schema::SELECT_JOB), &[&int(job.0)])?.pop())
+        if let Some(at) = self.prefetched.jobs.iter().position(|(prefetched, _)| *prefetched == job) {
+            return Ok(self.prefetched.jobs.swap_remove(at).1);
+        }
+        self.read("another job's row");
+        Ok(self.rows(&locked(schema::SELECT_JOB), &[&int(job.0)])?.pop())
     }
 
     fn known(&mut self, job: JobId) -> Result<bool, StoreError> {
-        Ok(self.query_opt(schema::SELECT_KNOWN, &[&int(job.0)])?.is_some())
+        self.read("whether a job is known");
+        Ok(!self.store.query(schema::SELECT_KNOWN, &[&int(job.0)])?.is_empty())
     }
 
     fn head(&mut self) -> Result<Option<Row>, StoreError> {
-        Ok(self.rows(&format!("{} FOR UPDATE SKIP LOCKED", schema::SELECT_HEAD), &[])?.pop())
+        if let Some(head) = self.prefetched.head.take() {
+            return Ok(head);
+        }
+        self.read("the queue's head");
+        Ok(self.rows(&locked(schema::SELECT_HEAD), &[])?.pop())
     }
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
-        let count: i64 = self.query_one(schema::SELECT_BACKLOG, &[])?.get(0);
+        self.read("the backlog");
+        let count: i64 = self.store.query(schema::SELECT_BACKLOG, &[])?[0].get(0);
         Ok(usize::try_from(count).expect("a count is not negative"))
     }
 
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError> {
-        let row = self.query_one(schema::SELECT_QUEUE_ENDS, &[])?;
+        self.read("the queue's ends");
+        let row = &self.store.query(schema::SELECT_QUEUE_ENDS, &[])?[0];
         Ok((row.get(0), row.get(1)))
     }
 
     fn insert(&mut self, r: &Row) -> Result<(), StoreError> {
-        self.execute(schema::INSERT_JOB, &row_params(r))?;
+        self.hold(schema::INSERT_JOB, row_params(r), None);
         Ok(())
     }
 
     fn update(&mut self, r: &Row, old: &Row) -> Result<usize, StoreError> {
-        let mut params: Vec<&(dyn ToSql + Sync)> = row_params(r).to_vec();
-        params.extend_from_slice(&[&old.state, &old.epoch, &old.attempts, &old.lease_epoch, &old.expires_at_us]);
-        Ok(self.execute(schema::UPDATE_JOB, &params)? as usize)
+        let mut params = row_params(r);
+        params.push(Box::new(old.state));
+        params.push(Box::new(old.epoch));
+        params.push(Box::new(old.attempts));
+        params.push(Box::new(old.lease_epoch));
+        params.push(Box::new(old.expires_at_us));
+        self.hold(schema::UPDATE_JOB, params, Some(JobId(r.job as u64)));
+        // Checked before the commit: a guard that wrote nothing rolls everything back.
+        Ok(1)
     }
 
     fn expiring(&mut self, through: i64, limit: i64) -> Result<Vec<Row>, StoreError> {
+        self.read("the expired leases");
         self.rows(schema::SELECT_EXPIRED, &[&through, &limit])
     }
 
     fn last_grant(&mut self, worker: WorkerId) -> Result<Option<LastGrant>, StoreError> {
-        let row = self.query_opt(schema::SELECT_GRANT, &[&i64::from(worker.0)])?;
-        Ok(row.map(|row| LastGrant {
-            request: RequestId(row.get::<_, i64>(0) as u64),
-            job: JobId(row.get::<_, i64>(1) as u64),
-            epoch: Epoch(row.get::<_, i64>(2) as u64),
-        }))
+        if let Some(grant) = self.prefetched.grant.take() {
+            return Ok(grant);
+        }
+        self.read("a worker's last grant");
+        Ok(self.store.query(schema::SELECT_GRANT, &[&i64::from(worker.0)])?.first().map(last_grant))
     }
 
     fn set_last_grant(&mut self, worker: WorkerId, grant: &LastGrant) -> Result<(), StoreError> {
-        let params: [&(dyn ToSql + Sync); 4] =
-            [&i64::from(worker.0), &int(grant.request.0), &int(grant.job.0), &int(grant.epoch.0)];
-        self.execute(schema::UPSERT_GRANT, &params)?;
+        let params: Vec<Box<dyn ToSql + Sync>> = vec![
+            Box::new(i64::from(worker.0)),
+            Box::new(int(grant.request.0)),
+            Box::new(int(grant.job.0)),
+            Box::new(int(grant.epoch.0)),
+        ];
+        self.hold(schema::UPSERT_GRANT, params, None);
         Ok(())
     }
 
     fn planted(&mut self, sql: &str, job: JobId, epoch: Epoch, value: i64) -> Result<usize, StoreError> {
+        // Its count is the planted decision: sent at once (no write is held before it).
+        assert!(self.writes.is_empty(), "a planted statement after a held write");
         let params: [&(dyn ToSql + Sync); 3] = [&int(job.0), &int(epoch.0), &value];
-        Ok(self.execute(sql, &params)? as usize)
+        let store = self.store;
+        Ok(store.runtime.block_on(store.client.execute(store.statement(sql), &params))? as usize)
     }
 
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
+        if let Some((prefetched, record)) = self.prefetched.op {
+            if prefetched == op {
+                return Ok(record);
+            }
+        }
+        self.read("another operation's ledger row");
         let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];
-        self.execute(schema::ENSURE_OP, &key)?;
-        Ok(op_record(&self.query_one(&format!("{} FOR UPDATE", schema::SELECT_OP), &key)?))
+        let store = self.store;
+        let (_, row) = store.runtime.block_on(try_join(
+            store.client.execute(store.statement(schema::ENSURE_OP), &key),
+            store.client.query_one(store.statement(&locked(schema::SELECT_OP)), &key),
+        ))?;
+        Ok(op_record(&row))
     }
 
     fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError> {
         let output = |output: Option<OutputId>| output.map(bits);
-        let (job, step, fence) = (int(op.job.0), i64::from(op.step), int(new.fence.0));
-        let (recorded, rival, old_recorded, old_rival) =
-            (output(new.recorded), output(new.rival), output(old.recorded), output(old.rival));
-        let params: [&(dyn ToSql + Sync); 7] = [&job, &step, &fence, &recorded, &rival, &old_recorded, &old_rival];
-        Ok(self.execute(schema::UPDATE_OP, &params)? as usize)
+        let params: Vec<Box<dyn ToSql + Sync>> = vec![
+            Box::new(int(op.job.0)),
+            Box::new(i64::from(op.step)),
+            Box::new(int(new.fence.0)),
+            Box::new(output(new.recorded)),
+            Box::new(output(new.rival)),
+            Box::new(output(old.recorded)),
+            Box::new(output(old.rival)),
+        ];
+        self.hold(schema::UPDATE_OP, params, Some(op.job));
+        Ok(1)
     }
 
     fn log(&mut self, t_us: u64, node: &str, line: &str) -> Result<(), StoreError> {
-        let seq: i64 = self.query_one(schema::NEXT_SEQ, &[])?.get(0);
-        self.execute(schema::INSERT_EVENT, &[&seq, &int(t_us), &node, &line])?;
+        let params: Vec<Box<dyn ToSql + Sync>> =
+            vec![Box::new(int(t_us)), Box::new(node.to_string()), Box::new(line.to_string())];
+        self.hold(schema::INSERT_EVENT_NEXT, params, None);
         Ok(())
     }
 }
@@ -321,38 +533,36 @@ impl TableStore for PostgresStore {
     }
 
     fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
-        self.run(now, true, |op, tx| {
-            tx.execute(schema::LOCK_ENQUEUES, &[])?;
-            op.enqueue(tx, job)
-        })
+        self.run(now, true, Scope::Set, |op, tx| op.enqueue(tx, job))
     }
 
     fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
-        self.run(now, true, |op, tx| op.acquire(tx, owner, None))
+        self.run(now, true, Scope::Queue(owner), |op, tx| op.acquire(tx, owner, None))
     }
 
     fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, StoreError> {
-        self.run(now, true, |op, tx| op.acquire(tx, owner, Some(request)))
+        self.run(now, true, Scope::Queue(owner), |op, tx| op.acquire(tx, owner, Some(request)))
     }
 
     fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError> {
-        self.run(now, true, |op, tx| op.renew(tx, job, epoch))
+        self.run(now, true, Scope::Job(job), |op, tx| op.renew(tx, job, epoch))
     }
 
     fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Result<Completion, StoreError> {
-        self.run(now, true, |op, tx| op.complete(tx, job, epoch, output))
+        self.run(now, true, Scope::Job(job), |op, tx| op.complete(tx, job, epoch, output))
     }
 
     fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
-        self.run(now, true, |op, tx| op.requeue(tx, job, epoch))
+        // Places the job in the queue (its ends are read, not locked).
+        self.run(now, true, Scope::Set, |op, tx| op.requeue(tx, job, epoch))
     }
 
     fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError> {
-        self.run(now, true, |op, tx| op.release(tx, job, epoch))
+        self.run(now, true, Scope::Set, |op, tx| op.release(tx, job, epoch))
     }
 
     fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
-        self.run(now, true, |op, tx| op.expired(tx, as_of))
+        self.run(now, true, Scope::Set, |op, tx| op.expired(tx, as_of))
     }
 
     fn fence(
@@ -363,7 +573,9 @@ impl TableStore for PostgresStore {
         reclaimer: ReclaimerId,
         as_of: Time,
     ) -> Result<Fencing, StoreError> {
-        self.run(now, true, |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
+        // One row, but the reclaim's own turn: a fence and the listing it follows are ordered by
+        // the whole lock, and fences are rare (an expired lease each).
+        self.run(now, true, Scope::Set, |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
     }
 
     fn quarantine(
@@ -374,46 +586,58 @@ impl TableStore for PostgresStore {
         recorded: OutputId,
         rival: OutputId,
     ) -> Result<Quarantine, StoreError> {
-        self.run(now, true, |op, tx| op.quarantine(tx, job, epoch, recorded, rival))
+        self.run(now, true, Scope::Job(job), |op, tx| op.quarantine(tx, job, epoch, recorded, rival))
     }
 
     fn job(&mut self, job: JobId) -> Result<Option<JobRecord>, StoreError> {
-        let statement = self.prepared(schema::SELECT_JOB)?;
-        let row = self.client.query_opt(&statement, &[&int(job.0)])?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(job_row(&row)?.record()?.1))
+        let rows = self.query(schema::SELECT_JOB, &[&int(job.0)])?;
+        let Some(row) = rows.first() else { return Ok(None) };
+        Ok(Some(job_row(row)?.record()?.1))
     }
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
-        let statement = self.prepared(schema::SELECT_BACKLOG)?;
-        let count: i64 = self.client.query_one(&statement, &[])?.get(0);
+        let count: i64 = self.query(schema::SELECT_BACKLOG, &[])?[0].get(0);
         Ok(usize::try_from(count).expect("a count is not negative"))
     }
 
     fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError> {
-        let statement = self.prepared(schema::SELECT_EARLIEST)?;
-        let earliest: Option<i64> = self.client.query_one(&statement, &[])?.get(0);
+        let earliest: Option<i64> = self.query(schema::SELECT_EARLIEST, &[])?[0].get(0);
         Ok(earliest.map(|us| Time(us as u64)))
     }
 
     fn events(&mut self) -> Result<Vec<String>, StoreError> {
-        let statement = self.prepared(schema::SELECT_EVENTS)?;
-        Ok(self.client.query(&statement, &[])?.iter().map(|row| row.get(0)).collect())
+        let order = match self.clock {
+            Clock::Caller => schema::SELECT_EVENTS,
+            Clock::Database => schema::SELECT_EVENTS_BY_TIME,
+        };
+        Ok(self.query(order, &[])?.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn append(
+        &mut self,
+        stamp: Stamp,
+        node: &str,
+        line: &mut dyn FnMut(Time) -> Option<String>,
+    ) -> Result<Option<Time>, StoreError> {
+        let (now, at) = match stamp {
+            Stamp::Now(now) => (now, None),
+            Stamp::At(at) => (self.last_now, Some(at)),
+        };
+        self.run(now, false, Scope::Line, |op, tx| op.append(tx, at, node, line))
     }
 }
 
 impl LedgerStore for PostgresStore {
     fn lookup(&mut self, now: Time, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
-        self.run(now, false, |o, tx| o.lookup(tx, op, epoch))
+        self.run(now, false, Scope::Op(op), |o, tx| o.lookup(tx, op, epoch))
     }
 
     fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError> {
-        self.run(now, false, |o, tx| o.apply(tx, op, epoch, output))
+        self.run(now, false, Scope::Op(op), |o, tx| o.apply(tx, op, epoch, output))
     }
 
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
         let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];
-        let statement = self.prepared(schema::SELECT_OP)?;
-        Ok(self.client.query_opt(&statement, &key)?.map(|row| op_record(&row)).unwrap_or_default())
+        Ok(self.query(schema::SELECT_OP, &key)?.first().map(op_record).unwrap_or_default())
     }
 }

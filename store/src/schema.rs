@@ -6,12 +6,13 @@
 //! `AUTOINCREMENT`; every time is a parameter (`t_us`, `now`), except PostgreSQL's
 //! `clock_timestamp()` when the caller asks for the database's clock.
 
-/// The schema versions this build knows, in order; each migration moves the database from the
-/// version before it to its own. A database at a later version than the last is refused.
-pub const MIGRATIONS: &[(i64, &str)] = &[(1, V1)];
+/// The schema versions this build knows, in order: `(version, for both databases, for
+/// PostgreSQL only)`. Each migration moves the database from the version before it to its own. A
+/// database at a later version than the last is refused.
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, V1, ""), (2, "", V2_POSTGRES)];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Version 1: jobs, the ledger, the per-worker last grants and the event log.
 const V1: &str = "
@@ -63,6 +64,14 @@ CREATE TABLE lease_log_head (seq BIGINT NOT NULL);
 INSERT INTO lease_log_head (seq) VALUES (0);
 ";
 
+/// Version 2, PostgreSQL only: the log's numbers come from a sequence, taken without a lock held
+/// to commit, so that operations over different rows commit side by side (see [`LOCK_LOG_SHARED`]).
+/// The head row stays SQLite's counter (its writers are serial anyway).
+const V2_POSTGRES: &str = "
+CREATE SEQUENCE lease_log_seq;
+SELECT setval('lease_log_seq', (SELECT seq FROM lease_log_head) + 1, false);
+";
+
 /// The table holding the schema version.
 pub const CREATE_VERSION: &str = "CREATE TABLE IF NOT EXISTS lease_schema (version BIGINT NOT NULL)";
 /// The schema version, if set.
@@ -84,16 +93,41 @@ macro_rules! job_columns {
 /// is written back, so no other transaction decides over the same record meanwhile.
 pub const SELECT_JOB: &str = concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE job = $1");
 
+/// PostgreSQL appends `FOR UPDATE`: the row of the job a worker was last granted by request, for
+/// an acquire's check of a standing grant, locked before the acquire reads the clock.
+pub const SELECT_GRANTED_JOB: &str =
+    concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE job = (SELECT job FROM lease_grants WHERE worker = $1)");
+
 /// Whether a job is known. Job rows are never deleted, so no lock is needed.
 pub const SELECT_KNOWN: &str = "SELECT 1 FROM lease_jobs WHERE job = $1";
 
-/// Serialises enqueues on PostgreSQL (SQLite's writers are serial already): an enqueue's capacity
-/// check counts the backlog, and only an enqueue raises it, so two concurrent enqueues must not
-/// both see room for one. It locks the log's head, which the enqueue takes last anyway.
-pub const LOCK_ENQUEUES: &str = "SELECT seq FROM lease_log_head FOR UPDATE";
+/// PostgreSQL, an operation that reads rows it does not lock (an enqueue's backlog and the
+/// queue's back, a requeue's or release's queue ends, a reclaim listing's expired leases, a
+/// fence's turn after its listing), every operation under the caller's clock, and every operation
+/// of a store with a planted bug: one at a time. Taken first, with the clock read after it, so that
+/// no transaction commits between its reads and its line, and its line's time is after every line
+/// before it. (SQLite's `BEGIN IMMEDIATE` serialises everything.)
+pub const LOCK_LOG: &str = "LOCK TABLE lease_log_head IN EXCLUSIVE MODE";
 
-/// The queue's head. PostgreSQL appends `FOR UPDATE SKIP LOCKED`: concurrent acquires take
-/// different jobs instead of queueing behind one row (SQLite serialises writers: `BEGIN IMMEDIATE`).
+/// PostgreSQL, under the database's clock, an acquire: one at a time, and never beside an
+/// operation that holds [`LOCK_LOG`], but side by side with those over one row
+/// ([`LOCK_LOG_SHARED`]): none of them adds a job to the queue or takes one out of it (a stale
+/// request for a queued job is refused without a write), so the queue an acquire reads stays as
+/// it read it until it commits.
+pub const LOCK_QUEUE: &str = "LOCK TABLE lease_log_head IN SHARE ROW EXCLUSIVE MODE";
+
+/// PostgreSQL, under the database's clock, an operation over one row it locks (a renewal, a
+/// completion, a quarantine, a ledger lookup or apply, a line of a caller's own): side by side
+/// with any other such operation and with an acquire ([`LOCK_QUEUE`]), but never beside one that
+/// holds [`LOCK_LOG`]. Its row is locked before the clock is read, so of two operations over one
+/// row the later reads a later time: the log, in time order, is an order the decisions could have
+/// been made in one at a time ([`SELECT_EVENTS_BY_TIME`]). The lock queue is fair: a waiting
+/// [`LOCK_LOG`] holds back any operation that comes after it.
+pub const LOCK_LOG_SHARED: &str = "LOCK TABLE lease_log_head IN ROW SHARE MODE";
+
+/// The queue's head. PostgreSQL appends `FOR UPDATE`, under [`LOCK_QUEUE`]: acquires take turns, and
+/// the head is the oldest queued job, never one skipped because a stale request held its row for a
+/// moment (SQLite serialises writers: `BEGIN IMMEDIATE`).
 pub const SELECT_HEAD: &str =
     concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq, job LIMIT 1");
 
@@ -175,13 +209,18 @@ pub const UPDATE_OP: &str = "UPDATE lease_ledger SET fence = $3, output = $4, ri
      WHERE job = $1 AND step = $2 AND output IS NOT DISTINCT FROM $6 AND rival IS NOT DISTINCT FROM $7 \
      AND (output IS NULL OR output = $4)";
 
-/// Takes the next log sequence number. The last statement of every transaction: the head row
-/// stays locked until commit, so numbers are taken in commit order.
+/// SQLite: takes the next log sequence number, in the transaction's `BEGIN IMMEDIATE`: numbers
+/// are taken in commit order. (PostgreSQL numbers its lines from a sequence: [`INSERT_EVENT_NEXT`].)
 pub const NEXT_SEQ: &str = "UPDATE lease_log_head SET seq = seq + 1 RETURNING seq";
 /// One history line.
 pub const INSERT_EVENT: &str = "INSERT INTO lease_events (seq, t_us, node, line) VALUES ($1, $2, $3, $4)";
-/// The log in commit order.
+/// One history line, PostgreSQL: numbered from the log's sequence.
+pub const INSERT_EVENT_NEXT: &str =
+    "INSERT INTO lease_events (seq, t_us, node, line) VALUES (nextval('lease_log_seq'), $1, $2, $3)";
+/// The log in commit order (the caller's clock: operations one at a time).
 pub const SELECT_EVENTS: &str = "SELECT line FROM lease_events ORDER BY seq";
+/// The log in time order, ties in commit order (the database's clock: see [`LOCK_LOG_SHARED`]).
+pub const SELECT_EVENTS_BY_TIME: &str = "SELECT line FROM lease_events ORDER BY t_us, seq";
 
 /// PostgreSQL's clock, in microseconds since the Unix epoch: read at the statement, not at the
 /// transaction's start (`now()` would be the start).
@@ -194,7 +233,7 @@ pub fn for_sqlite(sql: &str) -> String {
 
 /// Every statement an operation of the SQLite store runs (migrations and PostgreSQL's own
 /// `FOR UPDATE` forms aside): what an SQLite handle prepares when it opens.
-pub const STATEMENTS: [&str; 19] = [
+pub const STATEMENTS: [&str; 20] = [
     SELECT_JOB,
     SELECT_KNOWN,
     SELECT_HEAD,
@@ -214,4 +253,5 @@ pub const STATEMENTS: [&str; 19] = [
     NEXT_SEQ,
     INSERT_EVENT,
     SELECT_EVENTS,
+    SELECT_EVENTS_BY_TIME,
 ];

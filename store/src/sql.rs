@@ -470,6 +470,20 @@ impl Op<'_> {
         Ok(decision.answer)
     }
 
+    /// See [`crate::TableStore::append`]: `at` is the stamp, if not this operation's time.
+    pub fn append(
+        &self,
+        tx: &mut impl Tx,
+        at: Option<Time>,
+        node: &str,
+        line: &mut dyn FnMut(Time) -> Option<String>,
+    ) -> Result<Option<Time>, StoreError> {
+        let stamp = at.unwrap_or(self.now);
+        let Some(text) = line(stamp) else { return Ok(None) };
+        tx.log(stamp.0, node, &text)?;
+        Ok(Some(stamp))
+    }
+
     /// See [`crate::LedgerStore::lookup`].
     pub fn lookup(&self, tx: &mut impl Tx, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
         let old = tx.op(op)?;

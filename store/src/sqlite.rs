@@ -3,11 +3,12 @@
 //! Each operation is one `BEGIN IMMEDIATE` transaction: it takes SQLite's write lock at its start,
 //! so transactions that decide never interleave and the log's sequence is the commit order. A
 //! file store opens in WAL mode and waits (a busy timeout) for a writer of another process or
-//! thread, rather than fail. The time is always the caller's.
+//! thread, rather than fail. The time is the caller's, or with [`Clock::Database`] the host's,
+//! read once `BEGIN IMMEDIATE` holds the lock: then the log's order is its time order too.
 
 use crate::schema::{self, for_sqlite};
 use crate::sql::{bits, identity, int, Op, Row, Tx};
-use crate::{Caller, LedgerStore, StoreError, TableStore};
+use crate::{Caller, Clock, LedgerStore, Stamp, StoreError, TableStore};
 use lease_core::{
     Acquired, Apply, Bugs, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, LastGrant, Lease, Lookup, OpId,
     OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time,
@@ -26,6 +27,7 @@ pub struct SqliteStore {
     conn: Connection,
     rules: Rules,
     caller: Caller,
+    clock: Clock,
     last_now: Time,
 }
 
@@ -35,14 +37,20 @@ impl SqliteStore {
         SqliteStore::with(Connection::open_in_memory()?, config, bugs)
     }
 
-    /// A store on the database file at `path`, created and migrated if needed. Many handles (and
-    /// processes) may open one file.
+    /// A store on the database file at `path`, created and migrated if needed, on the caller's
+    /// clock. Many handles (and processes) may open one file.
     pub fn open(path: &Path, config: TableConfig, bugs: Bugs) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_on(path, config, bugs, Clock::Caller)
+    }
+
+    /// [`SqliteStore::open`], on `clock`: with [`Clock::Database`], the host's clock read inside
+    /// each transaction, so that handles of many threads or processes log in time order.
+    pub fn open_on(path: &Path, config: TableConfig, bugs: Bugs, clock: Clock) -> Result<SqliteStore, StoreError> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        SqliteStore::with(conn, config, bugs)
+        Ok(SqliteStore { clock, ..SqliteStore::with(conn, config, bugs)? })
     }
 
     fn with(mut conn: Connection, config: TableConfig, bugs: Bugs) -> Result<SqliteStore, StoreError> {
@@ -51,7 +59,8 @@ impl SqliteStore {
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         migrate(&mut conn)?;
         prepare_all(&conn)?;
-        Ok(SqliteStore { conn, rules: Rules { config, bugs }, caller: Caller::default(), last_now: Time::ZERO })
+        let rules = Rules { config, bugs };
+        Ok(SqliteStore { conn, rules, caller: Caller::default(), clock: Clock::Caller, last_now: Time::ZERO })
     }
 
     /// Runs one operation in one `BEGIN IMMEDIATE` transaction; an `Err` rolls it back. A table
@@ -63,6 +72,11 @@ impl SqliteStore {
         f: impl FnOnce(&Op, &mut SqliteTx) -> Result<A, StoreError>,
     ) -> Result<A, StoreError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let now = match self.clock {
+            Clock::Caller => now,
+            // Read holding the write lock: no line can commit after this one with an earlier time.
+            Clock::Database => host_now().max(self.last_now),
+        };
         let op = Op { rules: &self.rules, caller: &self.caller, last_now: self.last_now, now };
         let answer = f(&op, &mut SqliteTx { conn: &tx })?;
         tx.commit()?;
@@ -76,6 +90,13 @@ impl SqliteStore {
     fn read<A>(&mut self, f: impl FnOnce(&mut SqliteTx) -> Result<A, StoreError>) -> Result<A, StoreError> {
         f(&mut SqliteTx { conn: &self.conn })
     }
+}
+
+/// The host's clock, in microseconds since the Unix epoch: the table's clock of a file store on
+/// [`Clock::Database`] (never read otherwise: the simulator's stores are on the caller's clock).
+fn host_now() -> Time {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Time(u64::try_from(since.as_micros()).expect("the year is before 294,000"))
 }
 
 /// Prepares every statement an operation runs, into a cache that holds them all, so that no
@@ -101,7 +122,7 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if current > schema::SCHEMA_VERSION {
         return Err(StoreError::UnknownSchema { found: current, known: schema::SCHEMA_VERSION });
     }
-    for &(version, sql) in schema::MIGRATIONS.iter().filter(|(version, _)| *version > current) {
+    for &(version, sql, _) in schema::MIGRATIONS.iter().filter(|(version, ..)| *version > current) {
         tx.execute_batch(sql)?;
         let statement = if found.is_none() && version == 1 { schema::INSERT_VERSION } else { schema::UPDATE_VERSION };
         tx.execute(&for_sqlite(statement), [version])?;
@@ -355,9 +376,26 @@ impl TableStore for SqliteStore {
     }
 
     fn events(&mut self) -> Result<Vec<String>, StoreError> {
-        let mut statement = self.conn.prepare_cached(schema::SELECT_EVENTS)?;
+        let order = match self.clock {
+            Clock::Caller => schema::SELECT_EVENTS,
+            Clock::Database => schema::SELECT_EVENTS_BY_TIME,
+        };
+        let mut statement = self.conn.prepare_cached(order)?;
         let lines = statement.query_map([], |row| row.get(0))?;
         Ok(lines.collect::<Result<_, _>>()?)
+    }
+
+    fn append(
+        &mut self,
+        stamp: Stamp,
+        node: &str,
+        line: &mut dyn FnMut(Time) -> Option<String>,
+    ) -> Result<Option<Time>, StoreError> {
+        let (now, at) = match stamp {
+            Stamp::Now(now) => (now, None),
+            Stamp::At(at) => (self.last_now, Some(at)),
+        };
+        self.run(now, false, |op, tx| op.append(tx, at, node, line))
     }
 }
 

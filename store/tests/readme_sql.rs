@@ -14,7 +14,9 @@ const SCHEMA_RS: &str = include_str!("../src/schema.rs");
 const STATEMENTS: &[(&str, &str)] = &[
     ("SELECT_JOB", schema::SELECT_JOB),
     ("SELECT_KNOWN", schema::SELECT_KNOWN),
-    ("LOCK_ENQUEUES", schema::LOCK_ENQUEUES),
+    ("LOCK_LOG", schema::LOCK_LOG),
+    ("LOCK_QUEUE", schema::LOCK_QUEUE),
+    ("LOCK_LOG_SHARED", schema::LOCK_LOG_SHARED),
     ("SELECT_HEAD", schema::SELECT_HEAD),
     ("SELECT_EXPIRED", schema::SELECT_EXPIRED),
     ("INSERT_JOB", schema::INSERT_JOB),
@@ -26,13 +28,25 @@ const STATEMENTS: &[(&str, &str)] = &[
     ("UPDATE_OP", schema::UPDATE_OP),
     ("NEXT_SEQ", schema::NEXT_SEQ),
     ("INSERT_EVENT", schema::INSERT_EVENT),
+    ("INSERT_EVENT_NEXT", schema::INSERT_EVENT_NEXT),
     ("SELECT_CLOCK", schema::SELECT_CLOCK),
 ];
 
 /// The guards the README must show: acquire, the decision write-back (renew, complete, fence),
-/// the reclaim listing, the ledger's lookup and apply, and the log's commit order.
-const REQUIRED: &[&str] =
-    &["SELECT_HEAD", "SELECT_JOB", "UPDATE_JOB", "SELECT_EXPIRED", "SELECT_OP", "UPDATE_OP", "NEXT_SEQ"];
+/// the reclaim listing, the ledger's lookup and apply, and the log's order (SQLite's counter,
+/// PostgreSQL's locks).
+const REQUIRED: &[&str] = &[
+    "SELECT_HEAD",
+    "SELECT_JOB",
+    "UPDATE_JOB",
+    "SELECT_EXPIRED",
+    "SELECT_OP",
+    "UPDATE_OP",
+    "NEXT_SEQ",
+    "LOCK_LOG",
+    "LOCK_QUEUE",
+    "LOCK_LOG_SHARED",
+];
 
 /// One quoted statement: its constant's name, its comment and its text, as the README has them.
 #[derive(Debug)]

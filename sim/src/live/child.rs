@@ -11,7 +11,7 @@
 //! waits for `go`: now is the moment to kill or pause it), `ready PORT` and `truth JSON` (the stub).
 //! Everything else goes to stderr, which the orchestrator keeps in `DIR/logs/`.
 
-use super::db::{host_now, Handle, Log};
+use super::db::{host_now, Handle, Lines};
 use super::plan::{Plan, StrikePoint};
 use crate::history::{Event, Node};
 use lease_core::Apply;
@@ -60,13 +60,12 @@ pub fn run(plan: &Plan, role: ChildRole, index: u32, life: u64, stub_port: u16, 
     die_with_parent(parent)?;
     let bugs = Bugs::plant(plan.bug.as_deref().map(str::parse::<Bug>).transpose().map_err(|e| e.to_string())?);
     let store = plan.db.open(plan.table(), bugs).map_err(|error| format!("cannot open the store: {error}"))?;
-    let log = plan.db.log().map_err(|error| format!("cannot open the log: {error}"))?;
     if role == ChildRole::Stub {
-        return super::stub::serve(plan, store, log);
+        return super::stub::serve(plan, bugs, store);
     }
     let commands = commands();
     let deadline = Time(plan.t0_us + plan.duration_us + plan.drain_max_us + OVERRUN_US);
-    let mut child = Child { store, log, commands, clock: Clock::default(), deadline };
+    let mut child = Child { store, commands, clock: Clock::default(), deadline };
     let outcome = match role {
         ChildRole::Worker => child.worker(plan, bugs, index, life, stub_port),
         ChildRole::Reclaimer => child.reclaimer(plan, bugs, index, life),
@@ -137,7 +136,6 @@ impl Clock {
 
 struct Child {
     store: Handle,
-    log: Log,
     commands: Receiver<Command>,
     clock: Clock,
     deadline: Time,
@@ -212,12 +210,12 @@ impl Child {
                 let (request_id, request) = match action {
                     WorkerAction::Send(request_id, request) => (request_id, request),
                     WorkerAction::Adopted { job, op, output, epoch } => {
-                        self.log.append(node, Event::Adopted { job, op, output, epoch }).map_err(|e| e.to_string())?;
+                        self.store.line(node, Event::Adopted { job, op, output, epoch }).map_err(|e| e.to_string())?;
                         continue;
                     }
                     WorkerAction::Abandoned { job, epoch, why } => {
                         let abandoned = Event::Abandoned { job, epoch, why: why.into() };
-                        self.log.append(node, abandoned).map_err(|e| e.to_string())?;
+                        self.store.line(node, abandoned).map_err(|e| e.to_string())?;
                         continue;
                     }
                 };
@@ -225,7 +223,7 @@ impl Child {
                     WorkerRequest::Execute { op, epoch } => {
                         // The line is written, and the call made, only if the worker still holds
                         // its lease when the log is its: otherwise it self-fences now.
-                        let stamp = self.log.append_if(node, |t_us| {
+                        let stamp = self.store.line_if(node, |t_us| {
                             let now = self.clock.at_least(Time(t_us));
                             worker.handle_timeout(now);
                             let holds = worker.holding() == Some((op.job, epoch));
@@ -341,11 +339,11 @@ impl Child {
                         reclaimer.handle_reply(self.clock.now(), request_id, reply);
                     }
                     ReclaimAction::Adopted { job, op, output, epoch, .. } => {
-                        self.log.append(node, Event::Adopted { job, op, output, epoch }).map_err(e)?;
+                        self.store.line(node, Event::Adopted { job, op, output, epoch }).map_err(e)?;
                     }
                     ReclaimAction::BatchStopped { batch, job, recorded, rival, untouched } => {
                         let stopped = Event::BatchStopped { batch, job, identities: [recorded, rival], untouched };
-                        self.log.append(node, stopped).map_err(e)?;
+                        self.store.line(node, stopped).map_err(e)?;
                     }
                     ReclaimAction::LostRace { .. } | ReclaimAction::GaveUp { .. } => {}
                 }

@@ -1,18 +1,18 @@
-//! The database a live run shares: where it is, a store on it, and the log every process appends
-//! its own lines to.
+//! The database a live run shares: where it is, and a store on it, whose log every process
+//! appends its own lines to.
 //!
-//! The history of a live run is the store's event log read in commit order
-//! ([`lease_store::TableStore::events`]). The lines no store call writes (a worker's `executing`,
-//! `adopted` and `abandoned`, a reclaimer's `batch_stopped`, the dependency's `dependency_failed`,
-//! and the fault log) are appended to the same log, each in a transaction of its own that takes the
-//! log's next sequence number as the store's own transactions do. So one commit order places
-//! every line: a worker's `executing` commits before it calls the dependency, hence before the
-//! ledger's answer to that call, and no merge by timestamps can misplace two lines whose clocks
-//! were read before they waited on the same lock.
+//! The history of a live run is the store's event log ([`lease_store::TableStore::events`]), on
+//! the database's clock ([`Clock::Database`]): in time order, ties in commit order, each line
+//! stamped once its transaction holds every lock its decision needs. The lines no store call
+//! writes (a worker's `executing`, `adopted` and `abandoned`, a reclaimer's `batch_stopped`, the
+//! dependency's `dependency_failed`, and the fault log) go into the same log through
+//! [`lease_store::TableStore::append`] ([`Lines`]), stamped and ordered as the store's own: a
+//! worker's `executing` is stamped before it calls the dependency, hence before the ledger's
+//! answer to that call.
 
 use crate::history::{Entry, Event, Node};
 use lease_core::{Bugs, TableConfig, Time};
-use lease_store::{schema, Clock, PostgresStore, SqliteStore, Store, StoreError};
+use lease_store::{Clock, PostgresStore, SqliteStore, Stamp, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -20,7 +20,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Db {
-    /// A SQLite file: the table's clock is the host's (every process is on this machine).
+    /// A SQLite file: the table's clock is the host's, read once a transaction holds the file's
+    /// lock (every process is on this machine).
     Sqlite {
         /// The database file.
         path: PathBuf,
@@ -34,9 +35,6 @@ pub enum Db {
         schema: String,
     },
 }
-
-/// How long a log append waits for another writer of the SQLite file (as the store does).
-const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A store handle any process of the run can use.
 pub type Handle = Box<dyn Store + Send>;
@@ -53,25 +51,9 @@ impl Db {
     /// Opens a store on the database (migrating it if needed).
     pub fn open(&self, config: TableConfig, bugs: Bugs) -> Result<Handle, StoreError> {
         Ok(match self {
-            Db::Sqlite { path } => Box::new(SqliteStore::open(path, config, bugs)?),
+            Db::Sqlite { path } => Box::new(SqliteStore::open_on(path, config, bugs, Clock::Database)?),
             Db::Postgres { url, schema } => {
                 Box::new(PostgresStore::open(url, Some(schema), config, bugs, Clock::Database)?)
-            }
-        })
-    }
-
-    /// Opens the log, for lines no store call writes. Open a store first: it creates the tables.
-    pub fn log(&self) -> Result<Log, StoreError> {
-        Ok(match self {
-            Db::Sqlite { path } => {
-                let conn = rusqlite::Connection::open(path)?;
-                conn.busy_timeout(BUSY_TIMEOUT)?;
-                Log::Sqlite(conn)
-            }
-            Db::Postgres { url, schema } => {
-                let mut client = postgres::Client::connect(url, postgres::NoTls)?;
-                client.batch_execute(&format!("SET search_path TO {schema}"))?;
-                Log::Postgres(client)
             }
         })
     }
@@ -95,82 +77,51 @@ pub fn host_now() -> Time {
     Time(since.as_micros() as u64)
 }
 
-/// A connection for appending lines to the run's log.
-pub enum Log {
-    /// On the SQLite file.
-    Sqlite(rusqlite::Connection),
-    /// On the PostgreSQL schema.
-    Postgres(postgres::Client),
-}
-
-impl Log {
+/// Appending a run's own lines to a store's log, in its order (see the module doc).
+pub trait Lines {
     /// The table's clock now: the host's for SQLite, the server's for PostgreSQL.
-    pub fn now(&mut self) -> Result<Time, StoreError> {
-        match self {
-            Log::Sqlite(_) => Ok(host_now()),
-            Log::Postgres(client) => Ok(Time(client.query_one(schema::SELECT_CLOCK, &[])?.get::<_, i64>(0) as u64)),
-        }
-    }
-
-    /// Appends `event` of `node`, stamped with the table's clock as it commits; returns the stamp.
-    pub fn append(&mut self, node: Node, event: Event) -> Result<u64, StoreError> {
-        Ok(self.append_if(node, |_| Some(event))?.expect("an unconditional line is written"))
-    }
-
+    fn now(&mut self) -> Result<Time, StoreError>;
+    /// Appends `event` of `node`, stamped with the table's clock in its turn; returns the stamp.
+    fn line(&mut self, node: Node, event: Event) -> Result<u64, StoreError>;
     /// Appends `event` of `node` stamped `t_us`, a time read earlier on this machine's clock (the
     /// database's too: it is on loopback): the orchestrator's fault lines, stamped when the signal
     /// was sent, written by a thread that may wait for a paused process's lock.
-    pub fn append_at(&mut self, node: Node, event: Event, t_us: u64) -> Result<(), StoreError> {
-        let text = Entry { t_us, node, event }.to_json();
-        match self {
-            Log::Sqlite(conn) => {
-                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                let seq: i64 = tx.query_row(schema::NEXT_SEQ, [], |row| row.get(0))?;
-                let insert = schema::for_sqlite(schema::INSERT_EVENT);
-                tx.execute(&insert, rusqlite::params![seq, t_us as i64, node.to_string(), text])?;
-                tx.commit()?;
-            }
-            Log::Postgres(client) => {
-                let mut tx = client.transaction()?;
-                let seq: i64 = tx.query_one(schema::NEXT_SEQ, &[])?.get(0);
-                tx.execute(schema::INSERT_EVENT, &[&seq, &(t_us as i64), &node.to_string(), &text])?;
-                tx.commit()?;
-            }
-        }
+    fn line_at(&mut self, node: Node, event: Event, t_us: u64) -> Result<(), StoreError>;
+    /// Appends the line `line` makes of the stamp, in its turn, or nothing when it makes none: a
+    /// worker that finds its lease estimate run out by the time it may write `executing`
+    /// self-fences instead of starting the effect.
+    fn line_if(&mut self, node: Node, line: impl FnOnce(u64) -> Option<Event>) -> Result<Option<u64>, StoreError>;
+}
+
+impl Lines for Handle {
+    fn now(&mut self) -> Result<Time, StoreError> {
+        let mut seen = Time::ZERO;
+        self.append(Stamp::Now(host_now()), "world", &mut |stamp| {
+            seen = stamp;
+            None
+        })?;
+        Ok(seen)
+    }
+
+    fn line(&mut self, node: Node, event: Event) -> Result<u64, StoreError> {
+        Ok(self.line_if(node, |_| Some(event))?.expect("an unconditional line is written"))
+    }
+
+    fn line_at(&mut self, node: Node, event: Event, t_us: u64) -> Result<(), StoreError> {
+        let mut event = Some(event);
+        let name = node.to_string();
+        let mut text = |stamp: Time| event.take().map(|event| Entry { t_us: stamp.0, node, event }.to_json());
+        self.append(Stamp::At(Time(t_us)), &name, &mut text)?;
         Ok(())
     }
 
-    /// Appends the line `line` makes of the stamp, inside the log's lock, or nothing (the
-    /// transaction rolled back) when it makes none: a worker that finds its lease estimate run out
-    /// by the time it may write `executing` self-fences instead of starting the effect.
-    pub fn append_if(
-        &mut self,
-        node: Node,
-        line: impl FnOnce(u64) -> Option<Event>,
-    ) -> Result<Option<u64>, StoreError> {
-        match self {
-            Log::Sqlite(conn) => {
-                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                let t_us = host_now().0;
-                let Some(event) = line(t_us) else { return Ok(None) };
-                let seq: i64 = tx.query_row(schema::NEXT_SEQ, [], |row| row.get(0))?;
-                let text = Entry { t_us, node, event }.to_json();
-                let insert = schema::for_sqlite(schema::INSERT_EVENT);
-                tx.execute(&insert, rusqlite::params![seq, t_us as i64, node.to_string(), text])?;
-                tx.commit()?;
-                Ok(Some(t_us))
-            }
-            Log::Postgres(client) => {
-                let mut tx = client.transaction()?;
-                // The head first: the stamp is read once this transaction is next in the log.
-                let seq: i64 = tx.query_one(schema::NEXT_SEQ, &[])?.get(0);
-                let t_us = tx.query_one(schema::SELECT_CLOCK, &[])?.get::<_, i64>(0) as u64;
-                let Some(event) = line(t_us) else { return Ok(None) };
-                let text = Entry { t_us, node, event }.to_json();
-                tx.execute(schema::INSERT_EVENT, &[&seq, &(t_us as i64), &node.to_string(), &text])?;
-                tx.commit()?;
-                Ok(Some(t_us))
-            }
-        }
+    fn line_if(&mut self, node: Node, line: impl FnOnce(u64) -> Option<Event>) -> Result<Option<u64>, StoreError> {
+        let mut line = Some(line);
+        let name = node.to_string();
+        let mut text = |stamp: Time| {
+            let event = line.take()?(stamp.0)?;
+            Some(Entry { t_us: stamp.0, node, event }.to_json())
+        };
+        Ok(self.append(Stamp::Now(host_now()), &name, &mut text)?.map(|stamp| stamp.0))
     }
 }

@@ -23,7 +23,7 @@ pub mod truth;
 
 use crate::history::{CrashPoint, Entry, Event, Node, Rate, HISTORY_VERSION};
 use child::ChildRole;
-use db::{host_now, Db, Handle, Log};
+use db::{host_now, Db, Handle, Lines};
 use lease_core::{Bug, Bugs, JobId};
 use plan::{FaultKind, Plan, Role, Shape, Strike, StrikePoint};
 use std::collections::BTreeMap;
@@ -165,7 +165,7 @@ pub fn run_with(options: &Options, tweak: &dyn Fn(&mut Plan)) -> Result<Finished
     let mut draft = Plan::draw(&options.shape, db.clone(), bug.clone(), 0);
     tweak(&mut draft);
     let mut store = db.open(draft.table(), bugs)?;
-    let mut log = db.log()?;
+    let mut log = db.open(draft.table(), bugs)?;
     let t0_us = log.now()?.0;
     let mut plan = Plan::draw(&options.shape, db.clone(), bug, t0_us);
     tweak(&mut plan);
@@ -338,7 +338,7 @@ struct Orchestra {
 }
 
 /// The thread that writes the orchestrator's fault lines. A paused process may hold the
-/// database's lock (SQLite's file lock, PostgreSQL's log head) until it is resumed: the
+/// database's lock (SQLite's file lock, PostgreSQL's log lock or a row) until it is resumed: the
 /// orchestrator must never wait for it, or it would never resume it. Each line is stamped when its
 /// signal was sent, and written when the lock allows.
 struct FaultLog {
@@ -346,11 +346,11 @@ struct FaultLog {
 }
 
 impl FaultLog {
-    fn start(mut log: Log) -> (FaultLog, Sender<(Node, Event, u64)>) {
+    fn start(mut log: Handle) -> (FaultLog, Sender<(Node, Event, u64)>) {
         let (sender, receiver) = mpsc::channel::<(Node, Event, u64)>();
         let thread = std::thread::spawn(move || {
             for (node, event, t_us) in receiver {
-                log.append_at(node, event, t_us).map_err(|error| format!("the fault log: {error}"))?;
+                log.line_at(node, event, t_us).map_err(|error| format!("the fault log: {error}"))?;
             }
             Ok(())
         });

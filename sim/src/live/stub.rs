@@ -15,10 +15,10 @@
 //! in a slow window, and a share of calls failed before any effect in a failing window, each
 //! failure on the history as `dependency_failed`.
 
-use super::db::{host_now, Handle, Log};
+use super::db::{host_now, Handle, Lines};
 use super::plan::Plan;
 use crate::history::{Event, Node};
-use lease_core::{Apply, Epoch, Execution, JobId, OpId, OutputId, Owner, WorkerId};
+use lease_core::{Apply, Bugs, Epoch, Execution, JobId, OpId, OutputId, Owner, WorkerId};
 use lease_store::Caller;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// The most calls served at once; a call past it is dropped (the worker asks again).
@@ -59,34 +59,84 @@ pub struct Truth {
     pub ops: Vec<OpCount>,
 }
 
-struct Inner {
-    store: Handle,
-    log: Log,
+/// What the stub knows, under one lock: the counts, and the draws of latency and failure.
+struct Counts {
     ops: BTreeMap<(u64, u32), OpCount>,
     rng: Xoshiro256PlusPlus,
 }
 
+/// The most store connections the stub holds: calls past it wait for one (a call holds one only
+/// for its ledger write, after its latency).
+const HANDLES_MAX: usize = 16;
+
+/// The stub's store connections, each used by one call at a time: calls of different workers
+/// write the ledger side by side, as the workers' own operations do.
+struct Handles {
+    db: super::db::Db,
+    config: lease_core::TableConfig,
+    bugs: Bugs,
+    free: Mutex<(Vec<Handle>, usize)>,
+    returned: Condvar,
+}
+
+impl Handles {
+    /// A free connection, opened if none is and fewer than [`HANDLES_MAX`] are.
+    fn take(&self) -> Result<Handle, String> {
+        let mut free = self.free.lock().map_err(|_| "poisoned")?;
+        loop {
+            if let Some(handle) = free.0.pop() {
+                return Ok(handle);
+            }
+            if free.1 < HANDLES_MAX {
+                free.1 += 1;
+                drop(free);
+                let opened = self.db.open(self.config, self.bugs).map_err(|error| format!("the stub's store: {error}"));
+                if opened.is_err() {
+                    self.free.lock().map_err(|_| "poisoned")?.1 -= 1;
+                }
+                return opened;
+            }
+            free = self.returned.wait(free).map_err(|_| "poisoned")?;
+        }
+    }
+
+    fn give(&self, handle: Handle) {
+        if let Ok(mut free) = self.free.lock() {
+            free.0.push(handle);
+            self.returned.notify_one();
+        }
+    }
+}
+
 /// Serves calls until stdin closes, then prints `truth JSON` on stdout. Prints `ready PORT` once
 /// listening.
-pub fn serve(plan: &Plan, store: Handle, log: Log) -> Result<(), String> {
+pub fn serve(plan: &Plan, bugs: Bugs, store: Handle) -> Result<(), String> {
     let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
         .map_err(|error| format!("the stub cannot listen on loopback: {error}"))?;
     let port = listener.local_addr().map_err(|error| error.to_string())?.port();
     let rng = Xoshiro256PlusPlus::seed_from_u64(plan.seed ^ 0x005e_ed0f_57ab);
-    let inner = Arc::new(Mutex::new(Inner { store, log, ops: BTreeMap::new(), rng }));
+    let counts = Arc::new(Mutex::new(Counts { ops: BTreeMap::new(), rng }));
+    let handles = Arc::new(Handles {
+        db: plan.db.clone(),
+        config: plan.table(),
+        bugs,
+        free: Mutex::new((vec![store], 1)),
+        returned: Condvar::new(),
+    });
     let plan = Arc::new(plan.clone());
     let in_flight = Arc::new(AtomicUsize::new(0));
     {
-        let (inner, plan, in_flight) = (inner.clone(), plan.clone(), in_flight.clone());
+        let (counts, handles, plan, in_flight) = (counts.clone(), handles.clone(), plan.clone(), in_flight.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 if in_flight.fetch_add(1, Ordering::SeqCst) >= CALLS_IN_FLIGHT_MAX {
                     in_flight.fetch_sub(1, Ordering::SeqCst);
                     continue;
                 }
-                let (inner, plan, in_flight) = (inner.clone(), plan.clone(), in_flight.clone());
+                let (counts, handles, plan, in_flight) =
+                    (counts.clone(), handles.clone(), plan.clone(), in_flight.clone());
                 std::thread::spawn(move || {
-                    if let Err(error) = answer(&plan, &inner, stream) {
+                    if let Err(error) = answer(&plan, &counts, &handles, stream) {
                         eprintln!("stub: a call failed: {error}");
                     }
                     in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -101,14 +151,14 @@ pub fn serve(plan: &Plan, store: Handle, log: Log) -> Result<(), String> {
     while std::io::stdin().read_line(&mut sink).is_ok_and(|read| read > 0) {
         sink.clear();
     }
-    let inner = inner.lock().map_err(|_| "a call panicked holding the stub's state".to_string())?;
-    let truth = Truth { ops: inner.ops.values().copied().collect() };
+    let counts = counts.lock().map_err(|_| "a call panicked holding the stub's counts".to_string())?;
+    let truth = Truth { ops: counts.ops.values().copied().collect() };
     println!("truth {}", serde_json::to_string(&truth).expect("the truth serialises"));
     let _ = std::io::stdout().flush();
     Ok(())
 }
 
-fn answer(plan: &Plan, inner: &Mutex<Inner>, stream: TcpStream) -> Result<(), String> {
+fn answer(plan: &Plan, counts: &Mutex<Counts>, handles: &Handles, stream: TcpStream) -> Result<(), String> {
     stream.set_read_timeout(Some(CALL_TIMEOUT)).map_err(|e| e.to_string())?;
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line).map_err(|e| e.to_string())?;
@@ -118,31 +168,27 @@ fn answer(plan: &Plan, inner: &Mutex<Inner>, stream: TcpStream) -> Result<(), St
     let since_us = host_now().0.saturating_sub(plan.t0_us);
     let window = plan.window_at(since_us).copied();
     let (latency_us, fails) = {
-        let mut inner = inner.lock().map_err(|_| "poisoned")?;
+        let mut counts = counts.lock().map_err(|_| "poisoned")?;
         let dependency = plan.dependency;
-        let latency = inner.rng.gen_range(dependency.latency_min_us..=dependency.latency_max_us);
+        let latency = counts.rng.gen_range(dependency.latency_min_us..=dependency.latency_max_us);
         let fail_rate = window.map_or(dependency.fail_rate, |window| window.fail_rate);
-        (latency * window.map_or(1, |window| window.slow_factor), inner.rng.gen_bool(fail_rate))
+        (latency * window.map_or(1, |window| window.slow_factor), counts.rng.gen_bool(fail_rate))
     };
     std::thread::sleep(Duration::from_micros(latency_us));
-    let reply = {
-        let mut inner = inner.lock().map_err(|_| "poisoned")?;
-        perform(plan, &mut inner, worker, op, epoch, fails).map_err(|e| e.to_string())?
+    let performed = {
+        let mut counts = counts.lock().map_err(|_| "poisoned")?;
+        perform(plan, &mut counts, op, epoch, fails)
     };
-    (&stream).write_all(reply.as_bytes()).map_err(|e| e.to_string())
+    let mut store = handles.take()?;
+    let reply = record(&mut store, worker, op, epoch, performed).map_err(|e| e.to_string());
+    handles.give(store);
+    (&stream).write_all(reply?.as_bytes()).map_err(|e| e.to_string())
 }
 
-/// One call, under the stub's lock: fail it, or perform the effect (once per operation) and apply
-/// its output to the ledger under the caller's epoch.
-fn perform(
-    plan: &Plan,
-    inner: &mut Inner,
-    worker: WorkerId,
-    op: OpId,
-    epoch: Epoch,
-    fails: bool,
-) -> Result<String, lease_store::StoreError> {
-    let count = inner.ops.entry((op.job.0, op.step)).or_insert(OpCount {
+/// One call, under the stub's lock: counted, then failed (`None`), or the effect performed (once
+/// per operation) and its output.
+fn perform(plan: &Plan, counts: &mut Counts, op: OpId, epoch: Epoch, fails: bool) -> Option<OutputId> {
+    let count = counts.ops.entry((op.job.0, op.step)).or_insert(OpCount {
         job: op.job.0,
         step: op.step,
         output: None,
@@ -151,14 +197,11 @@ fn perform(
         failed: 0,
     });
     count.calls += 1;
-    let from = Node::Worker(worker.0);
     if fails {
         count.failed += 1;
-        let failed = Event::DependencyFailed { from, job: op.job, op, epoch, after_effect: false };
-        inner.log.append(Node::Ledger, failed)?;
-        return Ok("failed\n".to_string());
+        return None;
     }
-    let output = match count.output {
+    Some(match count.output {
         Some(output) => OutputId(output),
         None => {
             let output = output_of(plan.seed, op, epoch);
@@ -166,9 +209,25 @@ fn perform(
             count.effects += 1;
             output
         }
+    })
+}
+
+/// Puts the call on the history: its failure, or its output applied to the ledger under the
+/// caller's epoch. Returns the answer line.
+fn record(
+    store: &mut Handle,
+    worker: WorkerId,
+    op: OpId,
+    epoch: Epoch,
+    performed: Option<OutputId>,
+) -> Result<String, lease_store::StoreError> {
+    let from = Node::Worker(worker.0);
+    let Some(output) = performed else {
+        store.line(Node::Ledger, Event::DependencyFailed { from, job: op.job, op, epoch, after_effect: false })?;
+        return Ok("failed\n".to_string());
     };
-    inner.store.set_caller(Caller { from: Some(Owner::Worker(worker)), batch: None });
-    let apply = inner.store.apply(host_now(), op, epoch, output)?;
+    store.set_caller(Caller { from: Some(Owner::Worker(worker)), batch: None });
+    let apply = store.apply(host_now(), op, epoch, output)?;
     Ok(match apply {
         Apply::Applied => format!("done {} applied\n", output.0),
         Apply::AlreadyApplied => format!("done {} already_applied\n", output.0),
