@@ -12,6 +12,11 @@
 //! The history logs agree: one `reclaimed` line per job in the first race, one `reclaimed` or one
 //! `terminal` in the second. Rounds default to 1,000 per race and store; `LEASE_RACE_ROUNDS`
 //! overrides.
+//!
+//! On PostgreSQL under the database's clock, completions run beside each other (each locks only
+//! its job's row) while fences take the log's whole lock, and the log is read in time order: the
+//! second race is run there too, and in each job's lines the winner's comes first, before every
+//! loser's (a loser decided after the winner, so it read a later time).
 
 mod common;
 
@@ -19,7 +24,7 @@ use common::{pg, say, TempFile};
 use lease_core::{
     Acquired, Bugs, Completion, Epoch, Fencing, JobId, OutputId, ReclaimerId, Span, TableConfig, Time, WorkerId,
 };
-use lease_store::{SqliteStore, Store};
+use lease_store::{Clock, SqliteStore, Store};
 use std::sync::{Barrier, Mutex};
 
 const THREADS: usize = 8;
@@ -79,8 +84,13 @@ fn race(
 }
 
 fn fence(thread: usize, store: &mut dyn Store, job: JobId) -> Outcome {
+    fence_as_of(thread, store, job, LATE)
+}
+
+/// A fence whose reclaimer's clock reads `as_of`.
+fn fence_as_of(thread: usize, store: &mut dyn Store, job: JobId, as_of: Time) -> Outcome {
     let reclaimer = ReclaimerId(thread as u32);
-    match store.fence(LATE, job, Epoch(1), reclaimer, LATE).expect("the fence answers") {
+    match store.fence(LATE, job, Epoch(1), reclaimer, as_of).expect("the fence answers") {
         Fencing::Won { .. } => Outcome::Won,
         Fencing::LostRace { .. } => Outcome::Lost,
         Fencing::NotExpired { .. } => panic!("the lease expired long ago"),
@@ -88,8 +98,12 @@ fn fence(thread: usize, store: &mut dyn Store, job: JobId) -> Outcome {
 }
 
 fn complete_or_fence(thread: usize, store: &mut dyn Store, job: JobId) -> Outcome {
+    complete_or_fence_as_of(thread, store, job, LATE)
+}
+
+fn complete_or_fence_as_of(thread: usize, store: &mut dyn Store, job: JobId, as_of: Time) -> Outcome {
     if thread % 2 == 1 {
-        return fence(thread, store, job);
+        return fence_as_of(thread, store, job, as_of);
     }
     let output = OutputId(1_000 + thread as u64);
     match store.complete(LATE, job, Epoch(1), output).expect("the completion answers") {
@@ -183,4 +197,47 @@ fn eight_threads_race_on_one_lease_in_postgres_and_exactly_one_wins() {
         one_line_per_job(race_name, setup.as_mut(), kinds, rounds);
         say(&format!("postgres, {THREADS} threads, {race_name}: exactly one winner in each of {won} rounds"));
     }
+}
+
+/// In each job's lines of the race, the winner's (`reclaimed` or `terminal`) comes first.
+fn winner_first_per_job(name: &str, store: &mut dyn Store, rounds: u64) {
+    let mut first: Vec<Option<String>> = vec![None; rounds as usize];
+    let mut last_t_us = 0;
+    for line in store.events().expect("the log reads") {
+        let value: serde_json::Value = serde_json::from_str(&line).expect("a line is JSON");
+        let t_us = value["t_us"].as_u64().expect("a time");
+        assert!(t_us >= last_t_us, "{name}: the log is not in time order at {line}");
+        last_t_us = t_us;
+        let kind = value["kind"].as_str().expect("a kind");
+        if !["reclaimed", "lost_race", "terminal", "refused"].contains(&kind) {
+            continue;
+        }
+        let job = value["job"].as_u64().expect("a job") as usize;
+        first[job].get_or_insert_with(|| kind.to_string());
+    }
+    for (job, kind) in first.iter().enumerate() {
+        let kind = kind.as_deref();
+        assert!(matches!(kind, Some("reclaimed" | "terminal")), "{name}: job {job}'s first line is {kind:?}");
+    }
+}
+
+#[test]
+fn under_the_database_clock_postgres_races_completions_beside_fences_and_logs_the_winner_first() {
+    let rounds = rounds();
+    let Some(scratch) = pg::scratch("races_database") else { return };
+    let name = scratch.name.clone();
+    let open = || Box::new(pg::open_on(&name, config(rounds), Bugs::NONE, Clock::Database)) as Box<dyn Store>;
+    let mut setup = open();
+    lease_every_job(setup.as_mut(), rounds);
+    // Every lease (1 ms) has expired on the server's clock; the reclaimers' clocks read far ahead.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let as_of = Time(u64::MAX / 4);
+    let act = |thread: usize, store: &mut dyn Store, job: JobId| complete_or_fence_as_of(thread, store, job, as_of);
+    let won = one_winner_each_round("complete or fence", &race(rounds, &open, &act));
+    one_line_per_job("complete or fence", setup.as_mut(), &["reclaimed", "terminal"], rounds);
+    winner_first_per_job("complete or fence", setup.as_mut(), rounds);
+    say(&format!(
+        "postgres, the database's clock, {THREADS} threads, complete or fence: exactly one winner in each of {won} \
+         rounds, first in the log"
+    ));
 }

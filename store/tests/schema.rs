@@ -6,7 +6,7 @@ mod common;
 
 use common::{pg, TempFile};
 use lease_core::{Bugs, Enqueued, JobId, Span, TableConfig, Time};
-use lease_store::schema::SCHEMA_VERSION;
+use lease_store::schema::{self, SCHEMA_VERSION};
 use lease_store::{SqliteStore, StoreError, TableStore};
 
 fn config() -> TableConfig {
@@ -103,4 +103,49 @@ fn no_statement_reads_a_clock_or_draws_randomness() {
         assert!(!code.contains(banned), "a statement uses {banned}");
     }
     assert_eq!(code.matches("clock_timestamp()").count(), 1, "the database's clock is read in SELECT_CLOCK alone");
+}
+
+#[test]
+fn the_logs_locks_on_postgres_conflict_as_their_docs_say() {
+    // Proves the lock matrix lease_store::schema documents: operations over one row
+    // (LOCK_LOG_SHARED) run beside each other and beside an acquire (LOCK_QUEUE); acquires take
+    // turns; an operation over rows it does not lock (LOCK_LOG) runs beside none of them. A
+    // second connection tries each lock with NOWAIT while the first holds one.
+    let Some(scratch) = pg::scratch("locks") else { return };
+    drop(scratch.open(config(), Bugs::NONE)); // migrated: the log's table exists
+    let connect = || {
+        let mut client = postgres::Client::connect(&pg::url(), postgres::NoTls).expect("connect");
+        client.batch_execute(&format!("SET search_path TO {}", scratch.name)).expect("search path");
+        client
+    };
+    let (mut first, mut second) = (connect(), connect());
+    let locks = [
+        ("LOCK_LOG", schema::LOCK_LOG),
+        ("LOCK_QUEUE", schema::LOCK_QUEUE),
+        ("LOCK_LOG_SHARED", schema::LOCK_LOG_SHARED),
+    ];
+    // (held, tried): whether the tried lock is granted beside the held one.
+    let beside = |held: &str, tried: &str| match (held, tried) {
+        ("LOCK_LOG_SHARED", "LOCK_LOG_SHARED" | "LOCK_QUEUE") | ("LOCK_QUEUE", "LOCK_LOG_SHARED") => true,
+        _ => false,
+    };
+    for (held_name, held) in locks {
+        for (tried_name, tried) in locks {
+            first.batch_execute(&format!("BEGIN; {held}")).expect("the first lock");
+            let granted = second.batch_execute(&format!("BEGIN; {tried} NOWAIT")).is_ok();
+            second.batch_execute("ROLLBACK").expect("roll back");
+            first.batch_execute("ROLLBACK").expect("roll back");
+            assert_eq!(granted, beside(held_name, tried_name), "{tried_name} while another holds {held_name}");
+        }
+    }
+}
+
+#[test]
+fn a_schema_name_postgres_cannot_take_as_it_is_is_an_error() {
+    // Proves the name is checked before any SQL is built from it, with an error, not a panic.
+    for name in ["", "Upper", "semi;colon", "lease jobs"] {
+        let opened =
+            lease_store::PostgresStore::open(&pg::url(), Some(name), config(), Bugs::NONE, lease_store::Clock::Caller);
+        assert!(matches!(&opened, Err(StoreError::SchemaName(named)) if named == name), "{name:?}: {:?}", opened.err());
+    }
 }

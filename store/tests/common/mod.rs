@@ -106,10 +106,15 @@ pub mod pg {
 
     /// A store handle in schema `name` (see [`Scratch::open`]).
     pub fn open_in(name: &str, config: TableConfig, bugs: Bugs) -> PostgresStore {
+        open_on(name, config, bugs, Clock::Caller)
+    }
+
+    /// [`open_in`], on `clock`.
+    pub fn open_on(name: &str, config: TableConfig, bugs: Bugs, clock: Clock) -> PostgresStore {
         let url = url();
         let separator = if url.contains('?') { '&' } else { '?' };
         let url = format!("{url}{separator}options=-csynchronous_commit%3Doff");
-        PostgresStore::open(&url, Some(name), config, bugs, Clock::Caller).expect("open the store")
+        PostgresStore::open(&url, Some(name), config, bugs, clock).expect("open the store")
     }
 
     impl Drop for Scratch {
