@@ -125,9 +125,11 @@ fn the_logs_locks_on_postgres_conflict_as_their_docs_say() {
         ("LOCK_LOG_SHARED", schema::LOCK_LOG_SHARED),
     ];
     // (held, tried): whether the tried lock is granted beside the held one.
-    let beside = |held: &str, tried: &str| match (held, tried) {
-        ("LOCK_LOG_SHARED", "LOCK_LOG_SHARED" | "LOCK_QUEUE") | ("LOCK_QUEUE", "LOCK_LOG_SHARED") => true,
-        _ => false,
+    let beside = |held: &str, tried: &str| {
+        matches!(
+            (held, tried),
+            ("LOCK_LOG_SHARED", "LOCK_LOG_SHARED" | "LOCK_QUEUE") | ("LOCK_QUEUE", "LOCK_LOG_SHARED")
+        )
     };
     for (held_name, held) in locks {
         for (tried_name, tried) in locks {
