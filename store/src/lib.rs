@@ -8,8 +8,9 @@
 //! - [`MemoryStore`]: `LeaseTable` and `EffectLedger` themselves. Nothing is durable.
 //! - [`SqliteStore`]: SQLite through `rusqlite` with SQLite compiled in (`bundled`), in memory or
 //!   on a file. The embedded default. Writers are serialised by `BEGIN IMMEDIATE`.
-//! - [`PostgresStore`]: PostgreSQL, for many machines. The queue's head is taken with
-//!   `FOR UPDATE SKIP LOCKED`, every other row an operation decides over with `FOR UPDATE`.
+//! - [`PostgresStore`]: PostgreSQL, for many machines. Each row an operation decides over is
+//!   taken `FOR UPDATE`, after a lock on the log's table whose mode says what may run beside it
+//!   ([`schema::LOCK_LOG`], [`schema::LOCK_QUEUE`], [`schema::LOCK_LOG_SHARED`]).
 //!
 //! **The rules are written once.** A store on a database never decides: each operation runs in
 //! one transaction that reads the job's row (locked), asks [`lease_core::Rules`] (or
@@ -21,14 +22,15 @@
 //!
 //! **Every answer and its history line commit together.** Each operation appends one line of the
 //! project's history contract (README, "The history") in its own transaction, so the log, read in
-//! commit order ([`TableStore::events`]), is a history. See [`event`] for the line type.
+//! its order ([`TableStore::events`], see [`Clock`]), is a history. See [`event`] for the line type.
 //!
 //! **The table's clock.** Every call takes `now`, the table's time in microseconds, as
-//! `LeaseTable` does: the simulated clock in the simulator, the host's in a live run. SQLite always
-//! uses the time passed in (every process of one SQLite file shares one machine's clock).
-//! PostgreSQL uses it too, unless opened with [`Clock::Database`]: then the table's clock is the
-//! server's `clock_timestamp()`, in microseconds since the Unix epoch, so that processes on many
-//! machines share one clock. A handle refuses a `now` earlier than one it was passed before
+//! `LeaseTable` does: the simulated clock in the simulator. A store opened on
+//! [`Clock::Database`] ignores it and reads the database's own clock inside each transaction, once
+//! it holds the locks its decision needs: PostgreSQL's `clock_timestamp()` (processes on many
+//! machines share one clock), or for SQLite the host's ([`SqliteStore::open_on`]). The log is then
+//! read in time order, and on PostgreSQL operations over different rows commit side by side (see
+//! [`Clock`]). A handle refuses a `now` earlier than one it was passed before
 //! ([`lease_core::TableError::TimeWentBackwards`]); different handles share rows, not a clock.
 //!
 //! **Determinism.** Nothing in the SQL reads a clock or draws randomness (no `CURRENT_TIMESTAMP`,
@@ -36,12 +38,13 @@
 //! ordering has a total tie-break (`ORDER BY expires_at_us, job`), so the same calls on an
 //! in-memory SQLite database give the same answers and the same log, byte for byte.
 //!
-//! **Why the synchronous `postgres` crate, not `tokio-postgres`.** The rules are sans-IO and the
-//! seam is synchronous, as `rusqlite` is: one trait serves every store, and a caller on threads (a
-//! worker process, the race tests, the benchmark) needs no runtime. `postgres` is `tokio-postgres`
-//! behind a private current-thread runtime, so the wire protocol and its quality are the same; an
-//! async service can still run a store on a blocking thread. And no tokio runtime may ever reach
-//! a simulated world, where a store runs on SQLite.
+//! **Synchronous, with `tokio-postgres` inside.** The rules are sans-IO and the seam is
+//! synchronous, as `rusqlite` is: one trait serves every store, and a caller on threads (a worker
+//! process, the race tests, the benchmark) needs no runtime. The PostgreSQL handle runs
+//! `tokio-postgres` on a private current-thread runtime, as the `postgres` crate does, so that it
+//! can pipeline: the statements of one step of an operation go out together and cost one round
+//! trip. An async service can still run a store on a blocking thread. And no tokio runtime may
+//! ever reach a simulated world, where a store runs on SQLite.
 //!
 //! **A service.** [`service`] runs worker and reclaimer threads on a store, on the host's clock,
 //! with failures injected, and checks that every job ended exactly once: the `service` example

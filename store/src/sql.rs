@@ -222,8 +222,8 @@ pub trait Tx {
     fn planted(&mut self, sql: &str, job: JobId, epoch: Epoch, value: i64) -> Result<usize, StoreError>;
     /// The guarded write of a ledger decision: rows written (0 or 1).
     fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError>;
-    /// Appends one history line, taking the log's next sequence number (the head row stays
-    /// locked to commit).
+    /// Appends one history line, numbered in the log (SQLite: the head row's next number, the row
+    /// locked to commit; PostgreSQL: the log's sequence). The log's order: [`crate::Clock`].
     fn log(&mut self, t_us: u64, node: &str, line: &str) -> Result<(), StoreError>;
 }
 

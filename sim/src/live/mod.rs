@@ -7,7 +7,7 @@
 //! generator. It then deals the plan's faults with real signals (SIGKILL, then a restart;
 //! SIGSTOP, then SIGCONT), writes each to the run's log, heals at the end of the fault phase,
 //! waits (bounded) for every accepted job to end, stops and reaps every child, and exports one
-//! history: the log in commit order ([`db`]), after a `run` line, every time counted from the
+//! history: the log in its order ([`db`]: time, ties in commit order), after a `run` line, every time counted from the
 //! run's start on the table's clock.
 //!
 //! Safety: every loop is bounded in count and time; only loopback addresses are used; every
@@ -196,7 +196,7 @@ pub fn run_with(options: &Options, tweak: &dyn Fn(&mut Plan)) -> Result<Finished
     exported
 }
 
-/// Writes `DIR/history.jsonl`: the `run` line, then the log in commit order, every time counted
+/// Writes `DIR/history.jsonl`: the `run` line, then the log in its order, every time counted
 /// from the run's start.
 fn export(plan: &Plan, store: &mut Handle, out: &Path) -> Result<PathBuf, Failure> {
     let run = Entry {
