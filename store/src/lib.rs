@@ -134,6 +134,16 @@ pub enum Clock {
     Database,
 }
 
+impl Clock {
+    /// The statement that reads the log in this clock's order.
+    pub fn log_order(self) -> &'static str {
+        match self {
+            Clock::Caller => schema::SELECT_EVENTS,
+            Clock::Database => schema::SELECT_EVENTS_BY_TIME,
+        }
+    }
+}
+
 /// When a line of a caller's own is stamped ([`TableStore::append`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stamp {
@@ -143,6 +153,17 @@ pub enum Stamp {
     /// This time, read earlier: a line written after the fact (a fault, stamped when its signal
     /// was sent, by a thread that may have waited).
     At(Time),
+}
+
+impl Stamp {
+    /// The `now` to run the append at (`last_now`, a handle's latest, for a line stamped earlier),
+    /// and the stamp when it is not that operation's time.
+    fn split(self, last_now: Time) -> (Time, Option<Time>) {
+        match self {
+            Stamp::Now(now) => (now, None),
+            Stamp::At(at) => (last_now, Some(at)),
+        }
+    }
 }
 
 /// A PostgreSQL error with the server's own words (its `Display` alone says only "db error").

@@ -606,11 +606,7 @@ impl TableStore for PostgresStore {
     }
 
     fn events(&mut self) -> Result<Vec<String>, StoreError> {
-        let order = match self.clock {
-            Clock::Caller => schema::SELECT_EVENTS,
-            Clock::Database => schema::SELECT_EVENTS_BY_TIME,
-        };
-        Ok(self.query(order, &[])?.iter().map(|row| row.get(0)).collect())
+        Ok(self.query(self.clock.log_order(), &[])?.iter().map(|row| row.get(0)).collect())
     }
 
     fn append(
@@ -619,10 +615,7 @@ impl TableStore for PostgresStore {
         node: &str,
         line: &mut dyn FnMut(Time) -> Option<String>,
     ) -> Result<Option<Time>, StoreError> {
-        let (now, at) = match stamp {
-            Stamp::Now(now) => (now, None),
-            Stamp::At(at) => (self.last_now, Some(at)),
-        };
+        let (now, at) = stamp.split(self.last_now);
         self.run(now, false, Scope::Line, |op, tx| op.append(tx, at, node, line))
     }
 }

@@ -376,11 +376,7 @@ impl TableStore for SqliteStore {
     }
 
     fn events(&mut self) -> Result<Vec<String>, StoreError> {
-        let order = match self.clock {
-            Clock::Caller => schema::SELECT_EVENTS,
-            Clock::Database => schema::SELECT_EVENTS_BY_TIME,
-        };
-        let mut statement = self.conn.prepare_cached(order)?;
+        let mut statement = self.conn.prepare_cached(self.clock.log_order())?;
         let lines = statement.query_map([], |row| row.get(0))?;
         Ok(lines.collect::<Result<_, _>>()?)
     }
@@ -391,10 +387,7 @@ impl TableStore for SqliteStore {
         node: &str,
         line: &mut dyn FnMut(Time) -> Option<String>,
     ) -> Result<Option<Time>, StoreError> {
-        let (now, at) = match stamp {
-            Stamp::Now(now) => (now, None),
-            Stamp::At(at) => (self.last_now, Some(at)),
-        };
+        let (now, at) = stamp.split(self.last_now);
         self.run(now, false, |op, tx| op.append(tx, at, node, line))
     }
 }
