@@ -41,7 +41,7 @@ pub struct Row {
     pub p50_us: u64,
     /// Ours: arrival to outcome, p99.
     pub p99_us: u64,
-    /// From the kill of half the workers until every job they held ended.
+    /// From the kill of half the workers until every job they held ended (`None`: they held none).
     pub recovery_us: Option<u64>,
     /// The baseline's jobs per second.
     pub baseline_jobs_per_s: f64,
@@ -157,9 +157,9 @@ fn ours(
     let last_us = ended.values().copied().max().unwrap_or(0);
     let mut delays: Vec<u64> =
         ended.iter().filter_map(|(job, end)| arrived.get(job).map(|start| end.saturating_sub(*start))).collect();
-    let recovery = killed_at.map(|at| {
-        held_at_kill.iter().filter_map(|job| ended.get(job)).map(|end| end.saturating_sub(at)).max().unwrap_or(0)
-    });
+    // None when the killed workers held no job at the kill (between jobs): nothing to recover.
+    let recovery = killed_at
+        .and_then(|at| held_at_kill.iter().filter_map(|job| ended.get(job)).map(|end| end.saturating_sub(at)).max());
     Ok((figures(&mut delays, first_us, last_us), recovery))
 }
 
