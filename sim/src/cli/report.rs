@@ -6,7 +6,8 @@ use crate::history::{parse_jsonl, Entry};
 use crate::report::Report;
 use std::path::Path;
 
-/// Parses a duration: a number with `us`, `ms` or `s` (`400ms`, `1.5s`, `250000us`).
+/// Parses a duration: a number with `us`, `ms`, `s`, `m` or `h` (`400ms`, `1.5s`, `250000us`,
+/// `3m`).
 pub(super) fn parse_duration(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let (number, scale) = if let Some(n) = text.strip_suffix("us") {
@@ -15,8 +16,12 @@ pub(super) fn parse_duration(text: &str) -> Result<u64, String> {
         (n, 1e3)
     } else if let Some(n) = text.strip_suffix('s') {
         (n, 1e6)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60e6)
+    } else if let Some(n) = text.strip_suffix('h') {
+        (n, 3_600e6)
     } else {
-        return Err(format!("{text:?}: give a unit, e.g. 400ms, 1.5s or 250000us"));
+        return Err(format!("{text:?}: give a unit, e.g. 400ms, 1.5s, 3m or 250000us"));
     };
     let value: f64 = number.trim().parse().map_err(|_| format!("{text:?} is not a duration (e.g. 400ms)"))?;
     let us = value * scale;
@@ -76,7 +81,9 @@ mod tests {
         assert_eq!(parse_duration("400ms"), Ok(400_000));
         assert_eq!(parse_duration("1.5s"), Ok(1_500_000));
         assert_eq!(parse_duration("250us"), Ok(250));
-        for bad in ["400", "ms", "-1s", "0ms", "nan s", "1e30s", "4 hours"] {
+        assert_eq!(parse_duration("3m"), Ok(180_000_000)); // the nightly's live run: `--duration 3m`
+        assert_eq!(parse_duration("0.5h"), Ok(1_800_000_000));
+        for bad in ["400", "ms", "-1s", "0ms", "nan s", "1e30s", "4 hours", "3 min", "m", "h"] {
             assert!(parse_duration(bad).is_err(), "{bad} accepted");
         }
     }
