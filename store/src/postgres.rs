@@ -53,7 +53,9 @@ pub struct PostgresStore {
     runtime: Runtime,
     client: Client,
     /// Every statement an operation runs, prepared on this connection, by its text.
-    prepared: BTreeMap<String, Statement>,
+    prepared: BTreeMap<&'static str, Statement>,
+    /// The `FOR UPDATE` forms of [`LOCKED`], by the text they lock (no text built per call).
+    locked: BTreeMap<&'static str, Statement>,
     rules: Rules,
     caller: Caller,
     clock: Clock,
@@ -66,39 +68,31 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// `sql` with PostgreSQL's row lock.
-fn locked(sql: &str) -> String {
-    format!("{sql} FOR UPDATE")
-}
+/// The reads a handle also prepares with PostgreSQL's row lock (`… FOR UPDATE`).
+const LOCKED: [&str; 4] = [schema::SELECT_JOB, schema::SELECT_GRANTED_JOB, schema::SELECT_HEAD, schema::SELECT_OP];
 
-/// The text of every statement a handle prepares when it opens.
-fn statements() -> Vec<String> {
-    let plain = [
-        schema::SELECT_JOB,
-        schema::SELECT_KNOWN,
-        schema::SELECT_EXPIRED,
-        schema::SELECT_BACKLOG,
-        schema::SELECT_EARLIEST,
-        schema::SELECT_QUEUE_ENDS,
-        schema::INSERT_JOB,
-        schema::UPDATE_JOB,
-        schema::PLANTED_COMPLETE_BY_STATE,
-        schema::PLANTED_RENEW_BY_EPOCH,
-        schema::SELECT_GRANT,
-        schema::UPSERT_GRANT,
-        schema::ENSURE_OP,
-        schema::SELECT_OP,
-        schema::UPDATE_OP,
-        schema::INSERT_EVENT_NEXT,
-        schema::SELECT_EVENTS,
-        schema::SELECT_EVENTS_BY_TIME,
-        schema::SELECT_CLOCK,
-    ];
-    let mut all: Vec<String> = plain.iter().map(|sql| sql.to_string()).collect();
-    let locked_forms = [schema::SELECT_JOB, schema::SELECT_GRANTED_JOB, schema::SELECT_HEAD, schema::SELECT_OP];
-    all.extend(locked_forms.map(locked));
-    all
-}
+/// The text of every statement a handle prepares when it opens (and [`LOCKED`]).
+const STATEMENTS: [&str; 19] = [
+    schema::SELECT_JOB,
+    schema::SELECT_KNOWN,
+    schema::SELECT_EXPIRED,
+    schema::SELECT_BACKLOG,
+    schema::SELECT_EARLIEST,
+    schema::SELECT_QUEUE_ENDS,
+    schema::INSERT_JOB,
+    schema::UPDATE_JOB,
+    schema::PLANTED_COMPLETE_BY_STATE,
+    schema::PLANTED_RENEW_BY_EPOCH,
+    schema::SELECT_GRANT,
+    schema::UPSERT_GRANT,
+    schema::ENSURE_OP,
+    schema::SELECT_OP,
+    schema::UPDATE_OP,
+    schema::INSERT_EVENT_NEXT,
+    schema::SELECT_EVENTS,
+    schema::SELECT_EVENTS_BY_TIME,
+    schema::SELECT_CLOCK,
+];
 
 impl PostgresStore {
     /// Connects to `url` (e.g. `postgres://postgres@127.0.0.1:5432/test`) and works in `schema`
@@ -126,19 +120,24 @@ impl PostgresStore {
                 eprintln!("lease-store: the PostgreSQL connection failed: {error}");
             }
         });
-        let prepared = runtime.block_on(async {
+        let (prepared, locked) = runtime.block_on(async {
             if let Some(name) = schema {
                 client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {name}; SET search_path TO {name}")).await?;
             }
             migrate(&mut client).await?;
-            let texts = statements();
-            let statements = try_join_all(texts.iter().map(|sql| client.prepare(sql))).await?;
-            Ok::<_, StoreError>(texts.into_iter().zip(statements).collect())
+            let locked_texts = LOCKED.map(|sql| format!("{sql} FOR UPDATE"));
+            let (plain, locked) = try_join(
+                try_join_all(STATEMENTS.iter().map(|sql| client.prepare(sql))),
+                try_join_all(locked_texts.iter().map(|sql| client.prepare(sql))),
+            )
+            .await?;
+            Ok::<_, StoreError>((STATEMENTS.into_iter().zip(plain).collect(), LOCKED.into_iter().zip(locked).collect()))
         })?;
         Ok(PostgresStore {
             runtime,
             client,
             prepared,
+            locked,
             rules: Rules { config, bugs },
             caller: Caller::default(),
             clock,
@@ -149,6 +148,11 @@ impl PostgresStore {
     /// A statement prepared when the handle opened.
     fn statement(&self, sql: &str) -> &Statement {
         self.prepared.get(sql).unwrap_or_else(|| panic!("a statement not prepared on opening: {sql}"))
+    }
+
+    /// `sql`'s `FOR UPDATE` form, prepared when the handle opened.
+    fn locked(&self, sql: &str) -> &Statement {
+        self.locked.get(sql).unwrap_or_else(|| panic!("a locked read not prepared on opening: {sql}"))
     }
 
     /// Runs one operation in one transaction; an `Err` rolls it back. A table operation
@@ -227,8 +231,8 @@ impl PostgresStore {
                 let worker = i64::from(worker.0);
                 let (grant, granted, head) = try_join3(
                     client.query_opt(self.statement(schema::SELECT_GRANT), &[&worker]),
-                    client.query_opt(self.statement(&locked(schema::SELECT_GRANTED_JOB)), &[&worker]),
-                    client.query_opt(self.statement(&locked(schema::SELECT_HEAD)), &[]),
+                    client.query_opt(self.locked(schema::SELECT_GRANTED_JOB), &[&worker]),
+                    client.query_opt(self.locked(schema::SELECT_HEAD), &[]),
                 )
                 .await?;
                 prefetched.grant = Some(grant.as_ref().map(last_grant));
@@ -240,14 +244,14 @@ impl PostgresStore {
             }
             Scope::Job(job) => {
                 let id = int(job.0);
-                let row = client.query_opt(self.statement(&locked(schema::SELECT_JOB)), &[&id]).await?;
+                let row = client.query_opt(self.locked(schema::SELECT_JOB), &[&id]).await?;
                 prefetched.jobs.push((job, row.as_ref().map(job_row).transpose()?));
             }
             Scope::Op(op) => {
                 let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];
                 let (_, row) = try_join(
                     client.execute(self.statement(schema::ENSURE_OP), &key),
-                    client.query_one(self.statement(&locked(schema::SELECT_OP)), &key),
+                    client.query_one(self.locked(schema::SELECT_OP), &key),
                 )
                 .await?;
                 prefetched.op = Some((op, op_record(&row)));
@@ -366,8 +370,9 @@ impl PgTx<'_> {
         assert!(self.writes.is_empty(), "{what} read after a held write");
     }
 
-    fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
-        self.store.query(sql, params)?.iter().map(job_row).collect()
+    fn rows(&self, statement: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+        let rows = self.store.runtime.block_on(self.store.client.query(statement, params))?;
+        rows.iter().map(job_row).collect()
     }
 
     fn hold(&mut self, sql: &'static str, params: Vec<Box<dyn ToSql + Sync>>, guard: Option<JobId>) {
@@ -407,7 +412,7 @@ impl Tx for PgTx<'_> {
             return Ok(self.prefetched.jobs.swap_remove(at).1);
         }
         self.read("another job's row");
-        Ok(self.rows(&locked(schema::SELECT_JOB), &[&int(job.0)])?.pop())
+        Ok(self.rows(self.store.locked(schema::SELECT_JOB), &[&int(job.0)])?.pop())
     }
 
     fn known(&mut self, job: JobId) -> Result<bool, StoreError> {
@@ -420,7 +425,7 @@ impl Tx for PgTx<'_> {
             return Ok(head);
         }
         self.read("the queue's head");
-        Ok(self.rows(&locked(schema::SELECT_HEAD), &[])?.pop())
+        Ok(self.rows(self.store.locked(schema::SELECT_HEAD), &[])?.pop())
     }
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
@@ -454,7 +459,7 @@ impl Tx for PgTx<'_> {
 
     fn expiring(&mut self, through: i64, limit: i64) -> Result<Vec<Row>, StoreError> {
         self.read("the expired leases");
-        self.rows(schema::SELECT_EXPIRED, &[&through, &limit])
+        self.rows(self.store.statement(schema::SELECT_EXPIRED), &[&through, &limit])
     }
 
     fn last_grant(&mut self, worker: WorkerId) -> Result<Option<LastGrant>, StoreError> {
@@ -495,7 +500,7 @@ impl Tx for PgTx<'_> {
         let store = self.store;
         let (_, row) = store.runtime.block_on(try_join(
             store.client.execute(store.statement(schema::ENSURE_OP), &key),
-            store.client.query_one(store.statement(&locked(schema::SELECT_OP)), &key),
+            store.client.query_one(store.locked(schema::SELECT_OP), &key),
         ))?;
         Ok(op_record(&row))
     }
