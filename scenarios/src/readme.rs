@@ -1,11 +1,12 @@
-//! The README's scenario table, generated from the registry (`lease_sim::scenarios::Scenario::ALL`)
-//! and the proof modules ([`crate::PROOFS`]): a test holds the README to it, word for word.
+//! The scenario table of docs/scenarios.md, generated from the registry
+//! (`lease_sim::scenarios::Scenario::ALL`) and the proof modules ([`crate::PROOFS`]): a test holds
+//! docs/scenarios.md to it, word for word.
 
 use crate::PROOFS;
 use lease_sim::scenarios::Scenario;
 
-/// The scenario table as the README shows it: one row per scenario in the registry's order, with
-/// its name, its proof module (empty when it has none) and its sentence.
+/// The scenario table as docs/scenarios.md shows it: one row per scenario in the registry's order,
+/// with its name, its proof module (empty when it has none) and its sentence.
 pub fn scenario_table() -> String {
     let mut table = String::from("| name | module | what it shows |\n| --- | --- | --- |\n");
     for &scenario in Scenario::ALL {
@@ -29,18 +30,18 @@ mod tests {
     use crate::PROOFS;
     use lease_sim::scenarios::Scenario;
 
-    // Proves the README's scenario table is the registry's: it contains, word for word and with
-    // no row more, the table generated from `Scenario::ALL` (names and sentences, in order) and
-    // the proof modules. On a difference it prints the table to paste in.
+    // Proves docs/scenarios.md's scenario table is the registry's: it contains, word for word and
+    // with no row more, the table generated from `Scenario::ALL` (names and sentences, in order)
+    // and the proof modules. On a difference it prints the table to paste in.
     #[test]
     fn the_readme_scenario_table_is_the_registry() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
-        let readme = std::fs::read_to_string(path).expect("README.md at the repository root");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scenarios.md");
+        let readme = std::fs::read_to_string(path).expect("docs/scenarios.md in the repository");
         let table = scenario_table();
         // Blank lines around it: no stale row before or after the registry's.
         assert!(
             readme.contains(&format!("\n\n{table}\n")),
-            "README.md's scenario table differs from the registry; it should be:\n\n{table}"
+            "docs/scenarios.md's scenario table differs from the registry; it should be:\n\n{table}"
         );
     }
 

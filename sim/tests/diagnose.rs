@@ -1,5 +1,5 @@
 //! The report and the diagnosis, end to end: the cause's accuracy over the labelled scenarios
-//! and the swarm (issue 12's targets, at a smaller N than the README's 200: the counts are
+//! and the swarm (the targets of docs/reports.md, at a smaller N than its 200: the counts are
 //! deterministic), a report on every scenario's history, and Little's law on the labelled ones.
 
 use lease_sim::history::parse_jsonl;
@@ -9,7 +9,7 @@ use lease_sim::runner::Target;
 use lease_sim::scenarios::Scenario;
 use std::process::Command;
 
-/// Seeds per labelled scenario here; the README's figures are at 200.
+/// Seeds per labelled scenario here; docs/reports.md's figures are at 200.
 const SEEDS: u64 = 60;
 
 // Proves the cause is right often enough: recall at least 0.9 for every single cause, false
@@ -125,8 +125,8 @@ fn the_command_line_writes_three_files_and_refuses_bad_input() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-// Proves the README's example is real: its report.txt is what `report` prints for crash-loop seed
-// 3 today, and docs/timeline-crash-loop-seed-3.svg is what it draws.
+// Proves the README tour's example is real: its report.txt is what `report` prints for crash-loop
+// seed 3 today, and docs/timeline-crash-loop-seed-3.svg is what it draws.
 #[test]
 fn the_readme_example_is_what_the_report_gives() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();

@@ -1,16 +1,16 @@
-//! The README quotes the guarded statements of `store/src/schema.rs` ("Use it in a service", "The
-//! SQL, and what each guard prevents"); `schema.rs` stays their one source. Each quoted statement
-//! opens with `-- schema::NAME`, then its doc comment as `--` lines, then its text. This proves,
-//! statement by statement, that the text is exactly the constant the stores run (whitespace aside)
-//! and that the comment is exactly the constant's doc comment in `schema.rs`, and that every
-//! guard the README must show is there.
+//! docs/stores.md quotes the guarded statements of `store/src/schema.rs` ("Use it in a service",
+//! "The SQL, and what each guard prevents"); `schema.rs` stays their one source. Each quoted
+//! statement opens with `-- schema::NAME`, then its doc comment as `--` lines, then its text. This
+//! proves, statement by statement, that the text is exactly the constant the stores run
+//! (whitespace aside) and that the comment is exactly the constant's doc comment in `schema.rs`,
+//! and that every guard docs/stores.md must show is there.
 
 use lease_store::schema;
 
-const README: &str = include_str!("../../README.md");
+const STORES_MD: &str = include_str!("../../docs/stores.md");
 const SCHEMA_RS: &str = include_str!("../src/schema.rs");
 
-/// The statements the README may quote, by name.
+/// The statements docs/stores.md may quote, by name.
 const STATEMENTS: &[(&str, &str)] = &[
     ("SELECT_JOB", schema::SELECT_JOB),
     ("SELECT_KNOWN", schema::SELECT_KNOWN),
@@ -32,7 +32,7 @@ const STATEMENTS: &[(&str, &str)] = &[
     ("SELECT_CLOCK", schema::SELECT_CLOCK),
 ];
 
-/// The guards the README must show: acquire, the decision write-back (renew, complete, fence),
+/// The guards docs/stores.md must show: acquire, the decision write-back (renew, complete, fence),
 /// the reclaim listing, the ledger's lookup and apply, and the log's order (SQLite's counter,
 /// PostgreSQL's locks).
 const REQUIRED: &[&str] = &[
@@ -48,7 +48,7 @@ const REQUIRED: &[&str] = &[
     "LOCK_LOG_SHARED",
 ];
 
-/// One quoted statement: its constant's name, its comment and its text, as the README has them.
+/// One quoted statement: its constant's name, its comment and its text, as docs/stores.md has them.
 #[derive(Debug)]
 struct Quote {
     name: String,
@@ -60,9 +60,9 @@ fn squeeze(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The README's section `heading`, up to the next section of the same level.
+/// docs/stores.md's section `heading`, up to the next section of the same level.
 fn section<'a>(text: &'a str, heading: &str) -> &'a str {
-    let start = text.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("the README has no {heading:?}"));
+    let start = text.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("docs/stores.md has no {heading:?}"));
     let rest = &text[start + 1..];
     let end = rest[heading.len()..].find("\n## ").map_or(rest.len(), |end| end + heading.len());
     &rest[..end]
@@ -109,23 +109,23 @@ fn doc_comment(name: &str) -> String {
 
 #[test]
 fn the_readmes_sql_is_schema_rs_statement_for_statement_and_comment_for_comment() {
-    let quotes = quotes(section(README, "## Use it in a service"));
+    let quotes = quotes(section(STORES_MD, "## Use it in a service"));
     for quote in &quotes {
         let (_, sql) = STATEMENTS
             .iter()
             .find(|(name, _)| *name == quote.name)
-            .unwrap_or_else(|| panic!("the README quotes schema::{}, which this test does not know", quote.name));
+            .unwrap_or_else(|| panic!("docs/stores.md quotes schema::{}, which this test does not know", quote.name));
         let quoted = squeeze(&quote.sql);
         assert_eq!(quoted.strip_suffix(';'), Some(squeeze(sql).as_str()), "schema::{} is quoted wrong", quote.name);
         assert_eq!(
             squeeze(&quote.comment),
             squeeze(&doc_comment(&quote.name)),
-            "the README's comment on schema::{} is not the one in schema.rs",
+            "docs/stores.md's comment on schema::{} is not the one in schema.rs",
             quote.name
         );
     }
     for name in REQUIRED {
-        assert!(quotes.iter().any(|quote| quote.name == *name), "the README does not quote schema::{name}");
+        assert!(quotes.iter().any(|quote| quote.name == *name), "docs/stores.md does not quote schema::{name}");
     }
 }
 
