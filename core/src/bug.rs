@@ -1,7 +1,7 @@
 //! Planted bugs: named, deliberate breaks of one protocol rule each.
 //!
 //! They exist to prove that the simulation harness catches the bugs production queues shipped.
-//! Only the `planted-bugs` cargo feature can switch one on ([`Bugs::plant`]), only `lease-sim`
+//! Only the `planted-bugs` cargo feature can switch one on (`Bugs::plant`), only `lease-sim`
 //! enables that feature, and a bug is chosen at run time, never by default. Without the feature
 //! [`Bugs::on`] is constantly false and every planted branch compiles away.
 
@@ -151,6 +151,36 @@ impl Bug {
             Bug::Canary => "canary",
         }
     }
+
+    /// What the bug breaks, in one line (`lease-sim bugs` lists it beside the name); the
+    /// variant's doc says the rest.
+    pub fn about(self) -> &'static str {
+        match self {
+            Bug::ReclaimBoundaryOffByOne => "expiry compared in whole ticks: a lease counts as expired a tick early",
+            Bug::ReclaimByReclaimerClock => "expiry decided by the reclaimer's drifting clock, not the table's",
+            Bug::CompleteWithoutEpochCheck => "the table accepts a completion without checking its epoch",
+            Bug::RenewWithoutEpochCheck => "the table accepts a renewal without checking its epoch",
+            Bug::LedgerWithoutFence => "the ledger never raises or checks its fence: a stale effect is accepted",
+            Bug::ReclaimSkipsAdoption => "the reclaimer requeues without a lookup: the next worker repeats the effect",
+            Bug::ReclaimWithoutCas => "a fence without comparing the epoch: two racing reclaimers both win",
+            Bug::UnboundedReclaimBatch => "the table ignores batch_max when it lists expired leases",
+            Bug::ConflictDoesNotStopBatch => "conflicting outputs: the newest completes the job and the batch goes on",
+            Bug::WorkerWithoutSelfFence => "the worker keeps acting on its lease past its own estimate of expiry",
+            Bug::FenceRevivesFinished => "a fence of a job finished since its listing hands it to the reclaimer",
+            Bug::RequeueWithoutEpochCheck => "a requeue under any epoch: a stale failure report hands back a held job",
+            Bug::RenewGrace => "the table renews a lease up to RENEW_GRACE after it expired",
+            Bug::LookupFencesOnlyWhenFound => "a lookup raises the ledger's fence only when it finds an output",
+            Bug::LeaseCountedFromReply => "the worker counts its lease from the answer, not from when it asked",
+            Bug::DeadLetterOneLate => "the table dead-letters one attempt late: attempts_max + 1 grants",
+            Bug::RequeueKeepsExpiry => "a requeue leaves the lease's expiry indexed: the table's own assertion fires",
+            Bug::FenceChecksEpochOnly => "a fence checks the epoch alone: a job handed back or ended is taken anyway",
+            Bug::HandBackByJobId => "a hand-back by job id alone: no epoch check, and an ended job is requeued",
+            Bug::DeadLetterIgnoresTerminal => "a dead-letter without checking the job ended: a late copy ends it twice",
+            Bug::CompleteByStateOnly => "SQL completion guarded by state = 'leased' alone, never the epoch",
+            Bug::RenewByEpochOnly => "SQL renewal guarded by job and epoch, not expiry: an expired lease revives",
+            Bug::Canary => "about one seed in twenty records a second terminal outcome",
+        }
+    }
 }
 
 impl fmt::Display for Bug {
@@ -203,6 +233,24 @@ impl Bugs {
         {
             let _ = bug;
             false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Bug;
+
+    // Proves every planted bug has a description that fits one line of `lease-sim bugs` beside
+    // its name, and that no two bugs share one.
+    #[test]
+    fn every_bug_has_its_own_one_line_description() {
+        let mut seen = std::collections::BTreeSet::new();
+        for bug in Bug::ALL.into_iter().chain(Bug::STORE) {
+            let about = bug.about();
+            assert!(!about.is_empty() && !about.contains('\n'), "{bug}: {about:?}");
+            assert!(bug.name().len() + about.len() <= 120, "{bug}: {} characters", about.len());
+            assert!(seen.insert(about), "{bug} shares its description");
         }
     }
 }

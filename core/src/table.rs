@@ -12,13 +12,13 @@ use crate::time::{Span, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// The tick of the planted off-by-one reclaim boundary ([`Bug::ReclaimBoundaryOffByOne`]): the bug
+/// The tick of the planted off-by-one reclaim boundary ([`Bug::ReclaimBoundaryOffByOne`](crate::Bug::ReclaimBoundaryOffByOne)): the bug
 /// compares expiries in whole ticks, rounding down, as queues that store or compare timestamps at a
 /// coarser unit than they grant leases in; a lease then counts as expired from the start of the
 /// tick in which it expires, up to one tick early.
 pub const RECLAIM_TICK: Span = Span::from_ms(50);
 
-/// How long past its expiry the planted [`Bug::RenewGrace`] still renews a lease.
+/// How long past its expiry the planted [`Bug::RenewGrace`](crate::Bug::RenewGrace) still renews a lease.
 pub const RENEW_GRACE: Span = Span::from_ms(25);
 
 /// The table's limits. Every one is named, checked, and shown in a history's `run` line.
@@ -330,7 +330,7 @@ pub enum Quarantine {
 /// The lease table. See the module doc.
 ///
 /// Each operation checks for misuse, asks [`Rules`] for its decision over the job's record, and
-/// writes the decision back into its maps ([`LeaseTable::write`]).
+/// writes the decision back into its maps (`LeaseTable::write`).
 #[derive(Debug, Clone)]
 pub struct LeaseTable {
     rules: Rules,

@@ -11,7 +11,7 @@ pub const SCENARIO: Scenario = Scenario::CALM;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{median_backlog, sweep_holds_and_covers};
-    use lease_sim::render::is_fault;
+    use lease_history::render::is_fault;
 
     // At the median over its seeds the backlog's peak in the window is within 3 jobs of the
     // lead-in's, and no seed's history has a fault line but the heal.

@@ -11,8 +11,8 @@ pub const SCENARIO: Scenario = Scenario::ARRIVAL_SURGE;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{scripted, sweep_holds_and_covers};
-    use lease_sim::figures::Figures;
-    use lease_sim::history::{Event, RejectReason};
+    use lease_check::figures::Figures;
+    use lease_history::{Event, RejectReason};
     use std::collections::BTreeSet;
 
     // Rejections are counted, rejected jobs never ran, and every accepted job ended.

@@ -13,7 +13,7 @@ pub const SCENARIO: Scenario = Scenario::CONFLICTING_OUTPUTS;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{scripted, sweep_holds_and_covers};
-    use lease_sim::history::{Event, OutcomeKind};
+    use lease_history::{Event, OutcomeKind};
 
     // Each stopped batch quarantined its job with both identities, and nothing in that batch
     // happened after the stop.

@@ -13,7 +13,7 @@ pub const SCENARIO: Scenario = Scenario::CRASH_AFTER_EFFECT;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{count, scripted, sweep_holds_and_covers};
-    use lease_sim::history::{CrashPoint, Event, OutcomeKind};
+    use lease_history::{CrashPoint, Event, OutcomeKind};
 
     // The scripted crashes: each crashed job has one applied output, is adopted, and completes
     // once with exactly that output.

@@ -12,7 +12,7 @@ pub const SCENARIO: Scenario = Scenario::FAILING_DEPENDENCY;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{scripted, sweep_holds_and_covers};
-    use lease_sim::history::{Event, OutcomeKind};
+    use lease_history::{Event, OutcomeKind};
 
     // Every dead-lettered job spent exactly attempts_max grants; requeues count attempts upwards.
     #[test]

@@ -14,7 +14,7 @@ mod tests {
     use super::SCENARIO;
     use crate::prove::{count, scripted, sweep_holds_and_covers};
     use lease_sim::clock::LocalClock;
-    use lease_sim::history::Event;
+    use lease_history::Event;
 
     // With drifting clocks, every reclaim happens at or after the expiry the table set.
     #[test]

@@ -14,7 +14,7 @@ pub const SCENARIO: Scenario = Scenario::LEDGER_RESTART;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{count, scripted, sweep_holds_and_covers};
-    use lease_sim::history::{Entry, Event, Node, OutcomeKind};
+    use lease_history::{Entry, Event, Node, OutcomeKind};
     use lease_core::{Epoch, JobId};
     use std::collections::BTreeMap;
 

@@ -12,7 +12,7 @@ pub const SCENARIO: Scenario = Scenario::MASS_EXPIRY;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{count, scripted, sweep_holds_and_covers};
-    use lease_sim::history::Event;
+    use lease_history::Event;
     use std::collections::BTreeMap;
 
     // No batch exceeds batch_max, some batch is full, and every accepted job ends.

@@ -13,7 +13,7 @@ pub const SCENARIO: Scenario = Scenario::PAUSED_WORKER;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{scripted, sweep_holds_and_covers};
-    use lease_sim::history::{EffectRejectReason, Event, Node, RefuseReason};
+    use lease_history::{EffectRejectReason, Event, Node, RefuseReason};
 
     // For each stalled worker: the epoch it held was reclaimed while it slept, and after it woke
     // nothing under that epoch was accepted, while at least one of its writes was refused.

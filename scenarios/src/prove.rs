@@ -1,8 +1,8 @@
 //! The shared proof steps: sweep a scenario and demand that it held and reached its situations;
 //! run a scripted seed and read its history.
 
-use lease_sim::check::Coverage;
-use lease_sim::history::{Entry, Event};
+use lease_check::Coverage;
+use lease_history::{Entry, Event};
 use lease_sim::runner::{self, SeedResult, Target};
 use lease_sim::scenarios::Scenario;
 use lease_sim::world::{self, RunReport, Verdict};
@@ -201,7 +201,7 @@ pub fn snapshot_trace(scenario: Scenario, seed: u64) -> String {
         Verdict::Safety(v) | Verdict::Liveness(v) => format!("FAILED {v}"),
         Verdict::Crash(crash) => format!("FAILED {crash}"),
     };
-    format!("{}outcome: {verdict}\n", lease_sim::render::render(&report.history))
+    format!("{}outcome: {verdict}\n", lease_history::render::render(&report.history))
 }
 
 /// Pins the rendered trace of `scenario`'s snapshot seed under `snapshots/` at the repository root.

@@ -12,7 +12,7 @@ pub const SCENARIO: Scenario = Scenario::SLOW_DEPENDENCY;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{scripted, sweep_holds_and_covers};
-    use lease_sim::history::Event;
+    use lease_history::Event;
     use std::collections::BTreeMap;
 
     // Slow calls outlived leases, yet every operation has at most one applied output.

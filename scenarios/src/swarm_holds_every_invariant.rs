@@ -16,7 +16,7 @@ mod tests {
     use crate::prove::sweep_holds_and_reaches;
 
     // The swarm sweep holds and reaches every situation of the swarm's list; and each of the
-    // protocol's seven windows (lease_sim::check::windows) in at least 5% of the seeds, so that a
+    // protocol's seven windows (lease_check::windows) in at least 5% of the seeds, so that a
     // bug living in one is met within a few dozen seeds, not once a night.
     #[test]
     fn swarm_sweep_holds_and_reaches_every_situation_and_window() {
@@ -26,7 +26,7 @@ mod tests {
         if !reach.default_seeds {
             return; // A chosen seed range proves the invariants, not the rates.
         }
-        for window in lease_sim::check::windows::WINDOWS {
+        for window in lease_check::windows::WINDOWS {
             assert!(SCENARIO.situations().contains(&window), "the swarm does not require {window}");
             let seeds = reach.seeds_reaching.get(window);
             assert!(
@@ -44,7 +44,7 @@ mod tests {
     // before `faults_healed`.
     #[test]
     fn window_faults_strike_in_the_fault_phase_only() {
-        use lease_sim::history::{CrashPoint, Event};
+        use lease_history::{CrashPoint, Event};
         let mut seen = std::collections::BTreeSet::new();
         let dealt = (0..200).map(|seed| SCENARIO.params(seed, None)).filter(|params| {
             let w = &params.windows;

@@ -12,7 +12,7 @@ pub const SCENARIO: Scenario = Scenario::RECLAIMER_RACE;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{count, scripted, sweep_holds_and_covers};
-    use lease_sim::history::Event;
+    use lease_history::Event;
     use std::collections::BTreeSet;
 
     // Every job a reclaimer lost a race for was reclaimed once per epoch, and ended exactly once.

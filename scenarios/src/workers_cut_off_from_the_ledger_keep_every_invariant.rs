@@ -12,7 +12,7 @@ pub const SCENARIO: Scenario = Scenario::CUT_FROM_LEDGER;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{count, scripted, sweep_holds_and_covers};
-    use lease_sim::history::{Event, Node};
+    use lease_history::{Event, Node};
 
     // The scripted seed cuts worker-ledger links and still ends every accepted job once.
     #[test]

@@ -188,7 +188,7 @@ pub fn run(options: BenchOptions, progress: &dyn Fn(&str)) -> Report {
 /// Reports on the histories of `seeds` swarm seeds and as many labelled ones (a tenth of each
 /// labelled scenario's share), timing the report alone, then with its files drawn.
 fn report_cost(seeds: u64) -> ReportCost {
-    let mut histories: Vec<Vec<crate::history::Entry>> =
+    let mut histories: Vec<Vec<lease_history::Entry>> =
         (0..seeds / 10).map(|seed| Target::new(Scenario::SWARM).run(seed).history).collect();
     for &scenario in Scenario::LABELLED {
         let per = (seeds / 10 / Scenario::LABELLED.len() as u64).max(1);
@@ -198,12 +198,12 @@ fn report_cost(seeds: u64) -> ReportCost {
     let time = |files: bool| {
         let started = Instant::now();
         for history in &histories {
-            let report = crate::report::Report::of(history, None).expect("a simulated history reports");
+            let report = lease_check::report::Report::of(history, None).expect("a simulated history reports");
             if files {
                 std::hint::black_box((
-                    crate::report::text::render(&report),
+                    lease_check::report::text::render(&report),
                     report.to_json(),
-                    crate::report::svg::render(&report),
+                    lease_check::report::svg::render(&report),
                 ));
             }
             std::hint::black_box(&report);

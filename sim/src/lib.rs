@@ -3,7 +3,7 @@
 //! One simulated world per seed, on madsim: a lease table, an effect ledger behind a slow and
 //! failing dependency, workers, reclaimers and an arrival generator, talking only over madsim's
 //! network. Faults are chosen per seed (swarm testing). Every run records a JSONL history
-//! ([`history`]), which one checker per invariant reads as it grows ([`check`]). A run has a
+//! ([`lease_history`]), which one checker per invariant reads as it grows ([`lease_check`]). A run has a
 //! fault phase (safety) and a heal (liveness). Every failure prints the command that replays it.
 //!
 //! Determinism is the product: all randomness comes from the seed, there is no wall clock, no
@@ -16,23 +16,16 @@ compile_error!(
      variable replaces it silently. Unset RUSTFLAGS, or add `--cfg madsim` to it."
 );
 
-pub mod atomic;
 pub mod bench;
-pub mod check;
 pub mod cli;
 pub mod clock;
+pub mod eval;
 pub mod faults;
-pub mod figures;
-pub mod history;
-pub mod live;
 pub mod logs;
 pub mod net;
 pub mod nightly;
 mod node;
 pub mod panics;
-pub mod provenance;
-pub mod render;
-pub mod report;
 pub mod runner;
 pub mod scenarios;
 pub mod shard;

@@ -89,7 +89,7 @@ pub(crate) fn world_span() -> tracing::Span {
 /// The kind of `event` as the history spells it (`"kind"` in its JSON line), for the log line
 /// that shows it. Built by serialising the event: for logs only, where it is paid only when the
 /// line is printed.
-pub(crate) fn kind(event: &crate::history::Event) -> String {
+pub(crate) fn kind(event: &lease_history::Event) -> String {
     match serde_json::to_value(event) {
         Ok(serde_json::Value::Object(fields)) => {
             fields.get("kind").and_then(|kind| kind.as_str()).unwrap_or("?").to_string()

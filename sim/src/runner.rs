@@ -3,10 +3,14 @@
 //! A seed's result depends on the seed alone: each seed gets its own world on whichever thread
 //! takes it, results are gathered by seed, and the summary is built in seed order. So a sweep's
 //! output is the same for any `--threads`.
+//!
+//! That promise is checked as the sweep goes, as FoundationDB re-runs a share of its seeds: a
+//! [`Recheck`] sample of the seeds runs twice, and a second history that differs from the first
+//! is a finding of its own ([`Finding::Nondeterministic`], exit status 6).
 
-use crate::check::{Coverage, Invariant};
-use crate::figures::{Figures, Spread};
-use crate::history::Entry;
+use lease_check::{Coverage, Invariant};
+use lease_check::figures::{Figures, Spread};
+use lease_history::Entry;
 use crate::scenarios::Scenario;
 use crate::shard::SeedPlan;
 use crate::world::durable::StoreKind;
@@ -56,25 +60,77 @@ impl Target {
         world::run(self.params(seed))
     }
 
-    /// The one-line command that reproduces `seed`.
+    /// The one-line command that reproduces `seed`, from a checkout.
     pub fn reproduce(self, seed: u64) -> String {
+        format!("{CARGO_RUN} {}", self.replay_args(seed))
+    }
+
+    /// The arguments of `lease-sim` that replay `seed`: `run --scenario S --seed N ...`.
+    pub fn replay_args(self, seed: u64) -> String {
         let bug = self.bug.map(|bug| format!(" --bug {bug}")).unwrap_or_default();
         let store = match self.store {
             StoreKind::Memory => String::new(),
             store => format!(" --store {store}"),
         };
-        format!("cargo run --release -p lease-sim -- run --scenario {} --seed {seed}{bug}{store}", self.scenario.name())
+        format!("run --scenario {} --seed {seed}{bug}{store}", self.scenario.name())
     }
 }
 
-/// What a failing seed found: a broken invariant, or a crash (a panic inside the world). It
-/// prints, and serialises, as the invariant's name or `crash`.
+/// The words that run `lease-sim` from a checkout, before its own arguments: every printed
+/// reproduce line starts with them.
+pub const CARGO_RUN: &str = "cargo run --release -p lease-sim --";
+
+/// A reproduce file: a shell script, `sh FILE`, that runs `lease-sim ARGS` with the binary that
+/// wrote it (its absolute path), so that it works from any directory, in a checkout or not; if
+/// that binary is gone (exit 127: not found), it runs the same arguments with cargo, from a
+/// checkout. Its first line is a plain command either way, so `$(head -n1 FILE) --trace` runs
+/// it with more flags. `notes` follow as comments (the build that made it, what it expects).
+///
+/// The binary is named only when its path needs no quoting in a shell and is a `lease-sim`: a
+/// test harness that calls this, or a path with a space, gets the cargo line alone.
+pub fn reproduce_file(args: &str, notes: &[String]) -> String {
+    reproduce_file_with(binary_at_hand().as_deref(), args, notes)
+}
+
+/// [`reproduce_file`] with the binary given: `None` writes the cargo line alone.
+pub fn reproduce_file_with(binary: Option<&str>, args: &str, notes: &[String]) -> String {
+    let mut out = match binary {
+        Some(binary) => format!(
+            "{binary} {args}\n\
+             status=$?; [ \"$status\" -eq 127 ] || exit \"$status\"\n\
+             # {binary} is gone: from a checkout of the build below, cargo builds it and runs the same.\n\
+             exec {CARGO_RUN} {args}\n"
+        ),
+        None => format!("{CARGO_RUN} {args}\n"),
+    };
+    for note in notes {
+        out.push_str(&format!("# {note}\n"));
+    }
+    out
+}
+
+/// The absolute path of this process's binary, when it is a `lease-sim` whose path a shell reads
+/// as one word without quoting.
+fn binary_at_hand() -> Option<String> {
+    let path = std::env::current_exe().ok()?;
+    let is_lease_sim = path.file_stem().is_some_and(|stem| stem == "lease-sim");
+    let path = path.to_str()?;
+    let plain = path.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%".contains(&b));
+    (is_lease_sim && plain && std::path::Path::new(path).is_file()).then(|| path.to_string())
+}
+
+/// What a failing seed found: a broken invariant, a crash (a panic inside the world), or a
+/// second run of the seed that did not repeat the first. It prints, and serialises, as the
+/// invariant's name, `crash` or `nondeterministic`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Finding {
     /// An invariant broke.
     Violated(Invariant),
     /// The world panicked: a core assertion or a harness bug.
     Crash,
+    /// The seed, run again in the same process, recorded a different history: something outside
+    /// the seed reached the world (see [`Recheck`]).
+    Nondeterministic,
 }
 
 impl Finding {
@@ -83,15 +139,17 @@ impl Finding {
         match self {
             Finding::Violated(invariant) => invariant.name(),
             Finding::Crash => "crash",
+            Finding::Nondeterministic => "nondeterministic",
         }
     }
 
-    /// The exit status it gives: 1 safety, 2 liveness, 4 crash.
+    /// The exit status it gives: 1 safety, 2 liveness, 4 crash, 6 nondeterministic.
     pub fn exit_code(self) -> u8 {
         match self {
             Finding::Violated(invariant) if invariant.is_safety() => EXIT_SAFETY,
             Finding::Violated(_) => EXIT_LIVENESS,
             Finding::Crash => EXIT_CRASH,
+            Finding::Nondeterministic => EXIT_NONDETERMINISTIC,
         }
     }
 }
@@ -114,6 +172,57 @@ pub const EXIT_SAFETY: u8 = 1;
 pub const EXIT_LIVENESS: u8 = 2;
 /// Exit status: a world panicked (a core assertion or a harness bug).
 pub const EXIT_CRASH: u8 = 4;
+/// Exit status: a seed run twice recorded two different histories (`sweep --recheck`). 5 is
+/// `sweep --require-coverage`'s ([`crate::cli::EXIT_UNCOVERED`]).
+pub const EXIT_NONDETERMINISTIC: u8 = 6;
+
+/// Which seeds of a sweep run twice, to check that a seed's history depends on the seed alone:
+/// one in `every`, chosen by a hash of the seed (so any shard or range samples its share, and
+/// the same seeds every time); `every == 0` rechecks none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recheck {
+    /// One seed in this many is run twice; 0: none.
+    pub every: u64,
+}
+
+impl Recheck {
+    /// No seed runs twice.
+    pub const OFF: Recheck = Recheck { every: 0 };
+    /// `sweep`'s default: one seed in 64, about 1.6% more runs.
+    pub const DEFAULT: Recheck = Recheck { every: 64 };
+
+    /// Whether `seed` runs twice.
+    pub fn samples(self, seed: u64) -> bool {
+        self.every != 0 && mix(seed) % self.every == 0
+    }
+}
+
+/// SplitMix64's finaliser: consecutive seeds land far apart, so `% every` samples any arithmetic
+/// run of seeds (a shard's `base+I+k*N`) evenly.
+fn mix(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// How a second run of a seed differs from its first, or `None` when the two histories are the
+/// same: the history hashes are compared, and a difference is named by its first differing line.
+pub fn differs(first: &[Entry], second: &[Entry]) -> Option<String> {
+    if history_hash(first) == history_hash(second) {
+        return None;
+    }
+    let line = first.iter().zip(second).position(|(a, b)| a != b).unwrap_or(first.len().min(second.len()));
+    let show = |history: &[Entry]| history.get(line).map_or_else(|| "(no line)".to_string(), Entry::to_json);
+    Some(format!(
+        "run again, the seed recorded another history: {} lines, then {}; first difference at line {}: {} then {}",
+        first.len(),
+        second.len(),
+        line + 1,
+        show(first),
+        show(second)
+    ))
+}
 
 /// One failing seed, as a sweep reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -141,6 +250,8 @@ pub struct SeedResult {
     pub figures: Figures,
     /// Simulated time of the run.
     pub sim_us: u64,
+    /// Whether the seed was run a second time to check its history repeats ([`Recheck`]).
+    pub rechecked: bool,
 }
 
 impl SeedResult {
@@ -166,9 +277,29 @@ impl SeedResult {
             seed,
             failure,
             coverage: report.coverage.clone(),
-            figures: Figures::of_run(report),
+            figures: report.figures(),
             sim_us: report.sim_us,
+            rechecked: false,
         }
+    }
+
+    /// Runs the seed again and compares the second history with `first`'s: a difference is the
+    /// seed's failure, in place of any the first run found (a finding that does not replay is not
+    /// one to chase).
+    pub fn recheck(&mut self, target: Target, first: &RunReport) {
+        assert_eq!(first.params.seed, self.seed, "a seed is rechecked against its own first run");
+        let second = target.run(self.seed);
+        self.rechecked = true;
+        self.fail_if_differs(target, differs(&first.history, &second.history));
+    }
+
+    /// Records `difference` (from [`differs`]), if any, as the seed's failure.
+    pub fn fail_if_differs(&mut self, target: Target, difference: Option<String>) {
+        let Some(difference) = difference else { return };
+        let first = self.failure.as_ref().map(|failure| format!(" (the first run found {})", failure.invariant));
+        let message = format!("{difference}{}", first.unwrap_or_default());
+        let reproduce = target.reproduce(self.seed);
+        self.failure = Some(Failure { seed: self.seed, invariant: Finding::Nondeterministic, message, reproduce });
     }
 }
 
@@ -195,6 +326,8 @@ pub struct Summary {
     pub seed_first: u64,
     /// Seeds run.
     pub runs: u64,
+    /// Seeds run a second time to check that their history repeats ([`Recheck`]).
+    pub rechecked: u64,
     /// Every failing seed, in seed order.
     pub failures: Vec<Failure>,
     /// Seeds per wall-clock second.
@@ -221,10 +354,12 @@ pub struct Summary {
 
 impl Summary {
     /// The exit status: 0 every run held; else the gravest finding's: 1 a safety invariant
-    /// failed, then 4 a world panicked, then 2 liveness failed.
+    /// failed, then 6 a seed did not repeat its history, then 4 a world panicked, then 2
+    /// liveness failed.
     pub fn exit_code(&self) -> u8 {
+        const GRAVEST_FIRST: [u8; 4] = [EXIT_SAFETY, EXIT_NONDETERMINISTIC, EXIT_CRASH, EXIT_LIVENESS];
         let codes = self.failures.iter().map(|failure| failure.invariant.exit_code());
-        codes.min_by_key(|&code| [EXIT_SAFETY, EXIT_CRASH, EXIT_LIVENESS].iter().position(|&c| c == code)).unwrap_or(0)
+        codes.min_by_key(|&code| GRAVEST_FIRST.iter().position(|&c| c == code)).unwrap_or(0)
     }
 }
 
@@ -239,7 +374,7 @@ pub fn sweep(
 ) -> (Vec<SeedResult>, std::time::Duration) {
     let results = Mutex::new(Vec::with_capacity(seeds.len()));
     let threads = threads.min(seeds.len().max(1));
-    let wall = sweep_by(target, threads, stop, &|k| seeds.get(k as usize).copied(), &|_, result| {
+    let wall = sweep_by(target, threads, Recheck::OFF, stop, &|k| seeds.get(k as usize).copied(), &|_, result| {
         on_done(&result);
         results.lock().expect("no sweep thread panics while holding the results").push(result);
     });
@@ -263,11 +398,24 @@ pub fn sweep_plan(
     stop: &AtomicBool,
     on_report: &(dyn Fn(&RunReport, &SeedResult) + Sync),
 ) -> (Tally, std::time::Duration) {
+    sweep_plan_rechecking(target, plan, threads, Recheck::OFF, stop, on_report)
+}
+
+/// [`sweep_plan`], with the seeds `recheck` samples run twice: `on_report` sees the first run's
+/// report, and a result whose failure is [`Finding::Nondeterministic`] if the second differed.
+pub fn sweep_plan_rechecking(
+    target: Target,
+    plan: &SeedPlan,
+    threads: usize,
+    recheck: Recheck,
+    stop: &AtomicBool,
+    on_report: &(dyn Fn(&RunReport, &SeedResult) + Sync),
+) -> (Tally, std::time::Duration) {
     let tally = Mutex::new(Tally::default());
     // No more threads than seeds; at least one, which finds an empty plan empty.
     let seeds_max = plan.len().map_or(usize::MAX, |len| usize::try_from(len).unwrap_or(usize::MAX));
     let threads = threads.min(seeds_max.max(1));
-    let wall = sweep_by(target, threads, stop, &|k| plan.seed(k), &|report, result| {
+    let wall = sweep_by(target, threads, recheck, stop, &|k| plan.seed(k), &|report, result| {
         on_report(report, &result);
         tally.lock().expect("no sweep thread panics while holding the tally").add(&result);
     });
@@ -279,12 +427,14 @@ pub fn sweep_plan(
     (tally, wall)
 }
 
-/// The sweep loop: each thread takes the next index `k`, runs `seed_at(k)`, hands the report and
-/// result to `on_result`, and stops at the first index with no seed or once `stop` is set. An
-/// index is taken only when it will be run, so the indices run are always `0..n`.
+/// The sweep loop: each thread takes the next index `k`, runs `seed_at(k)` (twice if `recheck`
+/// samples it), hands the report and result to `on_result`, and stops at the first index with no
+/// seed or once `stop` is set. An index is taken only when it will be run, so the indices run are
+/// always `0..n`.
 fn sweep_by(
     target: Target,
     threads: usize,
+    recheck: Recheck,
     stop: &AtomicBool,
     seed_at: &(dyn Fn(u64) -> Option<u64> + Sync),
     on_result: &(dyn Fn(&RunReport, SeedResult) + Sync),
@@ -300,7 +450,10 @@ fn sweep_by(
                 }
                 let Some(seed) = seed_at(next.fetch_add(1, Ordering::Relaxed)) else { return };
                 let report = target.run(seed);
-                let result = SeedResult::of(target, &report);
+                let mut result = SeedResult::of(target, &report);
+                if recheck.samples(seed) {
+                    result.recheck(target, &report);
+                }
                 on_result(&report, result);
             });
         }
@@ -315,6 +468,8 @@ fn sweep_by(
 pub struct Tally {
     /// Seeds folded in.
     pub runs: u64,
+    /// Seeds folded in that were run twice.
+    pub rechecked: u64,
     /// The lowest seed folded in.
     pub seed_min: Option<u64>,
     /// The highest seed folded in.
@@ -332,6 +487,7 @@ impl Tally {
     /// Folds one seed's result in.
     pub fn add(&mut self, result: &SeedResult) {
         self.runs += 1;
+        self.rechecked += u64::from(result.rechecked);
         self.seed_min = Some(self.seed_min.map_or(result.seed, |seed| seed.min(result.seed)));
         self.seed_max = Some(self.seed_max.map_or(result.seed, |seed| seed.max(result.seed)));
         self.sometimes.merge(&result.coverage);
@@ -352,6 +508,7 @@ impl Tally {
             bug: target.bug.map(|bug| bug.name().to_string()),
             seed_first: self.seed_min.unwrap_or(0),
             runs: self.runs,
+            rechecked: self.rechecked,
             failures: self.failures,
             seeds_per_sec: self.runs as f64 / wall_s,
             sim_speedup: self.sim_us as f64 / 1e6 / wall_s,
@@ -476,5 +633,80 @@ pub fn hunt(target: Target, from: u64, budget: u64, threads: usize, stop: &Atomi
         seeds_to_failure: next - from,
         wall_ms: started.elapsed().as_millis() as u64,
         reproduce: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{differs, Finding, Recheck, SeedResult, Tally, Target};
+    use crate::scenarios::Scenario;
+
+    // Proves the recheck's comparison: a history compared with itself, or with a second run of its
+    // seed, is the same; a history with one line moved by a microsecond, or cut short, is not,
+    // and the difference is named by its first differing line.
+    #[test]
+    fn a_second_history_that_differs_is_named_by_its_first_differing_line() {
+        let target = Target::new(Scenario::CALM);
+        let first = target.run(3);
+        assert_eq!(differs(&first.history, &first.history), None);
+        assert_eq!(differs(&first.history, &target.run(3).history), None, "a seed repeats its history");
+        let mut moved = first.history.clone();
+        moved[5].t_us += 1;
+        let difference = differs(&first.history, &moved).expect("a line a microsecond later is a difference");
+        assert!(difference.contains("first difference at line 6:"), "{difference}");
+        let short = &first.history[..first.history.len() - 1];
+        let difference = differs(&first.history, short).expect("a missing last line is a difference");
+        assert!(difference.contains(&format!("at line {}: ", first.history.len())), "{difference}");
+        assert!(difference.ends_with(" then (no line)"), "{difference}");
+    }
+
+    // Proves a seed whose second run differed is a `nondeterministic` failure with exit status
+    // 6, counted as rechecked, and that a safety violation elsewhere in the sweep still ranks
+    // first (exit 1).
+    #[test]
+    fn a_difference_is_a_nondeterministic_finding_with_exit_6() {
+        let target = Target::new(Scenario::CALM);
+        let report = target.run(3);
+        let mut moved = report.history.clone();
+        moved[2].t_us += 1;
+        let mut result = SeedResult::of(target, &report);
+        assert_eq!(result.failure, None, "calm seed 3 holds");
+        result.rechecked = true;
+        result.fail_if_differs(target, differs(&report.history, &moved));
+        let failure = result.failure.clone().expect("the difference is the seed's failure");
+        assert_eq!(failure.invariant, Finding::Nondeterministic);
+        assert_eq!(failure.invariant.name(), "nondeterministic");
+        assert_eq!(failure.reproduce, target.reproduce(3));
+        let mut tally = Tally::default();
+        tally.add(&result);
+        tally.add(&SeedResult::of(target, &target.run(4)));
+        let summary = tally.clone().summary(target, std::time::Duration::from_secs(1), 1, false);
+        assert_eq!((summary.runs, summary.rechecked), (2, 1));
+        assert_eq!(summary.exit_code(), super::EXIT_NONDETERMINISTIC);
+        let canary = Target::planted(Scenario::SWARM, Some(lease_core::Bug::Canary));
+        let results = (0..200).map(|seed| SeedResult::of(canary, &canary.run(seed)));
+        let unsafe_seed = results.into_iter().find(|result| result.failure.is_some()).expect("the canary fails");
+        tally.add(&unsafe_seed);
+        assert_eq!(tally.summary(target, std::time::Duration::from_secs(1), 1, false).exit_code(), super::EXIT_SAFETY);
+    }
+
+    // Proves the recheck samples one seed in `every`, from a plain range and from a shard's
+    // stride alike, the same seeds each time, and none when off.
+    #[test]
+    fn the_recheck_samples_one_seed_in_every_from_any_stride() {
+        let share = |recheck: Recheck, seeds: &mut dyn Iterator<Item = u64>| {
+            let seeds: Vec<u64> = seeds.collect();
+            seeds.iter().filter(|&&seed| recheck.samples(seed)).count() as f64 / seeds.len() as f64
+        };
+        let default = Recheck::DEFAULT;
+        assert_eq!(default.every, 64);
+        for stride in [1, 2, 64, 1000] {
+            let got = share(default, &mut (0..64_000).map(|k| 7 + k * stride));
+            assert!((0.8 / 64.0..1.2 / 64.0).contains(&got), "stride {stride}: {got}");
+        }
+        assert_eq!(share(Recheck::OFF, &mut (0..10_000)), 0.0);
+        assert_eq!(share(Recheck { every: 1 }, &mut (0..100)), 1.0);
+        let sampled: Vec<u64> = (0..1_000).filter(|&seed| default.samples(seed)).collect();
+        assert_eq!(sampled, (0..1_000).filter(|&seed| default.samples(seed)).collect::<Vec<_>>());
     }
 }

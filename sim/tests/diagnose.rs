@@ -2,9 +2,9 @@
 //! and the swarm (the targets of docs/reports.md, at a smaller N than its 200: the counts are
 //! deterministic), a report on every scenario's history, and Little's law on the labelled ones.
 
-use lease_sim::history::parse_jsonl;
-use lease_sim::report::eval::evaluate;
-use lease_sim::report::{Cause, Report};
+use lease_check::report::{Cause, Report};
+use lease_history::parse_jsonl;
+use lease_sim::eval::evaluate;
 use lease_sim::runner::Target;
 use lease_sim::scenarios::Scenario;
 use std::process::Command;
@@ -19,7 +19,7 @@ const SEEDS: u64 = 60;
 #[test]
 fn the_cause_meets_its_targets_over_the_labelled_scenarios_and_the_swarm() {
     let eval = evaluate(SEEDS, SEEDS, 2, &|| {});
-    let text = lease_sim::report::eval::render(&eval);
+    let text = lease_sim::eval::render(&eval);
     // `missed` is every target at once: recall, calm false incidents, the mixed rate.
     assert!(eval.missed().is_empty(), "{text}");
     assert!(eval.rows.iter().all(|row| row.failed == 0 && row.seeds == SEEDS), "{text}");
@@ -100,7 +100,7 @@ fn the_command_line_writes_three_files_and_refuses_bad_input() {
     }
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("b/report.json")).unwrap()).unwrap();
     assert_eq!(json["incidents"][0]["verdict"]["cause"], "workers");
-    assert_eq!(json["report_version"], 1);
+    assert_eq!(json["report_version"], 2);
     let text = std::fs::read_to_string(&history).unwrap();
     let entries = parse_jsonl(&text).unwrap();
     let (code, stdout, _) = run(&["diagnose", history.to_str().unwrap()]);
@@ -132,9 +132,12 @@ fn the_readme_example_is_what_the_report_gives() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let run = Target::new(Scenario::from_name("crash-loop").unwrap()).run(3);
     let report = Report::of(&run.history, None).unwrap();
-    let text = lease_sim::report::text::render(&report);
+    let text = lease_check::report::text::render(&report);
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     assert!(readme.contains(&format!("```\n{text}```")), "the README's example report differs; today's is:\n{text}");
     let svg = std::fs::read_to_string(root.join("docs/timeline-crash-loop-seed-3.svg")).unwrap();
-    assert!(svg == lease_sim::report::svg::render(&report), "docs/timeline-crash-loop-seed-3.svg differs from today's");
+    assert!(
+        svg == lease_check::report::svg::render(&report),
+        "docs/timeline-crash-loop-seed-3.svg differs from today's"
+    );
 }

@@ -5,7 +5,7 @@
 //! These read histories with small helpers of their own; the invariant checkers are elsewhere.
 //! `LEASE_SEEDS=N` sweeps N seeds instead of the default; `LEASE_SEED=S` runs exactly seed S.
 
-use lease_sim::history::{Entry, Event, Node, OutcomeKind};
+use lease_history::{Entry, Event, Node, OutcomeKind};
 use lease_sim::runner::{self, SeedResult, Target};
 use lease_sim::scenarios::Scenario;
 use lease_sim::shard::{SeedPlan, Shard};

@@ -80,10 +80,10 @@ fn same_seed_gives_a_byte_identical_history_whatever_the_thread_count() {
     assert_eq!(alone, one.last().unwrap().1, "seed {last} differs when run alone");
     // And byte for byte: the JSONL of a seed run on another thread, after other seeds there.
     let (seed, before) = (seeds[7], seeds[3]);
-    let here = lease_sim::history::to_jsonl(&target.run(seed).history);
+    let here = lease_history::to_jsonl(&target.run(seed).history);
     let there = std::thread::spawn(move || {
         let _ = target.run(before);
-        lease_sim::history::to_jsonl(&target.run(seed).history)
+        lease_history::to_jsonl(&target.run(seed).history)
     })
     .join()
     .expect("the other thread runs");
@@ -177,7 +177,7 @@ fn a_written_history_checks_clean_and_a_corrupt_one_is_refused() {
     let (code, _, stderr) = lease_sim(&["check", file.to_str().unwrap()]);
     assert_eq!(code, Some(3), "an unknown crash point is bad input: {stderr}");
     assert!(stderr.contains("line 2"), "names the bad line: {stderr}");
-    for (from, to) in [("\"history_version\":5,", "\"history_version\":4,"), ("\"history_version\":5,", "")] {
+    for (from, to) in [("\"history_version\":6,", "\"history_version\":4,"), ("\"history_version\":6,", "")] {
         assert!(text.contains(from), "the run line carries its version: {run}");
         std::fs::write(&file, text.replacen(from, to, 1)).unwrap();
         let (code, _, stderr) = lease_sim(&["check", file.to_str().unwrap()]);
@@ -243,8 +243,8 @@ fn a_runs_figures_agree_with_its_history_read_alone() {
     let mut wasted = 0;
     for seed in seeds(40) {
         let report = target.run(seed);
-        let alone = lease_sim::figures::Figures::of(&report.history);
-        assert_eq!(lease_sim::figures::Figures::of_run(&report), alone, "seed {seed}");
+        let alone = lease_check::figures::Figures::of(&report.history);
+        assert_eq!(report.figures(), alone, "seed {seed}");
         wasted += alone.wasted_grants;
     }
     assert!(wasted > 0, "the swarm wastes some grants in its fault phase, so the comparison means something");
@@ -256,7 +256,7 @@ fn a_runs_figures_agree_with_its_history_read_alone() {
 // not.
 #[test]
 fn run_and_sweep_name_the_commit_and_toolchain_that_ran_them() {
-    use lease_sim::provenance::{COMMIT, TOOLCHAIN};
+    use lease_check::provenance::{COMMIT, TOOLCHAIN};
     let provenance = format!("provenance: commit={COMMIT} toolchain={TOOLCHAIN}");
     let history = std::env::temp_dir().join(format!("lease-sim-provenance-{}.jsonl", std::process::id()));
     let (code, stdout, stderr) =

@@ -55,9 +55,11 @@ fn failing_seeds(summary: &serde_json::Value) -> Vec<(u64, String)> {
 }
 
 // Proves that a canary sweep with --failures-dir leaves, for every failing seed, a history, a
-// trace, a reproduce command with the commit and toolchain that found it, and a plan; that the
-// command, run as written, replays the same violation (exit 1); that the history fails the
-// outside checker the same way (exit 1); and that the plan replays the same violation too.
+// trace, a reproduce script with the commit and toolchain that found it, and a plan; that the
+// script, run with `sh` from a directory outside the checkout, replays the same violation (exit
+// 1) with the binary that wrote it, and falls back to cargo's line; that its first line takes
+// more flags; that the history fails the outside checker the same way (exit 1); and that the plan
+// replays the same violation too.
 #[test]
 fn every_failing_seed_leaves_files_that_replay_it() {
     let dir = TempDir::new("failures");
@@ -76,17 +78,26 @@ fn every_failing_seed_leaves_files_that_replay_it() {
         let trace = std::fs::read_to_string(file("trace")).unwrap();
         assert!(trace.contains(&format!("SAFETY VIOLATION: {invariant}")), "seed {seed}'s trace ends with it");
         let reproduce = std::fs::read_to_string(file("reproduce")).unwrap();
-        let (command, build) = reproduce.split_once('\n').expect("the command is the first line");
-        let provenance = lease_sim::provenance::line();
-        assert_eq!(build, format!("# found by lease-sim {provenance}\n"), "then the build that found it");
+        let command = reproduce.lines().next().expect("the command is the first line");
+        let provenance = lease_check::provenance::line();
+        let build = format!("# found by lease-sim {provenance}\n");
+        assert!(reproduce.ends_with(&build), "it ends with the build that found it: {reproduce}");
+        let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_lease-sim")).unwrap();
         let args: Vec<&str> = command
-            .strip_prefix(CARGO_PREFIX)
-            .unwrap_or_else(|| panic!("starts with {CARGO_PREFIX:?}: {reproduce}"))
+            .strip_prefix(binary.to_str().unwrap())
+            .unwrap_or_else(|| panic!("starts with the binary that wrote it, {binary:?}: {reproduce}"))
             .split_whitespace()
             .collect();
         assert!(args.contains(&seed.to_string().as_str()), "the command names seed {seed}: {reproduce}");
-        let (code, stdout, _) = lease_sim(&args);
-        assert_eq!(code, Some(1), "{reproduce}{stdout}");
+        let fallback = format!("\nexec {CARGO_PREFIX} {}\n", args.join(" "));
+        assert!(reproduce.contains(&fallback), "without the binary, cargo from a checkout: {reproduce}");
+        let replay = Command::new("sh").arg(file("reproduce")).current_dir(std::env::temp_dir()).output().unwrap();
+        let stdout = String::from_utf8_lossy(&replay.stdout);
+        assert_eq!(
+            replay.status.code(),
+            Some(1),
+            "sh seed-{seed}.reproduce, outside the checkout:\n{reproduce}{stdout}"
+        );
         assert!(stdout.contains(&format!("SAFETY VIOLATION: {invariant}")), "same invariant on replay:\n{stdout}");
         let (code, stdout, _) = lease_sim(&["check", file("jsonl").to_str().unwrap()]);
         assert_eq!(code, Some(1), "{stdout}");

@@ -5,9 +5,9 @@
 //! `LEASE_SEEDS=N` replays N seeds of each scenario instead of the default 200.
 
 use lease_core::Bug;
+use lease_history::to_jsonl;
 use lease_sim::faults::plan::Plan;
 use lease_sim::faults::shrink::finding;
-use lease_sim::history::to_jsonl;
 use lease_sim::runner::Target;
 use lease_sim::scenarios::Scenario;
 use lease_sim::world;
@@ -165,8 +165,9 @@ fn an_invalid_plan_is_refused_with_exit_3() {
 
 // Proves shrink's promise on planted bugs: from a bug's failing seed, `shrink` writes a plan of
 // at most three faults that, replayed, fails the same invariant, with its history, trace,
-// explanation (the violating job's lines, the violation marked) and a reproduce line that works,
-// the same plan every time; and a seed that holds is refused, with nothing to shrink.
+// explanation (the violating job's lines, the violation marked) and a reproduce file that works,
+// as a script from outside the checkout and by its first line, the same plan every time; that
+// a shrink exits 0; and a seed that holds is refused (exit 3), with nothing to shrink.
 #[test]
 fn shrink_ends_with_a_small_plan_failing_the_same_invariant() {
     let dir = std::env::temp_dir().join(format!("lease-shrink-{}", std::process::id()));
@@ -179,7 +180,8 @@ fn shrink_ends_with_a_small_plan_failing_the_same_invariant() {
         let seed_text = seed.to_string();
         let (code, stdout, stderr) =
             lease_sim(&["shrink", "--seed", &seed_text, "--bug", bug, "--out", out.to_str().unwrap()]);
-        assert_eq!(code.map(|c| c as u8), Some(expected.exit_code()), "{stdout}{stderr}");
+        assert_eq!(code, Some(0), "a failure shrunk is a success:\n{stdout}{stderr}");
+        assert!(stdout.contains(&format!("shrunk: {expected} (")), "it names what the plan fails:\n{stdout}");
         for file in ["plan.json", "history.jsonl", "trace.txt", "explanation.txt", "reproduce"] {
             assert!(out.join(file).exists(), "{bug}: {file} written");
         }
@@ -196,13 +198,20 @@ fn shrink_ends_with_a_small_plan_failing_the_same_invariant() {
         assert!(explanation.starts_with(&format!("violation: {expected}")), "{explanation}");
         assert!(explanation.lines().any(|line| line.contains('>')), "the violating line is marked:\n{explanation}");
         let reproduce = std::fs::read_to_string(out.join("reproduce")).unwrap();
-        let build = format!("# shrunk by lease-sim {}\n", lease_sim::provenance::line());
+        let build = format!("# shrunk by lease-sim {}\n", lease_check::provenance::line());
         assert!(reproduce.ends_with(&build), "it names the build that shrank it: {reproduce}");
-        let args: Vec<&str> =
-            reproduce.lines().next().unwrap().split_whitespace().skip_while(|w| *w != "--").skip(1).collect();
+        assert!(reproduce.contains(&format!("# expect: {expected}\n")), "{reproduce}");
+        let args: Vec<&str> = reproduce.lines().next().unwrap().split_whitespace().skip(1).collect();
         let (code, stdout, _) = lease_sim(&args);
         assert_eq!(code.map(|c| c as u8), Some(expected.exit_code()), "the reproduce line fails again: {stdout}");
         assert!(stdout.contains("plan="), "it plays the plan: {stdout}");
+        let script = std::process::Command::new("sh").arg(out.join("reproduce")).current_dir("/").output().unwrap();
+        let stdout = String::from_utf8_lossy(&script.stdout);
+        assert_eq!(
+            script.status.code().map(|c| c as u8),
+            Some(expected.exit_code()),
+            "sh DIR/reproduce from /: {stdout}"
+        );
         // Shrinking is deterministic: the same failure shrinks to the same plan.
         let again = dir.join(format!("{bug}-again"));
         lease_sim(&["shrink", "--seed", &seed_text, "--bug", bug, "--out", again.to_str().unwrap()]);

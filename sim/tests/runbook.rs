@@ -2,7 +2,7 @@
 //! directory holding the histories the runbook names, with `lease-sim` on the PATH. A line ending
 //! in `# exits N` must exit N; every other line must exit 0.
 
-use lease_sim::history::to_jsonl;
+use lease_history::to_jsonl;
 use lease_sim::runner::Target;
 use lease_sim::scenarios::Scenario;
 use std::path::{Path, PathBuf};

@@ -6,8 +6,8 @@
 //! crashes when they differ). The store's own planted bugs, in its SQL statements, must be caught.
 
 use lease_core::Bug;
+use lease_history::to_jsonl;
 use lease_sim::faults::plan::Plan;
-use lease_sim::history::to_jsonl;
 use lease_sim::runner::{self, Target};
 use lease_sim::scenarios::Scenario;
 use lease_sim::shard::{SeedPlan, Shard};
@@ -35,7 +35,7 @@ fn assert_same_world(target: Target, seed: u64) {
     let (sqlite_run, sqlite_rest) = body(&sqlite);
     assert_eq!(
         sqlite_run,
-        memory_run.replacen(",\"params\":", ",\"store\":\"sqlite\",\"params\":", 1),
+        memory_run.replacen(",\"drift_margin_us\":", ",\"store\":\"sqlite\",\"drift_margin_us\":", 1),
         "the run line names the store, and nothing else differs"
     );
     assert!(memory_rest == sqlite_rest, "{:?} seed {seed}: the SQL store's history differs", target.scenario);

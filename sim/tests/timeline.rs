@@ -6,10 +6,10 @@
 //! crash-after-effect --seed 1 --history ...`), so a change to the simulator does not move the
 //! snapshot; a change to the report or the picture does.
 
-use lease_sim::figures::Spread;
-use lease_sim::history::parse_jsonl;
-use lease_sim::report::diagnose::{Integrity, Terms};
-use lease_sim::report::{svg, Cause, FaultSpan, Incident, Report, Verdict};
+use lease_check::figures::Spread;
+use lease_check::report::diagnose::{Integrity, Terms};
+use lease_check::report::{svg, Cause, FaultSpan, Incident, Report, Verdict};
+use lease_history::parse_jsonl;
 
 const HISTORY: &str = include_str!("data/crash-after-effect-seed-1.jsonl");
 
@@ -57,6 +57,7 @@ fn incident(from_us: u64, to_us: u64, cause: Cause) -> Incident {
         labels: vec![],
         delay: Spread::default(),
         waited_over_ttl: 0,
+        rejections: 0,
         integrity: Integrity::default(),
         fault_end_us: None,
         recovery_us: None,

@@ -55,6 +55,10 @@ struct Args {
     /// Keep the temporary file or schema, to read it afterwards.
     #[arg(long)]
     keep: bool,
+    /// Write the store's log as a history to this file, for `lease-check check FILE` and
+    /// `lease-check report FILE`.
+    #[arg(long, value_name = "FILE")]
+    history: Option<PathBuf>,
     /// Jobs enqueued at the start.
     #[arg(long, default_value_t = Options::default().jobs)]
     jobs: u64,
@@ -175,8 +179,8 @@ impl Place {
     }
 }
 
-/// The store's history lines about `job`, in commit order.
-fn history_of(backend: &Backend, options: &Options, job: u64) -> Result<Vec<String>, StoreError> {
+/// The store's log, read back: the history lines about `job`, and the whole log as a history.
+fn history_of(backend: &Backend, options: &Options, job: u64) -> Result<(Vec<String>, String), StoreError> {
     let mut store = match backend {
         // Read-only use: the clock does not matter, but a handle needs one.
         Backend::Postgres { url, schema } => {
@@ -185,17 +189,28 @@ fn history_of(backend: &Backend, options: &Options, job: u64) -> Result<Vec<Stri
         sqlite => sqlite.open(options.table())?,
     };
     let needle = format!(r#""job":{job},"#);
-    Ok(store.events()?.into_iter().filter(|line| line.contains(&needle)).collect())
+    let lines = store.events()?.into_iter().filter(|line| line.contains(&needle)).collect();
+    Ok((lines, store.history()?))
 }
 
-fn report(summary: &Summary, backend: &Backend) {
+fn report(summary: &Summary, backend: &Backend, history: Option<&std::path::Path>) {
     say!("{summary}");
+    let read = history_of(backend, &summary.options, 0);
+    if let Some(path) = history {
+        match &read {
+            Ok((_, text)) => match lease_history::atomic::write(path, text.as_bytes()) {
+                Ok(()) => say!("history    written to {} (lease-check check {})", path.display(), path.display()),
+                Err(error) => say!("history    could not be written to {}: {error}", path.display()),
+            },
+            Err(error) => say!("history    could not read the log: {error}"),
+        }
+    }
     if summary.options.crash_after_effect == 0 {
         return;
     }
     say!("job 0's history (its first worker crashed after the effect):");
-    match history_of(backend, &summary.options, 0) {
-        Ok(lines) => lines.iter().for_each(|line| say!("  {line}")),
+    match read {
+        Ok((lines, _)) => lines.iter().for_each(|line| say!("  {line}")),
         Err(error) => say!("  could not read the log: {error}"),
     }
 }
@@ -249,7 +264,7 @@ fn main() -> ExitCode {
     );
     let summary = service::run(&place.backend, &options);
     if let Ok(summary) = &summary {
-        report(summary, &place.backend);
+        report(summary, &place.backend, args.history.as_deref());
     }
     let cleaned = place.clean(args.keep);
     match summary {

@@ -22,7 +22,7 @@
 //!
 //! **Every answer and its history line commit together.** Each operation appends one line of the
 //! project's history contract (README, "The history") in its own transaction, so the log, read in
-//! its order ([`TableStore::events`], see [`Clock`]), is a history. See [`event`] for the line type.
+//! its order ([`TableStore::events`], see [`Clock`]), is a history. See [`lease_history::Entry`] for the line type.
 //!
 //! **The table's clock.** Every call takes `now`, the table's time in microseconds, as
 //! `LeaseTable` does: the simulated clock in the simulator. A store opened on
@@ -54,7 +54,7 @@
 //! this build knows, one transaction per migration; a database at a version this build does not
 //! know is refused with [`StoreError::UnknownSchema`] and left untouched.
 
-pub mod event;
+mod caller;
 mod memory;
 mod postgres;
 pub mod schema;
@@ -63,7 +63,7 @@ mod sql;
 mod sqlite;
 
 pub use crate::postgres::PostgresStore;
-pub use event::{Caller, Event};
+pub use caller::Caller;
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
 
@@ -222,6 +222,39 @@ pub trait TableStore {
     fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError>;
     /// The history lines, in the log's order (see [`Clock`]).
     fn events(&mut self) -> Result<Vec<String>, StoreError>;
+    /// The log as a history that `lease-check` reads as it is: a `run` line with the table's
+    /// limits, stamped with the first line's time, then [`TableStore::events`]. Newline-ended.
+    fn history(&mut self) -> Result<String, StoreError> {
+        let events = self.events()?;
+        let first_us = events.first().and_then(|line| stamp_of(line)).unwrap_or(0);
+        let config = self.config();
+        let run = lease_history::Entry {
+            t_us: first_us,
+            node: lease_history::Node::Table,
+            event: lease_history::Event::Run {
+                history_version: lease_history::HISTORY_VERSION,
+                seed: 0,
+                scenario: "lease-store".to_string(),
+                batch_max: config.batch_max,
+                capacity: config.capacity,
+                lease_ttl_us: config.lease_ttl.as_us(),
+                attempts_max: config.attempts_max,
+                bug: None,
+                store: None,
+                drift_margin_us: None,
+                latency_us: None,
+                latency_calm_us: None,
+                params: String::new(),
+            },
+        };
+        let mut text = run.to_json();
+        text.push('\n');
+        for line in events {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        Ok(text)
+    }
     /// Appends a line that no call of the store writes (a worker's `executing`, a fault), in the
     /// log's order as the store's own lines are, under `node`: `line` makes the line's text from
     /// its stamp, or makes none (then nothing is written). Returns the stamp of the line written.
@@ -247,3 +280,9 @@ pub trait LedgerStore {
 /// A whole store: the table and the ledger on one database.
 pub trait Store: TableStore + LedgerStore {}
 impl<S: TableStore + LedgerStore> Store for S {}
+
+/// A log line's `t_us`, read without parsing the whole line.
+fn stamp_of(line: &str) -> Option<u64> {
+    let rest = line.strip_prefix(r#"{"t_us":"#)?;
+    rest[..rest.find(',')?].parse().ok()
+}

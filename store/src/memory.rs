@@ -1,13 +1,14 @@
 //! The in-memory store: `lease-core`'s [`LeaseTable`] and [`EffectLedger`] as they are, with the
 //! history lines kept in a vector. Nothing is durable; one handle is the whole store.
 
-use crate::event::{Caller, Event};
+use crate::caller::Caller;
 use crate::{LedgerStore, Stamp, StoreError, TableStore};
 use lease_core::{
     Acquired, Apply, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, JobId, JobRecord, JobState, Lease,
     LeaseTable, Lookup, OpId, OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue,
     TableConfig, Time, WorkerId,
 };
+use lease_history::{answers, Event, Node};
 
 /// The in-memory store.
 #[derive(Debug)]
@@ -35,7 +36,7 @@ impl MemoryStore {
 
     fn log(&mut self, now: Time, event: Event) {
         if let Some(events) = &mut self.events {
-            events.push(event.line(now.0));
+            events.push(answers::line(now.0, event));
         }
     }
 }
@@ -51,49 +52,49 @@ impl TableStore for MemoryStore {
 
     fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
         let answer = self.table.enqueue(now, job)?;
-        self.log(now, Event::enqueued(job, &answer));
+        self.log(now, answers::enqueued(job, &answer));
         Ok(answer)
     }
 
     fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
         let answer = self.table.acquire(now, owner)?;
-        self.log(now, Event::acquired(owner, &answer));
+        self.log(now, answers::acquired(Node::Worker(owner.0), &answer));
         Ok(answer)
     }
 
     fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, StoreError> {
         let answer = self.table.acquire_for(now, owner, request)?;
-        self.log(now, Event::acquired(owner, &answer));
+        self.log(now, answers::acquired(Node::Worker(owner.0), &answer));
         Ok(answer)
     }
 
     fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError> {
         let answer = self.table.renew(now, job, epoch)?;
-        self.log(now, Event::renewal(&self.caller, job, epoch, &answer));
+        self.log(now, answers::renewal(&self.caller.asker(), job, epoch, &answer));
         Ok(answer)
     }
 
     fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Result<Completion, StoreError> {
         let answer = self.table.complete(now, job, epoch, output)?;
-        self.log(now, Event::completion(&self.caller, job, epoch, output, &answer));
+        self.log(now, answers::completion(&self.caller.asker(), job, epoch, output, &answer));
         Ok(answer)
     }
 
     fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
         let answer = self.table.requeue(now, job, epoch)?;
-        self.log(now, Event::requeue(&self.caller, job, epoch, &answer));
+        self.log(now, answers::requeue(&self.caller.asker(), job, epoch, &answer));
         Ok(answer)
     }
 
     fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError> {
         let answer = self.table.release(now, job, epoch)?;
-        self.log(now, Event::release(&self.caller, job, epoch, &answer));
+        self.log(now, answers::release(&self.caller.asker(), job, epoch, &answer));
         Ok(answer)
     }
 
     fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
         let leases = self.table.expired(now, as_of)?;
-        self.log(now, Event::listed(&self.caller, &leases));
+        self.log(now, answers::listed(&self.caller.asker(), &leases));
         Ok(leases)
     }
 
@@ -106,7 +107,7 @@ impl TableStore for MemoryStore {
         as_of: Time,
     ) -> Result<Fencing, StoreError> {
         let answer = self.table.fence(now, job, expected, reclaimer, as_of)?;
-        self.log(now, Event::fencing(&self.caller, job, expected, &answer));
+        self.log(now, answers::fencing(&self.caller.asker(), job, expected, &answer));
         Ok(answer)
     }
 
@@ -119,7 +120,7 @@ impl TableStore for MemoryStore {
         rival: OutputId,
     ) -> Result<Quarantine, StoreError> {
         let answer = self.table.quarantine(now, job, epoch, recorded, rival)?;
-        self.log(now, Event::quarantine(&self.caller, job, epoch, &answer));
+        self.log(now, answers::quarantine(&self.caller.asker(), job, epoch, &answer));
         Ok(answer)
     }
 
@@ -164,13 +165,13 @@ impl TableStore for MemoryStore {
 impl LedgerStore for MemoryStore {
     fn lookup(&mut self, now: Time, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
         let answer = self.ledger.lookup(op, epoch);
-        self.log(now, Event::lookup(&self.caller, op, epoch, &answer));
+        self.log(now, answers::lookup(&self.caller.asker(), op, epoch, &answer));
         Ok(answer)
     }
 
     fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError> {
         let answer = self.ledger.apply(op, epoch, output);
-        self.log(now, Event::apply(&self.caller, op, epoch, output, &answer));
+        self.log(now, answers::apply(&self.caller.ledger_asker(), op, epoch, output, &answer));
         Ok(answer)
     }
 

@@ -5,7 +5,7 @@
 //! [`crate::schema`]), and append the history line. SQLite and PostgreSQL implement [`Tx`] with
 //! the same statements; neither decides anything itself.
 
-use crate::event::{Caller, Event};
+use crate::caller::Caller;
 use crate::schema;
 use crate::StoreError;
 use lease_core::{
@@ -13,6 +13,7 @@ use lease_core::{
     Lookup, OpId, OpRecord, Outcome, OutputId, Owner, Place, Quarantine, ReclaimerId, Release, Renewal, RequestId,
     Requeue, Rules, TableError, Terminal, Time, WorkerId,
 };
+use lease_history::{answers, Event, Node};
 
 /// One row of `lease_jobs`, column for column.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,8 +248,9 @@ impl Op<'_> {
         Ok(())
     }
 
-    fn log(&self, tx: &mut impl Tx, event: &Event) -> Result<(), StoreError> {
-        tx.log(self.now.0, event.node(), &event.line(self.now.0))
+    fn log(&self, tx: &mut impl Tx, event: Event) -> Result<(), StoreError> {
+        let node = answers::writer(&event).to_string();
+        tx.log(self.now.0, &node, &answers::line(self.now.0, event))
     }
 
     /// The job's record, or misuse: an unknown job (checked before the clock, as the table does).
@@ -289,7 +291,7 @@ impl Op<'_> {
             let (back, _) = tx.queue_ends()?;
             tx.insert(&Row::of(job, &record, Some(back)))?;
         }
-        self.log(tx, &Event::enqueued(job, &decision.answer))?;
+        self.log(tx, answers::enqueued(job, &decision.answer))?;
         Ok(decision.answer)
     }
 
@@ -302,7 +304,7 @@ impl Op<'_> {
     ) -> Result<Acquired, StoreError> {
         self.clock()?;
         let answer = self.grant(tx, owner, request)?;
-        self.log(tx, &Event::acquired(owner, &answer))?;
+        self.log(tx, answers::acquired(Node::Worker(owner.0), &answer))?;
         Ok(answer)
     }
 
@@ -336,7 +338,7 @@ impl Op<'_> {
         }
         let decision = self.rules.renew(self.now, &record, epoch);
         self.write(tx, &row, &decision)?;
-        self.log(tx, &Event::renewal(self.caller, job, epoch, &decision.answer))?;
+        self.log(tx, answers::renewal(&self.caller.asker(), job, epoch, &decision.answer))?;
         Ok(decision.answer)
     }
 
@@ -355,7 +357,7 @@ impl Op<'_> {
         }
         let decision = self.rules.complete(job, &record, epoch, output);
         self.write(tx, &row, &decision)?;
-        self.log(tx, &Event::completion(self.caller, job, epoch, output, &decision.answer))?;
+        self.log(tx, answers::completion(&self.caller.asker(), job, epoch, output, &decision.answer))?;
         Ok(decision.answer)
     }
 
@@ -373,7 +375,7 @@ impl Op<'_> {
             0 => self.rules.renew(self.now, record, epoch).answer,
             _ => Renewal::Renewed { epoch, expires_at },
         };
-        self.log(tx, &Event::renewal(self.caller, job, epoch, &answer))?;
+        self.log(tx, answers::renewal(&self.caller.asker(), job, epoch, &answer))?;
         Ok(answer)
     }
 
@@ -391,7 +393,7 @@ impl Op<'_> {
             0 => self.rules.complete(job, record, epoch, output).answer,
             _ => Completion::Completed(Terminal { job, epoch, outcome: Outcome::Completed { output } }),
         };
-        self.log(tx, &Event::completion(self.caller, job, epoch, output, &answer))?;
+        self.log(tx, answers::completion(&self.caller.asker(), job, epoch, output, &answer))?;
         Ok(answer)
     }
 
@@ -401,7 +403,7 @@ impl Op<'_> {
         self.clock()?;
         let decision = self.rules.requeue(job, &record, epoch);
         self.write(tx, &row, &decision)?;
-        self.log(tx, &Event::requeue(self.caller, job, epoch, &decision.answer))?;
+        self.log(tx, answers::requeue(&self.caller.asker(), job, epoch, &decision.answer))?;
         Ok(decision.answer)
     }
 
@@ -411,7 +413,7 @@ impl Op<'_> {
         self.clock()?;
         let decision = self.rules.release(&record, epoch);
         self.write(tx, &row, &decision)?;
-        self.log(tx, &Event::release(self.caller, job, epoch, &decision.answer))?;
+        self.log(tx, answers::release(&self.caller.asker(), job, epoch, &decision.answer))?;
         Ok(decision.answer)
     }
 
@@ -429,7 +431,7 @@ impl Op<'_> {
             leases.push(lease);
         }
         assert!(leases.len() <= self.rules.config.batch_max || limit == i64::MAX);
-        self.log(tx, &Event::listed(self.caller, &leases))?;
+        self.log(tx, answers::listed(&self.caller.asker(), &leases))?;
         Ok(leases)
     }
 
@@ -446,7 +448,7 @@ impl Op<'_> {
         self.clock()?;
         let decision = self.rules.fence(self.now, job, &record, expected, reclaimer, as_of);
         self.write(tx, &row, &decision)?;
-        self.log(tx, &Event::fencing(self.caller, job, expected, &decision.answer))?;
+        self.log(tx, answers::fencing(&self.caller.asker(), job, expected, &decision.answer))?;
         Ok(decision.answer)
     }
 
@@ -466,7 +468,7 @@ impl Op<'_> {
         self.clock()?;
         let decision = self.rules.quarantine(job, &record, epoch, recorded, rival);
         self.write(tx, &row, &decision)?;
-        self.log(tx, &Event::quarantine(self.caller, job, epoch, &decision.answer))?;
+        self.log(tx, answers::quarantine(&self.caller.asker(), job, epoch, &decision.answer))?;
         Ok(decision.answer)
     }
 
@@ -489,7 +491,7 @@ impl Op<'_> {
         let old = tx.op(op)?;
         let (answer, new) = old.lookup(epoch, self.rules.bugs);
         self.write_op(tx, op, &new, &old)?;
-        self.log(tx, &Event::lookup(self.caller, op, epoch, &answer))?;
+        self.log(tx, answers::lookup(&self.caller.asker(), op, epoch, &answer))?;
         Ok(answer)
     }
 
@@ -498,7 +500,7 @@ impl Op<'_> {
         let old = tx.op(op)?;
         let (answer, new) = old.apply(epoch, output, self.rules.bugs);
         self.write_op(tx, op, &new, &old)?;
-        self.log(tx, &Event::apply(self.caller, op, epoch, output, &answer))?;
+        self.log(tx, answers::apply(&self.caller.ledger_asker(), op, epoch, output, &answer))?;
         Ok(answer)
     }
 

@@ -2,19 +2,21 @@
 //!
 //! Exit status: 0 every run held; 1 a safety invariant failed; 2 a liveness check failed; 3 bad
 //! input or a harness error; 4 a world panicked (a core assertion or a harness bug, caught per
-//! seed); 5 a sweep with `--require-coverage` never reached a required situation.
+//! seed); 5 a sweep with `--require-coverage` never reached a required situation; 6 a seed that a
+//! sweep ran twice (`--recheck`) recorded two different histories: the run is not deterministic.
+//!
+//! `shrink` is the exception: it is given a failure, so 0 says it shrank it and wrote its files
+//! (the failure's invariant is printed, and named in the files); 3 is bad input or a harness
+//! error, including a seed or plan that holds (nothing to shrink): see `lease-sim shrink --help`.
 
 mod bench;
-mod check;
 mod diagnose;
 mod hunt;
-mod live;
-mod report;
 mod run;
 mod shrink;
 mod sweep;
 
-use crate::figures::Figures;
+use lease_check::figures::Figures;
 use crate::runner::Target;
 use crate::scenarios::Scenario;
 use crate::world::durable::StoreKind;
@@ -23,15 +25,15 @@ use lease_core::Bug;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub use crate::runner::{EXIT_CRASH, EXIT_LIVENESS, EXIT_SAFETY};
+pub use crate::runner::{EXIT_CRASH, EXIT_LIVENESS, EXIT_NONDETERMINISTIC, EXIT_SAFETY};
 /// Bad input, or a harness error.
-pub const EXIT_BAD_INPUT: u8 = 3;
+pub use lease_check::cli::EXIT_BAD_INPUT;
 /// A sweep with `--require-coverage` never reached one of the scenario's required situations.
 pub const EXIT_UNCOVERED: u8 = 5;
 
 /// Deterministic simulation of lease recovery: seeded worlds, swarm faults, invariant checkers.
 #[derive(Parser, Debug)]
-#[command(name = "lease-sim", version = crate::provenance::VERSION, about, long_about = None)]
+#[command(name = "lease-sim", version = lease_check::provenance::VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -126,7 +128,12 @@ enum Command {
         json: bool,
     },
     /// Shrink a failing seed (or plan) to a minimal plan that fails the same invariant, and write
-    /// it to DIR with its history, trace, explanation and a reproduce line.
+    /// it to DIR with its history, trace, explanation and a reproduce file.
+    ///
+    /// Exit status: 0 when the failure was shrunk and its files written (the invariant it fails
+    /// is printed, and named in DIR/reproduce); 3 bad input or a harness error: a bad flag, an
+    /// unreadable plan, an unwritable DIR, or a seed or plan that holds (nothing to shrink). With
+    /// --every-bug: 0 when every shrunk plan still fails with at most 3 faults, else 3.
     Shrink {
         /// The scenario.
         #[arg(long, default_value = "swarm")]
@@ -179,7 +186,7 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
         /// The window length, e.g. 400ms or 1s (default: the lease ttl).
-        #[arg(long, value_parser = report::parse_duration)]
+        #[arg(long, value_parser = lease_check::cli::parse_duration)]
         window: Option<u64>,
     },
     /// Name the cause of each incident of a history, one line each; with --eval, measure how often
@@ -189,7 +196,7 @@ enum Command {
         #[arg(required_unless_present = "eval", conflicts_with = "eval")]
         file: Option<PathBuf>,
         /// The window length, e.g. 400ms (default: the lease ttl).
-        #[arg(long, value_parser = report::parse_duration)]
+        #[arg(long, value_parser = lease_check::cli::parse_duration)]
         window: Option<u64>,
         /// Run every labelled scenario and the swarm, and print the confusion matrix.
         #[arg(long)]
@@ -209,18 +216,17 @@ enum Command {
     },
     /// Run real worker, reclaimer, arrival and dependency processes on SQLite or PostgreSQL,
     /// kill and pause them, then check and report on the history (README, "Live runs").
-    Live(live::LiveArgs),
+    Live(lease_live::cli::LiveArgs),
     /// One process of a live run (started by `live`).
     #[command(hide = true)]
-    LiveChild(live::ChildArgs),
+    LiveChild(lease_live::cli::ChildArgs),
     /// List the scenarios.
     Scenarios,
     /// List the planted bugs.
     Bugs,
 }
 
-/// Bad input: a message for a person, and exit status 3.
-pub struct BadInput(pub String);
+pub use lease_check::cli::BadInput;
 
 /// Runs the command line; the binary's `main`.
 pub fn main() -> ExitCode {
@@ -300,14 +306,14 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             let options = crate::bench::BenchOptions { seeds, memory_seeds, threads };
             Ok(bench::bench(options, json))
         }
-        Command::Check { file } => check::check(&file),
+        Command::Check { file } => lease_check::cli::check(&file),
         Command::Diagnose { file, window, eval, seeds, swarm_seeds, threads, json } => match file {
-            Some(file) if !eval => diagnose::diagnose(&file, window),
+            Some(file) if !eval => lease_check::cli::diagnose(&file, window),
             _ => diagnose::evaluate(seeds, swarm_seeds, parse_threads(threads)?, json),
         },
         Command::Report { file, out, window } => {
-            let entries = report::read_history(&file)?;
-            report::report(&entries, &file.display().to_string(), window, out.as_deref())
+            let entries = lease_check::cli::read_history(&file)?;
+            lease_check::cli::report(&entries, &file.display().to_string(), window, out.as_deref())
         }
         Command::Shrink { scenario, seed, bug, store, plan, budget, out, every_bug, hunt_budget, threads, json } => {
             if budget == 0 {
@@ -328,8 +334,8 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             };
             shrink::shrink(source, budget, &out)
         }
-        Command::Live(args) => live::live(&args),
-        Command::LiveChild(args) => live::child(&args),
+        Command::Live(args) => lease_live::cli::live(&args),
+        Command::LiveChild(args) => lease_live::cli::child(&args),
         Command::Scenarios => {
             for scenario in Scenario::ALL {
                 println!("{:<20} {}", scenario.name(), scenario.about());
@@ -338,15 +344,18 @@ fn execute(command: Command) -> Result<u8, BadInput> {
         }
         Command::Bugs => {
             for bug in Bug::ALL {
-                println!("{bug}");
+                println!("{:<BUG_NAME_WIDTH$} {}", bug.name(), bug.about());
             }
             for bug in Bug::STORE {
-                println!("{bug}  (in lease-store's SQL: --store sqlite)");
+                println!("{:<BUG_NAME_WIDTH$} {} (in lease-store's SQL: --store sqlite)", bug.name(), bug.about());
             }
             Ok(0)
         }
     }
 }
+
+/// The column `lease-sim bugs` prints descriptions at: past the longest name.
+const BUG_NAME_WIDTH: usize = 30;
 
 /// Reads and checks a plan file.
 pub(crate) fn read_plan(path: &std::path::Path) -> Result<crate::faults::plan::Plan, BadInput> {
@@ -447,15 +456,13 @@ pub(crate) fn print_figures(figures: &Figures, sim_us: u64) {
 
 /// The protocol windows, as the share of seeds that reached each:
 /// `windows (seeds reaching, of 2000): window_list_to_fence=131 (6.5%) ...`.
-pub(crate) fn windows_line(seeds_reaching: &crate::check::Coverage, runs: u64) -> String {
+pub(crate) fn windows_line(seeds_reaching: &lease_check::Coverage, runs: u64) -> String {
     let share = |count: u64| 100.0 * count as f64 / runs.max(1) as f64;
-    let windows = crate::check::windows::WINDOWS.iter().map(|&name| {
+    let windows = lease_check::windows::WINDOWS.iter().map(|&name| {
         let count = seeds_reaching.get(name);
         format!("{name}={count} ({:.1}%)", share(count))
     });
     format!("windows (seeds reaching, of {runs}): {}", windows.collect::<Vec<_>>().join(" "))
 }
 
-pub(crate) fn coverage_line(coverage: &crate::check::Coverage) -> String {
-    coverage.0.iter().map(|(name, count)| format!("{name}={count}")).collect::<Vec<_>>().join(" ")
-}
+pub(crate) use lease_check::cli::coverage_line;

@@ -1,10 +1,9 @@
 //! `lease-sim run`: one seed, its parameters, figures and outcome.
 
 use super::{coverage_line, print_figures, BadInput, EXIT_CRASH, EXIT_LIVENESS, EXIT_SAFETY};
-use crate::atomic::AtomicFile;
+use lease_history::atomic::AtomicFile;
 use crate::faults::plan::Plan;
-use crate::figures::Figures;
-use crate::history::{to_jsonl, Entry};
+use lease_history::{to_jsonl, Entry};
 use crate::runner::Target;
 use crate::scenarios::Params;
 use crate::world::Verdict;
@@ -30,7 +29,7 @@ impl Source {
     fn reproduce(&self) -> String {
         match self {
             Source::Seed(target, seed) => target.reproduce(*seed),
-            Source::Plan(_, path) => format!("cargo run --release -p lease-sim -- run --plan {}", path.display()),
+            Source::Plan(_, path) => format!("{} run --plan {}", crate::runner::CARGO_RUN, path.display()),
         }
     }
 }
@@ -71,7 +70,7 @@ pub(super) fn run(source: Source, outputs: Outputs<'_>) -> Result<u8, BadInput> 
         }
     );
     // Which build: a seed replays byte for byte only on the commit and toolchain that ran it.
-    println!("provenance: {}", crate::provenance::line());
+    println!("provenance: {}", lease_check::provenance::line());
     println!("params: {}", params.describe());
     if let Source::Seed(..) = source {
         println!("faults: {}", params.describe_faults());
@@ -79,9 +78,9 @@ pub(super) fn run(source: Source, outputs: Outputs<'_>) -> Result<u8, BadInput> 
     println!("reproduce: {}", source.reproduce());
     let report = crate::world::run(params);
     if trace {
-        print!("{}", crate::render::render(&report.history));
+        print!("{}", lease_history::render::render(&report.history));
     }
-    let figures = Figures::of_run(&report);
+    let figures = report.figures();
     print_figures(&figures, report.sim_us);
     println!("sometimes: {}", coverage_line(&report.coverage));
     if let Some(writer) = writer {
@@ -92,9 +91,9 @@ pub(super) fn run(source: Source, outputs: Outputs<'_>) -> Result<u8, BadInput> 
         println!("history: {} lines written to {}", report.history.len(), history.unwrap().display());
     }
     if let Some(dir) = outputs.report {
-        let made = crate::report::Report::of(&report.history, None)
+        let made = lease_check::report::Report::of(&report.history, None)
             .map_err(|error| BadInput(format!("the run's history cannot be reported on: {error}")))?;
-        super::report::write_all(dir, &made, &crate::report::text::render(&made))?;
+        lease_check::cli::write_all(dir, &made, &lease_check::report::text::render(&made))?;
         println!("report: report.txt, report.json and timeline.svg written to {}", dir.display());
     }
     if let Some(writer) = plan_writer {
@@ -152,7 +151,7 @@ fn print_story(history: &[Entry], job: JobId, last: Option<usize>) {
     let story: Vec<(usize, &Entry)> = history[..end]
         .iter()
         .enumerate()
-        .filter(|(_, entry)| entry.job() == Some(job) || crate::render::is_fault(&entry.event))
+        .filter(|(_, entry)| entry.job() == Some(job) || lease_history::render::is_fault(&entry.event))
         .map(|(index, entry)| (index + 1, entry))
         .collect();
     let skipped = story.len().saturating_sub(STORY_LINES_MAX);
@@ -161,6 +160,6 @@ fn print_story(history: &[Entry], job: JobId, last: Option<usize>) {
         println!("  ... {skipped} earlier lines");
     }
     for (line, entry) in &story[skipped..] {
-        println!("  {line:>6} {}", crate::render::render_line(entry));
+        println!("  {line:>6} {}", lease_history::render::render_line(entry));
     }
 }

@@ -1,11 +1,17 @@
 //! `lease-sim shrink`: a failing seed or plan, shrunk to a minimal plan that fails the same
-//! invariant, written out with its history, its trace, an explanation and a reproduce line.
+//! invariant, written out with its history, its trace, an explanation and a reproduce file.
+//!
+//! Exit status: 0 when the failure was shrunk and every file written (what it fails is printed,
+//! and named in `reproduce` and `plan.json`); 3 bad input or a harness error: a bad flag, an
+//! unreadable plan, an unwritable DIR, or a seed or plan that holds (nothing to shrink). With
+//! `--every-bug`: 0 when every planted bug was caught and its shrunk plan, replayed, still fails
+//! the same way with at most 3 faults; 3 otherwise.
 
 use super::{BadInput, EXIT_BAD_INPUT};
-use crate::atomic;
+use lease_history::atomic;
 use crate::faults::plan::Plan;
 use crate::faults::shrink::{self, Shrunk, Size};
-use crate::runner::{Finding, Target};
+use crate::runner::{self, Finding, Target, CARGO_RUN};
 use crate::scenarios::Scenario;
 use crate::world::{RunReport, Verdict};
 use lease_core::Bug;
@@ -25,7 +31,8 @@ pub(super) enum Source {
     Plan(Box<Plan>, PathBuf),
 }
 
-/// `lease-sim shrink`: shrinks one failure into `out`.
+/// `lease-sim shrink`: shrinks one failure into `out`. 0 when it shrank: a failure shrunk is the
+/// command's success, whatever invariant the failure breaks.
 pub(super) fn shrink(source: Source, budget: u64, out: &Path) -> Result<u8, BadInput> {
     std::fs::create_dir_all(out).map_err(|e| BadInput(format!("cannot create {}: {e}", out.display())))?;
     let (plan, origin) = match &source {
@@ -34,7 +41,7 @@ pub(super) fn shrink(source: Source, budget: u64, out: &Path) -> Result<u8, BadI
             (report.plan.clone(), target.reproduce(*seed))
         }
         Source::Plan(plan, path) => {
-            ((**plan).clone(), format!("cargo run --release -p lease-sim -- run --plan {}", path.display()))
+            ((**plan).clone(), format!("{CARGO_RUN} run --plan {}", path.display()))
         }
     };
     let params = plan.params().map_err(|e| BadInput(format!("plan: {e}")))?;
@@ -82,8 +89,8 @@ pub(super) fn shrink(source: Source, budget: u64, out: &Path) -> Result<u8, BadI
         started.elapsed().as_secs_f64()
     );
     println!("  written to {}: plan.json history.jsonl trace.txt explanation.txt reproduce", out.display());
-    println!("reproduce: cargo run --release -p lease-sim -- run --plan {}", out.join("plan.json").display());
-    Ok(shrunk.finding.exit_code())
+    println!("reproduce: {CARGO_RUN} run --plan {}", out.join("plan.json").display());
+    Ok(0)
 }
 
 fn violation_message(report: &RunReport) -> String {
@@ -102,22 +109,23 @@ fn write_out(out: &Path, plan: &Plan, shrunk: &Shrunk, origin: &str) -> Result<(
     };
     let history = &shrunk.report.history;
     write("plan.json", &plan.to_json())?;
-    write("history.jsonl", &crate::history::to_jsonl(history))?;
-    write("trace.txt", &crate::render::render(history))?;
+    write("history.jsonl", &lease_history::to_jsonl(history))?;
+    write("trace.txt", &lease_history::render::render(history))?;
     let explanation = match &shrunk.report.verdict {
-        Verdict::Safety(violation) | Verdict::Liveness(violation) => crate::render::explain(history, violation),
+        Verdict::Safety(violation) | Verdict::Liveness(violation) => lease_check::explain::explain(history, violation),
         Verdict::Crash(crash) => format!("{crash}\n(trace.txt has every line before it)\n"),
         Verdict::Held => unreachable!("a shrunk plan fails"),
     };
     write("explanation.txt", &explanation)?;
-    let reproduce = format!(
-        "cargo run --release -p lease-sim -- run --plan {}\n# shrunk from: {origin}\n# expect: {}\n\
-         # shrunk by lease-sim {}\n",
-        out.join("plan.json").display(),
-        shrunk.finding,
-        crate::provenance::line()
-    );
-    write("reproduce", &reproduce)
+    // The plan by its absolute path: `sh DIR/reproduce` works from any directory.
+    let plan_path = out.join("plan.json");
+    let plan_path = std::path::absolute(&plan_path).unwrap_or(plan_path);
+    let notes = [
+        format!("shrunk from: {origin}"),
+        format!("expect: {}", shrunk.finding),
+        format!("shrunk by lease-sim {}", lease_check::provenance::line()),
+    ];
+    write("reproduce", &runner::reproduce_file(&format!("run --plan {}", plan_path.display()), &notes))
 }
 
 fn progress_bar(budget: u64) -> Option<indicatif::ProgressBar> {

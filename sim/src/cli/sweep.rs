@@ -8,9 +8,9 @@
 mod failures_dir;
 
 use super::{coverage_line, ms, parse_bug, parse_scenario, parse_seeds, parse_threads, print_counts, BadInput};
-use crate::atomic::AtomicFile;
+use lease_history::atomic::AtomicFile;
 use crate::nightly::{parse_duration, Date};
-use crate::runner::{self, SeedResult, Summary, Target};
+use crate::runner::{self, Recheck, SeedResult, Summary, Target};
 use crate::shard::{SeedPlan, Shard};
 use crate::world::durable::StoreKind;
 use crate::world::RunReport;
@@ -67,14 +67,20 @@ pub(super) struct SweepArgs {
     /// Take the base from today's UTC date: YYYYMMDD * 1000000000, printed in the summary.
     #[arg(long)]
     seed_from_date: bool,
-    /// For every failing seed S, write seed-S.jsonl (history), seed-S.trace (rendered) and
-    /// seed-S.reproduce (the command) into DIR, atomically. DIR is created if missing.
+    /// For every failing seed S (at most 100 of them), write four files into DIR, atomically:
+    /// seed-S.jsonl (history), seed-S.trace (rendered), seed-S.reproduce (a script that replays
+    /// it: `sh DIR/seed-S.reproduce`) and seed-S.plan.json (its fault plan, for `run --plan` and
+    /// `shrink --plan`). DIR is created if missing.
     #[arg(long, value_name = "DIR")]
     failures_dir: Option<PathBuf>,
     /// Exit 5 when every run held but a situation the scenario requires (see `lease-sim
     /// scenarios`) was never reached: a sweep that never reached the dangerous case proved nothing.
     #[arg(long)]
     require_coverage: bool,
+    /// Run one seed in N twice, chosen by a hash of the seed, and compare the two histories: a
+    /// difference is a finding (`nondeterministic`, exit 6). 0 runs every seed once.
+    #[arg(long, value_name = "N", default_value_t = Recheck::DEFAULT.every)]
+    recheck: u64,
 }
 
 impl Default for SweepArgs {
@@ -127,6 +133,8 @@ struct Report<'a> {
     duration_s: Option<u64>,
     /// Why the sweep ended.
     ended: Ended,
+    /// One seed in this many was run twice (`--recheck`; 0: none).
+    recheck_every: u64,
     /// Where the failing seeds' files went.
     #[serde(skip_serializing_if = "Option::is_none")]
     failures_dir: Option<PathBuf>,
@@ -135,9 +143,9 @@ struct Report<'a> {
     failures_written: Option<u64>,
     /// The scenario's required situations that no seed reached.
     never_reached: Vec<&'static str>,
-    /// The commit this binary was built from ([`crate::provenance::COMMIT`]).
+    /// The commit this binary was built from ([`lease_check::provenance::COMMIT`]).
     commit: &'static str,
-    /// The compiler that built it ([`crate::provenance::TOOLCHAIN`]).
+    /// The compiler that built it ([`lease_check::provenance::TOOLCHAIN`]).
     toolchain: &'static str,
 }
 
@@ -169,8 +177,10 @@ pub(super) fn sweep(args: SweepArgs) -> Result<u8, BadInput> {
         }
         bar.inc(1);
     };
-    let (tally, wall) =
-        flags.with_deadline(args.duration, || runner::sweep_plan(target, &plan, threads, &flags.stop, &on_report));
+    let recheck = Recheck { every: args.recheck };
+    let (tally, wall) = flags.with_deadline(args.duration, || {
+        runner::sweep_plan_rechecking(target, &plan, threads, recheck, &flags.stop, &on_report)
+    });
     bar.finish_and_clear();
 
     let (ran, seed_last) = (tally.runs, tally.seed_max);
@@ -192,11 +202,12 @@ pub(super) fn sweep(args: SweepArgs) -> Result<u8, BadInput> {
         } else {
             Ended::TimeUp
         },
+        recheck_every: recheck.every,
         failures_dir: args.failures_dir.clone(),
         failures_written: failures.as_ref().map(FailuresDir::written),
         never_reached: never_reached(target.scenario, &summary.sometimes),
-        commit: crate::provenance::COMMIT,
-        toolchain: crate::provenance::TOOLCHAIN,
+        commit: lease_check::provenance::COMMIT,
+        toolchain: lease_check::provenance::TOOLCHAIN,
     };
     let json = serde_json::to_string(&report).expect("the summary serialises");
     if let Some(file) = summary_json {
@@ -221,7 +232,7 @@ fn exit_code(summary: &Summary, never_reached: &[&str], require_coverage: bool) 
 }
 
 /// The situations `scenario` requires that `sometimes` never counted, in the scenario's order.
-fn never_reached(scenario: crate::scenarios::Scenario, sometimes: &crate::check::Coverage) -> Vec<&'static str> {
+fn never_reached(scenario: crate::scenarios::Scenario, sometimes: &lease_check::Coverage) -> Vec<&'static str> {
     scenario.situations().iter().copied().filter(|name| sometimes.get(name) == 0).collect()
 }
 
@@ -260,10 +271,7 @@ fn rerun(target: Target, plan: &SeedPlan, ran: u64) -> Option<String> {
     let range = plan.rerun_range(ran)?;
     let shard = if plan.shard == Shard::WHOLE { String::new() } else { format!(" --shard {}", plan.shard) };
     let bug = target.bug.map(|bug| format!(" --bug {bug}")).unwrap_or_default();
-    Some(format!(
-        "cargo run --release -p lease-sim -- sweep --scenario {} --seeds {range}{shard}{bug}",
-        target.scenario.name()
-    ))
+    Some(format!("{} sweep --scenario {} --seeds {range}{shard}{bug}", runner::CARGO_RUN, target.scenario.name()))
 }
 
 /// What stops a sweep: the time budget, or Ctrl-C. Both only stop new seeds from starting.
@@ -326,6 +334,20 @@ fn cannot_write(path: &std::path::Path, error: std::io::Error) -> BadInput {
     BadInput(format!("cannot write {}: {error}", path.display()))
 }
 
+/// `recheck: 8 of 500 seeds run twice (one in 64): every history repeated`, or how many did not.
+fn recheck_line(summary: &Summary, every: u64) -> String {
+    if every == 0 {
+        return "recheck: off (--recheck 0): no seed run twice".to_string();
+    }
+    let differed =
+        summary.failures.iter().filter(|failure| failure.invariant == runner::Finding::Nondeterministic).count();
+    let verdict = match differed {
+        0 => "every history repeated".to_string(),
+        n => format!("{n} DID NOT repeat their history (nondeterministic, exit 6)"),
+    };
+    format!("recheck: {} of {} seeds run twice (one in {every}): {verdict}", summary.rechecked, summary.runs)
+}
+
 fn print_summary(report: &Report) {
     let summary = report.summary;
     let bug = summary.bug.as_ref().map(|bug| format!(" bug={bug}")).unwrap_or_default();
@@ -353,6 +375,7 @@ fn print_summary(report: &Report) {
         summary.wall_ms as f64 / 1e3
     );
     print_counts(&summary.totals, None);
+    println!("{}", recheck_line(summary, report.recheck_every));
     println!(
         "per-seed p99: queue_wait median={:.1}ms worst={:.1}ms; end_to_end median={:.1}ms worst={:.1}ms",
         ms(summary.queue_wait_p99.p50_us),

@@ -18,9 +18,9 @@
 //! replay deals the same faults and its history is the same, byte for byte.
 
 use super::{Point, Scripted, Strike};
-use crate::history::{MessageKind, Node};
 use crate::world::ctx::{Ctx, State};
 use lease_core::{Epoch, JobId};
+use lease_history::{MessageKind, Node};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::{BTreeMap, BTreeSet};

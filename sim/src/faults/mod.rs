@@ -15,7 +15,7 @@ pub mod plan;
 pub mod shrink;
 pub mod verbs;
 
-use crate::history::{CrashPoint, Node, Rate};
+use lease_history::{CrashPoint, Node, Rate};
 use rand::Rng;
 
 /// A fault scheduled at a fixed simulated time during the fault phase.
@@ -152,7 +152,7 @@ pub struct StallRates {
     pub len_us: (u64, u64),
 }
 
-/// Faults aimed at the protocol's windows (see [`crate::check::windows`]): single messages held
+/// Faults aimed at the protocol's windows (see [`lease_check::windows`]): single messages held
 /// back or delivered twice, short stalls at the points where a window opens, and timing aimed at
 /// the expiry boundary. Short means the size of the windows: a few hundred µs up to the drift
 /// margin (`near_us`), and now and then up to ttl/4 (`far_us`), never the ttl-sized pauses that

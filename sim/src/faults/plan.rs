@@ -21,10 +21,10 @@
 use super::decide::{Dealt, Keyed, Site, Visit};
 use super::{Degradation, Fault, Point};
 use crate::clock::{LocalClock, BASE_US, DRIFT_PPM_MAX};
-use crate::history::{MessageKind, Node, Rate};
 use crate::scenarios::Params;
 use crate::world::durable::StoreKind;
 use lease_core::{Bug, Epoch, JobId, ReclaimerConfig, Span, TableConfig, WorkerConfig};
+use lease_history::{MessageKind, Node, Rate};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -99,6 +99,22 @@ pub struct World {
     pub fault_phase_us: u64,
     /// How long after the heal every accepted job has to reach a terminal outcome.
     pub liveness_budget_us: u64,
+}
+
+impl World {
+    /// When a run of this world ends at the latest: the heal, then the liveness budget.
+    pub fn end_us(&self) -> u64 {
+        self.fault_phase_us.saturating_add(self.liveness_budget_us)
+    }
+
+    /// The longest idle backoff that means anything: the run's whole length. A worker that waits
+    /// that long after an empty acquire never asks again within the run, as with any longer wait,
+    /// and its next acquire stays a time on the clock. (The shrinker once multiplied the backoff
+    /// up to `u64::MAX`, which plans recorded as 18446744073709551615 and which overflowed the
+    /// worker's clock at its next empty acquire: a crash of the shrinker's own making.)
+    pub fn idle_backoff_max_us(&self) -> u64 {
+        self.end_us()
+    }
 }
 
 /// One job offered.
@@ -547,6 +563,9 @@ impl Plan {
             let typed = serde_json::from_value::<Raw>(line).map_err(|e| e.to_string()).and_then(|raw| raw.typed());
             faults.push(typed.or_else(|e| err(format!("fault {}: {e}", index + 1)))?);
         }
+        let mut world = raw.world;
+        // A plan shrunk before the bound holds `u64::MAX` here: it reads as the same "never again".
+        world.idle_backoff_us = world.idle_backoff_us.min(world.idle_backoff_max_us());
         let plan = Plan {
             comment: raw.comment,
             scenario: raw.scenario,
@@ -554,7 +573,7 @@ impl Plan {
             bug,
             store: raw.store,
             expect: raw.expect,
-            world: raw.world,
+            world,
             arrivals: raw.arrivals,
             faults,
         };
@@ -584,7 +603,7 @@ impl Plan {
         if self.arrivals.len() > w.jobs as usize {
             return err(format!("world: {} arrivals, but the world offers {} jobs", self.arrivals.len(), w.jobs));
         }
-        let end_us = w.fault_phase_us.saturating_add(w.liveness_budget_us);
+        let end_us = w.end_us();
         let mut jobs = std::collections::BTreeSet::new();
         let mut last = 0;
         for (index, arrival) in self.arrivals.iter().enumerate() {
@@ -798,4 +817,34 @@ fn list(out: &mut String, name: &str, items: impl ExactSizeIterator<Item = Strin
 /// A value as one line of JSON.
 fn json<T: Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).expect("plan values serialise")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Plan;
+
+    /// A plan as `lease-sim shrink` wrote it before the idle backoff was bounded: one worker that,
+    /// after an empty acquire, waits `u64::MAX` microseconds.
+    const UNBOUNDED: &str = r#"{
+  "plan_version": 1,
+  "scenario": "swarm",
+  "seed": 0,
+  "world": {"jobs":0,"workers":1,"reclaimers":1,"lease_ttl_us":688000,"capacity":56,"batch_max":2,"attempts_max":1,"heartbeat_us":172000,"drift_margin_us":86000,"worker_request_timeout_us":114666,"idle_backoff_us":18446744073709551615,"acquire_wait_us":86000,"scan_every_us":98285,"reclaimer_request_timeout_us":114666,"reclaimer_retries_max":3,"dependency_latency_us":[2000,12234],"network_latency_us":[1000,19033],"arrival_mean_us":18871,"fault_phase_us":3000000,"liveness_budget_us":30000000},
+  "arrivals": [],
+  "faults": []
+}"#;
+
+    // Proves an old plan whose idle backoff is u64::MAX is still read, that it is read as the
+    // longest backoff that means anything (the run's length: the worker never asks again), and
+    // that the plan recorded from it says so instead of 18446744073709551615.
+    #[test]
+    fn an_unbounded_idle_backoff_is_read_as_the_run_length() {
+        let plan = Plan::parse(UNBOUNDED).expect("an old plan is still readable");
+        assert_eq!(plan.world.idle_backoff_us, 33_000_000, "the run's length: 3 s of faults, 30 s of liveness");
+        assert_eq!(plan.world.idle_backoff_us, plan.world.idle_backoff_max_us());
+        let json = plan.to_json();
+        assert!(!json.contains(&u64::MAX.to_string()), "{json}");
+        assert!(json.contains("\"idle_backoff_us\":33000000"), "{json}");
+        assert_eq!(Plan::parse(&json).expect("the recorded plan reads back"), plan);
+    }
 }

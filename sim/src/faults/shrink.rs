@@ -23,9 +23,9 @@
 use super::decide::{Dealt, Keyed, Site, Visit};
 use super::plan::{Plan, Planned};
 use super::Fault;
-use crate::history::{Entry, Event, Node};
 use crate::runner::Finding;
 use crate::world::{self, RunReport, Verdict};
+use lease_history::{Entry, Event, Node};
 
 /// What the shrinker found.
 #[derive(Debug, Clone)]
@@ -184,7 +184,7 @@ impl Search<'_> {
     fn nodes(&mut self) -> bool {
         let mut progress = false;
         if let Verdict::Safety(violation) | Verdict::Liveness(violation) = &self.report.verdict {
-            let (_, named) = crate::render::involved(&self.report.history, violation);
+            let (_, named) = lease_check::explain::involved(&self.report.history, violation);
             let mut candidate = self.best.clone();
             for worker in (0..self.best.world.workers).rev() {
                 if !named.contains(&Node::Worker(worker)) && candidate.world.workers > 1 {
@@ -243,7 +243,10 @@ impl Search<'_> {
                 let mut candidate = self.best.clone();
                 let world = &mut candidate.world;
                 match quieter {
-                    Quieter::Backoff => world.idle_backoff_us = world.idle_backoff_us.saturating_mul(8).max(1),
+                    Quieter::Backoff => {
+                        let longest = world.idle_backoff_max_us();
+                        world.idle_backoff_us = world.idle_backoff_us.saturating_mul(8).min(longest).max(1)
+                    }
                     Quieter::Scans => {
                         world.scan_every_us = world.scan_every_us.saturating_mul(2).min(world.lease_ttl_us)
                     }

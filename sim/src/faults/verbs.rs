@@ -1,22 +1,22 @@
-//! The verbs that deal faults, acting through the world's [`Ctx`]: each records what it does in
+//! The verbs that deal faults, acting through the world's `Ctx`: each records what it does in
 //! the history, so that a reader sees every fault where it struck.
 //!
-//! - [`crash`] a node, and [`restart`] it after its downtime;
-//! - [`partition`] a node from everyone or from one peer, and [`repair`] it;
-//! - [`pause`] a node's process, and [`resume`] it;
-//! - [`stall`] a node at a protocol point (it does nothing, not even heartbeat);
-//! - [`skew`] a node's clock;
-//! - [`slow`] a dependency call, or make it [`fail`];
-//! - [`degrade`] the dependency for a window, and [`restore`] it.
+//! - `crash` a node, and `restart` it after its downtime;
+//! - `partition` a node from everyone or from one peer, and `repair` it;
+//! - `pause` a node's process, and `resume` it;
+//! - `stall` a node at a protocol point (it does nothing, not even heartbeat);
+//! - `skew` a node's clock;
+//! - `slow` a dependency call, or make it `fail`;
+//! - `degrade` the dependency for a window, and `restore` it.
 //!
-//! [`inject`] plays a scheduled [`Fault`] with these verbs, and [`heal`] ends the fault phase.
+//! `inject` plays a scheduled [`Fault`] with these verbs, and `heal` ends the fault phase.
 
 use super::{Degradation, Fault, Point};
 use crate::clock::LocalClock;
-use crate::history::{CrashPoint, Event, Node};
 use crate::scenarios::Params;
 use crate::world::ctx::Ctx;
 use lease_core::{Epoch, Execution, JobId, OpId};
+use lease_history::{CrashPoint, Event, Node};
 use madsim::runtime::Handle;
 use std::sync::Arc;
 use tracing::Instrument;
@@ -41,7 +41,7 @@ pub(crate) fn crash(ctx: &Ctx, node: Node, point: CrashPoint, job: Option<JobId>
         ctx2.sleep_us(restart_after_us).await;
         restart(&ctx2, node, life);
     };
-    ctx.chaos.spawn(restarting.instrument(crate::logs::world_span()));
+    ctx.chaos.spawn(crate::panics::contained(restarting.instrument(crate::logs::world_span())));
 }
 
 /// Restarts `node` if it is still down from the crash of life `life`.
@@ -200,7 +200,7 @@ fn undo_later(ctx: &Arc<Ctx>, after_us: u64, undo: impl FnOnce(&Ctx) + Send + 's
             undo(&ctx2);
         }
     };
-    ctx.chaos.spawn(undoing.instrument(crate::logs::world_span()));
+    ctx.chaos.spawn(crate::panics::contained(undoing.instrument(crate::logs::world_span())));
 }
 
 /// Ends the fault phase: every partition closes, paused nodes resume, crashed nodes restart, the

@@ -10,13 +10,14 @@ use super::wire::Letter;
 use super::{bind, Envelope, Held};
 use crate::faults::decide::Question;
 use crate::faults::verbs;
-use crate::history::{EffectRejectReason, Event, Node};
 use crate::net::{ledger_addr, Reply, Request, TAG};
 use crate::world::ctx::Ctx;
 use crate::world::durable::answered;
 use lease_core::{
     Apply, Epoch, Execution, Lookup, OpId, OutputId, ReclaimReply, ReclaimRequest, WorkerReply, WorkerRequest,
 };
+use lease_history::answers::{self, Asker};
+use lease_history::Node;
 use madsim::net::Endpoint;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -63,7 +64,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             Request::Worker(_, WorkerRequest::Execute { op, epoch }) => {
                 let call = execute(ctx.clone(), endpoint.clone(), from, letter, id, op, epoch);
                 // In the ledger's span: the call is this life's work.
-                madsim::task::spawn(call.instrument(tracing::Span::current()));
+                madsim::task::spawn(crate::panics::contained(call.instrument(tracing::Span::current())));
                 continue;
             }
             other => panic!("harness bug: {other:?} routed to the ledger"),
@@ -76,12 +77,7 @@ fn lookup(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, batch: Option<lease_cor
     let now = ctx.now();
     let mut state = ctx.state();
     let lookup = answered(state.durable.by(from, batch).lookup(now, op, epoch));
-    let (found, rival) = match lookup {
-        Lookup::Empty => (None, None),
-        Lookup::Recorded(output) => (Some(output), None),
-        Lookup::Conflict { recorded, rival } => (Some(recorded), Some(rival)),
-    };
-    state.record_at(now, Node::Ledger, Event::LookedUp { from, job: op.job, op, epoch, found, rival, batch });
+    state.record_at(now, Node::Ledger, answers::lookup(&Asker { from, batch }, op, epoch, &lookup));
     lookup
 }
 
@@ -120,12 +116,7 @@ fn apply(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, output: OutputId) -> App
     let now = ctx.now();
     let mut state = ctx.state();
     let apply = answered(state.durable.by(from, None).apply(now, op, epoch, output));
-    let job = op.job;
-    let event = match EffectRejectReason::of(apply) {
-        None => Event::EffectApplied { from, job, op, epoch, output },
-        Some(reason) => Event::EffectRejected { from, job, op, epoch, output, reason },
-    };
-    state.record_at(now, Node::Ledger, event);
+    state.record_at(now, Node::Ledger, answers::apply(&Asker::node(from), op, epoch, output, &apply));
     apply
 }
 

@@ -9,9 +9,9 @@ mod table;
 mod wire;
 mod worker;
 
-use crate::history::Node;
 use crate::net::{Envelope, Reply, Request, TAG};
 use crate::world::ctx::Ctx;
+use lease_history::Node;
 use madsim::net::Endpoint;
 use std::future::Future;
 use std::net::SocketAddr;

@@ -5,10 +5,10 @@ use super::{bind, send, Inbox};
 use crate::faults::decide::Dealt;
 use crate::faults::verbs;
 use crate::faults::Point;
-use crate::history::{Event, Node};
 use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
 use crate::world::ctx::Ctx;
 use lease_core::{Fencing, JobId, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId, RequestId};
+use lease_history::{Event, Node};
 use std::sync::Arc;
 
 /// The life `incarnation` of reclaimer `n` (see [`super::main`]).

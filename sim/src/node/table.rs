@@ -21,15 +21,15 @@
 use super::wire::Letter;
 use super::{bind, Held};
 use crate::clock::on_table_scale;
-use crate::history::{Event, Listing, Node, RefuseReason, RefusedRequest};
 use crate::net::{table_addr, Envelope, INCARNATION_SHIFT, TAG};
 use crate::net::{Reply, Request};
 use crate::world::ctx::Ctx;
 use crate::world::durable::{answered, Durable};
 use lease_core::{
-    Acquired, BatchId, Completion, Enqueued, Epoch, Fencing, JobId, OutputId, Quarantine, ReclaimReply, ReclaimRequest,
-    ReclaimerId, Refusal, Release, Renewal, RequestId, Requeue, WorkerId, WorkerReply, WorkerRequest,
+    Acquired, Enqueued, ReclaimReply, ReclaimRequest, ReclaimerId, RequestId, WorkerId, WorkerReply, WorkerRequest,
 };
+use lease_history::answers::{self, Asker};
+use lease_history::{Event, Node};
 use std::collections::{BTreeMap, VecDeque};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
@@ -245,93 +245,62 @@ fn acquire_letter(n: u32) -> Letter {
     Letter::request(&Request::Worker(n, WorkerRequest::Acquire), Node::Table)
 }
 
-/// Answers one request to the table; `id` is its wire id, the same for every copy.
+/// Answers one request to the table; `id` is its wire id, the same for every copy. Each answer's
+/// line is lease-history's ([`lease_history::answers`]), as every store writes it.
 fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
     let now = ctx.now();
     let mut state = ctx.state();
     let table = &mut state.durable;
-    let mut events: Vec<Event> = Vec::with_capacity(1);
-    let reply = match request {
-        Request::Enqueue(job) => match answered(table.by(Node::Table, None).enqueue(now, job)) {
-            Enqueued::Accepted { backlog } => {
-                events.push(Event::Arrived { job, backlog });
-                Reply::Enqueued(None)
-            }
-            Enqueued::Duplicate => {
-                events.push(Event::Duplicate { job });
-                Reply::Enqueued(None)
-            }
-            Enqueued::Rejected(rejection) => {
-                events.push(Event::Rejected { job, reason: rejection.into() });
-                Reply::Enqueued(Some(rejection))
-            }
-        },
-        Request::Worker(n, request) => Reply::Worker(serve_worker(ctx, &mut events, table, n, id, request)),
-        Request::Reclaimer(n, request) => Reply::Reclaimer(serve_reclaimer(ctx, &mut events, table, n, request)),
+    let (reply, event) = match request {
+        Request::Enqueue(job) => {
+            let enqueued = answered(table.by(Node::Table, None).enqueue(now, job));
+            let rejection = match enqueued {
+                Enqueued::Rejected(rejection) => Some(rejection),
+                Enqueued::Accepted { .. } | Enqueued::Duplicate => None,
+            };
+            (Reply::Enqueued(rejection), answers::enqueued(job, &enqueued))
+        }
+        Request::Worker(n, request) => {
+            let (reply, event) = serve_worker(ctx, table, n, id, request);
+            (Reply::Worker(reply), event)
+        }
+        Request::Reclaimer(n, request) => {
+            let (reply, event) = serve_reclaimer(ctx, table, n, request);
+            (Reply::Reclaimer(reply), event)
+        }
     };
-    for event in events {
-        state.record_at(now, Node::Table, event);
-    }
+    state.record_at(now, Node::Table, event);
     reply
 }
 
-fn serve_worker(
-    ctx: &Ctx,
-    events: &mut Vec<Event>,
-    durable: &mut Durable,
-    n: u32,
-    id: u64,
-    request: WorkerRequest,
-) -> WorkerReply {
+fn serve_worker(ctx: &Ctx, durable: &mut Durable, n: u32, id: u64, request: WorkerRequest) -> (WorkerReply, Event) {
     let now = ctx.now();
     let from = Node::Worker(n);
+    let asker = Asker::node(from);
     let table = durable.by(from, None);
     match request {
         WorkerRequest::Acquire => {
             // The wire id carries the worker's incarnation: a restarted worker's requests are new.
             let acquired = answered(table.acquire_for(now, WorkerId(n), RequestId(id)));
-            events.push(match acquired {
-                Acquired::Granted(grant) => {
-                    let (job, epoch, expires_at_us, attempt) = granted(grant);
-                    Event::Granted { job, epoch, owner: from, expires_at_us, attempt }
-                }
-                Acquired::Regranted(grant) => {
-                    let (job, epoch, expires_at_us, attempt) = granted(grant);
-                    Event::Regranted { job, epoch, owner: from, expires_at_us, attempt }
-                }
-                Acquired::Empty => Event::AcquireEmpty { owner: from },
-            });
-            WorkerReply::Acquired(acquired)
+            let event = answers::acquired(from, &acquired);
+            (WorkerReply::Acquired(acquired), event)
         }
         WorkerRequest::Renew { job, epoch } => {
             let renewal = answered(table.renew(now, job, epoch));
-            match renewal {
-                Renewal::Renewed { epoch, expires_at } => {
-                    events.push(Event::Renewed { from, job, epoch, expires_at_us: expires_at.0 })
-                }
-                Renewal::Refused(refusal) => {
-                    events.push(refused(from, job, epoch, RefusedRequest::Renew, refusal, None))
-                }
-            }
-            WorkerReply::Renewed(renewal)
+            (WorkerReply::Renewed(renewal), answers::renewal(&asker, job, epoch, &renewal))
         }
         WorkerRequest::Complete { job, epoch, output } => {
             let completion = answered(table.complete(now, job, epoch, output));
-            completed(events, from, job, epoch, output, completion, None);
-            WorkerReply::Completed(completion)
+            let event = answers::completion(&asker, job, epoch, output, &completion);
+            (WorkerReply::Completed(completion), event)
         }
         WorkerRequest::Requeue { job, epoch } => {
             let requeue = answered(table.requeue(now, job, epoch));
-            requeued(events, from, job, epoch, requeue, None);
-            WorkerReply::Requeued(requeue)
+            (WorkerReply::Requeued(requeue), answers::requeue(&asker, job, epoch, &requeue))
         }
         WorkerRequest::Release { job, epoch } => {
             let release = answered(table.release(now, job, epoch));
-            events.push(match release {
-                Release::Released { attempts } => Event::Released { from, job, epoch, attempts },
-                Release::Refused(refusal) => refused(from, job, epoch, RefusedRequest::Release, refusal, None),
-            });
-            WorkerReply::Released(release)
+            (WorkerReply::Released(release), answers::release(&asker, job, epoch, &release))
         }
         WorkerRequest::Lookup { .. } | WorkerRequest::Execute { .. } => {
             panic!("harness bug: {request:?} routed to the table")
@@ -339,122 +308,42 @@ fn serve_worker(
     }
 }
 
-fn serve_reclaimer(
-    ctx: &Ctx,
-    events: &mut Vec<Event>,
-    durable: &mut Durable,
-    n: u32,
-    request: ReclaimRequest,
-) -> ReclaimReply {
+fn serve_reclaimer(ctx: &Ctx, durable: &mut Durable, n: u32, request: ReclaimRequest) -> (ReclaimReply, Event) {
     let now = ctx.now();
     let from = Node::Reclaimer(n);
+    let asker = Asker::in_batch(from, request.batch());
     let table = durable.by(from, Some(request.batch()));
     match request {
-        ReclaimRequest::ListExpired { batch, as_of } => {
+        ReclaimRequest::ListExpired { as_of, .. } => {
             let leases = answered(table.expired(now, on_table_scale(as_of)));
-            let listed = leases
-                .iter()
-                .map(|lease| Listing { job: lease.job, epoch: lease.epoch, expires_at_us: lease.expires_at.0 })
-                .collect();
-            events.push(Event::Listed { reclaimer: from, batch, leases: listed });
-            ReclaimReply::Listed(leases)
+            let event = answers::listed(&asker, &leases);
+            (ReclaimReply::Listed(leases), event)
         }
-        ReclaimRequest::Fence { batch, lease, as_of } => {
+        ReclaimRequest::Fence { lease, as_of, .. } => {
             let fencing = answered(table.fence(now, lease.job, lease.epoch, ReclaimerId(n), on_table_scale(as_of)));
-            let (job, expected) = (lease.job, lease.epoch);
-            events.push(match fencing {
-                Fencing::Won { expired, lease: ours } => Event::Reclaimed {
-                    job: expired.job,
-                    epoch: expired.epoch,
-                    expires_at_us: expired.expires_at.0,
-                    new_epoch: ours.epoch,
-                    new_expires_at_us: ours.expires_at.0,
-                    reclaimer: from,
-                    batch,
-                },
-                Fencing::LostRace { current } => Event::LostRace { job, expected, current, batch },
-                Fencing::NotExpired { expires_at } => {
-                    Event::NotExpired { job, expected, expires_at_us: expires_at.0, batch }
-                }
-            });
-            ReclaimReply::Fenced(fencing)
+            (ReclaimReply::Fenced(fencing), answers::fencing(&asker, lease.job, lease.epoch, &fencing))
         }
-        ReclaimRequest::Complete { batch, job, epoch, output } => {
+        ReclaimRequest::Complete { job, epoch, output, .. } => {
             let completion = answered(table.complete(now, job, epoch, output));
-            completed(events, from, job, epoch, output, completion, Some(batch));
-            ReclaimReply::Completed(completion)
+            let event = answers::completion(&asker, job, epoch, output, &completion);
+            (ReclaimReply::Completed(completion), event)
         }
-        ReclaimRequest::Requeue { batch, job, epoch } => {
+        ReclaimRequest::Requeue { job, epoch, .. } => {
             let requeue = answered(table.requeue(now, job, epoch));
-            requeued(events, from, job, epoch, requeue, Some(batch));
-            ReclaimReply::Requeued(requeue)
+            (ReclaimReply::Requeued(requeue), answers::requeue(&asker, job, epoch, &requeue))
         }
-        ReclaimRequest::Quarantine { batch, job, epoch, recorded, rival } => {
+        ReclaimRequest::Quarantine { job, epoch, recorded, rival, .. } => {
             let quarantine = answered(table.quarantine(now, job, epoch, recorded, rival));
-            events.push(match quarantine {
-                Quarantine::Quarantined(terminal) => Event::terminal(from, terminal, Some(batch)),
-                Quarantine::Refused(refusal) => {
-                    refused(from, job, epoch, RefusedRequest::Quarantine, refusal, Some(batch))
-                }
-            });
-            ReclaimReply::Quarantined(quarantine)
+            (ReclaimReply::Quarantined(quarantine), answers::quarantine(&asker, job, epoch, &quarantine))
         }
         ReclaimRequest::Lookup { .. } => panic!("harness bug: {request:?} routed to the table"),
     }
 }
 
-/// What a `granted` or `regranted` line says of a grant: job, epoch, expiry, attempt.
-fn granted(grant: lease_core::Grant) -> (JobId, Epoch, u64, u32) {
-    let lease = grant.lease;
-    (lease.job, lease.epoch, lease.expires_at.0, grant.attempt)
-}
-
-fn completed(
-    events: &mut Vec<Event>,
-    from: Node,
-    job: JobId,
-    epoch: Epoch,
-    output: OutputId,
-    completion: Completion,
-    batch: Option<BatchId>,
-) {
-    events.push(match completion {
-        Completion::Completed(terminal) => Event::terminal(from, terminal, batch),
-        Completion::AlreadyCompleted => Event::AlreadyCompleted { from, job, epoch, output },
-        Completion::Conflict { .. } => Event::Refused {
-            from,
-            job,
-            epoch,
-            request: RefusedRequest::Complete,
-            reason: RefuseReason::Conflict,
-            batch,
-        },
-        Completion::Refused(refusal) => refused(from, job, epoch, RefusedRequest::Complete, refusal, batch),
-    });
-}
-
-fn requeued(events: &mut Vec<Event>, from: Node, job: JobId, epoch: Epoch, requeue: Requeue, batch: Option<BatchId>) {
-    events.push(match requeue {
-        Requeue::Requeued { attempts } => Event::Requeued { from, job, epoch, attempts, batch },
-        Requeue::DeadLettered(terminal) => Event::terminal(from, terminal, batch),
-        Requeue::Refused(refusal) => refused(from, job, epoch, RefusedRequest::Requeue, refusal, batch),
-    });
-}
-
-fn refused(
-    from: Node,
-    job: JobId,
-    epoch: Epoch,
-    request: RefusedRequest,
-    refusal: Refusal,
-    batch: Option<BatchId>,
-) -> Event {
-    Event::Refused { from, job, epoch, request, reason: refusal.into(), batch }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lease_core::{Epoch, JobId};
 
     fn granted() -> Reply {
         let lease = lease_core::Lease {

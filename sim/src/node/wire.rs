@@ -13,10 +13,10 @@
 
 use super::Envelope;
 use crate::faults::decide::Site;
-use crate::history::{Event, MessageKind, Node};
 use crate::net::{Request, TAG};
 use crate::world::ctx::Ctx;
 use lease_core::{Epoch, JobId, ReclaimRequest, WorkerRequest};
+use lease_history::{Event, MessageKind, Node};
 use madsim::net::Endpoint;
 use std::net::SocketAddr;
 
@@ -138,7 +138,9 @@ where
     if let Some((_, copy)) = copy {
         if !ctx.is_cut(from, peer) {
             let endpoint = endpoint.clone();
-            ctx.chaos.spawn(async move { drop(endpoint.send_to_raw(to, TAG, Box::new(copy)).await) });
+            ctx.chaos.spawn(crate::panics::contained(async move {
+                drop(endpoint.send_to_raw(to, TAG, Box::new(copy)).await)
+            }));
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::draw::{cut_workers_from, lossy};
 use super::{Definition, Params};
-use crate::history::Node;
+use lease_history::Node;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// The definition.

@@ -2,7 +2,7 @@
 
 use super::draw::labelled_world;
 use super::{Definition, Params};
-use crate::report::Cause;
+use lease_check::report::Cause;
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 

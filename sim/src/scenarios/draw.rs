@@ -6,8 +6,8 @@ use super::params::worker_timing;
 use super::Params;
 use crate::clock::{LocalClock, DRIFT_PPM_MAX};
 use crate::faults::{Fault, Point, Scripted, Strike};
-use crate::history::Node;
 use lease_core::{Bug, JobId, ReclaimerConfig, Span, TableConfig};
+use lease_history::Node;
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 

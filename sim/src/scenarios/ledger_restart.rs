@@ -6,7 +6,7 @@
 
 use super::{Definition, Params};
 use crate::faults::Fault;
-use crate::history::Node;
+use lease_history::Node;
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 

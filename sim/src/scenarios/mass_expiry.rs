@@ -5,7 +5,7 @@ use super::draw::lossy;
 use super::{Definition, Params};
 use crate::clock::LocalClock;
 use crate::faults::Fault;
-use crate::history::Node;
+use lease_history::Node;
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 

@@ -44,7 +44,7 @@ mod swarm;
 
 pub use params::{Params, CALM_LATENCY_US};
 
-use crate::report::Cause;
+use lease_check::report::Cause;
 use lease_core::Bug;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;

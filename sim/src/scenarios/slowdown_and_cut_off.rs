@@ -2,7 +2,7 @@
 
 use super::draw::{cut_off, labelled_world, slowdown};
 use super::{Definition, Params};
-use crate::report::Cause;
+use lease_check::report::Cause;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// The definition.

@@ -3,7 +3,7 @@
 use super::draw::labelled_world;
 use super::{Definition, Params};
 use crate::faults::Surge;
-use crate::report::Cause;
+use lease_check::report::Cause;
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 

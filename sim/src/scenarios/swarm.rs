@@ -6,7 +6,7 @@
 use super::draw::{drift, lossy, pauses};
 use super::{Definition, Params};
 use crate::faults::{CrashRates, Fault, StallRates, Surge};
-use crate::history::Node;
+use lease_history::Node;
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 

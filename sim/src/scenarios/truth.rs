@@ -25,8 +25,8 @@
 use super::Params;
 use crate::faults::decide::{Dealt, Keyed, Site};
 use crate::faults::{CrashRates, Fault};
-use crate::history::Node;
-use crate::report::Cause;
+use lease_check::report::Cause;
+use lease_history::Node;
 
 /// One fault kind a run switched on, the cause it is, and when it was on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -143,8 +143,8 @@ fn keyed_fault(keyed: &Keyed) -> TrueFault {
 mod tests {
     use super::{fault_causes, TrueFault};
     use crate::faults::plan::Plan;
-    use crate::report::Cause;
     use crate::scenarios::Scenario;
+    use lease_check::report::Cause;
     use std::collections::BTreeSet;
 
     /// The causes of `faults`.
@@ -206,7 +206,7 @@ mod tests {
                 degraded += 1;
             }
             for &(at, fault) in &params.schedule {
-                if let crate::faults::Fault::Crash { node: crate::history::Node::Worker(_), down_us } = fault {
+                if let crate::faults::Fault::Crash { node: lease_history::Node::Worker(_), down_us } = fault {
                     let to_us = (at + down_us).min(params.fault_phase_us);
                     let want = TrueFault { cause: Cause::Workers, kind: "crash", from_us: at, to_us };
                     assert!(faults.contains(&want), "seed {seed}: {want:?}");

@@ -3,12 +3,12 @@
 //!
 //! Nodes and fault verbs depend on this module, never on [`crate::world`], which spawns them.
 
-use crate::check::{Checkers, Violation};
 use crate::faults::decide::Decisions;
 use crate::faults::plan::Arrival;
-use crate::history::{Entry, Event, Node};
 use crate::scenarios::Params;
+use lease_check::{Checkers, Violation};
 use lease_core::{Bugs, Time};
+use lease_history::{Entry, Event, Node};
 use madsim::runtime::NodeHandle;
 use madsim::task::NodeId as SimNodeId;
 use madsim::time::{sleep, Instant};
@@ -63,9 +63,9 @@ pub(crate) struct State {
 }
 
 /// A kind of message about one lease: the request (or its answer) and the lease's job and epoch.
-pub(crate) type LeaseMessage = (crate::history::MessageKind, bool, lease_core::JobId, lease_core::Epoch);
+pub(crate) type LeaseMessage = (lease_history::MessageKind, bool, lease_core::JobId, lease_core::Epoch);
 /// A message about a job and no lease: its sender, receiver, kind, whether it is a reply, and job.
-pub(crate) type JobMessage = (Node, Node, crate::history::MessageKind, bool, lease_core::JobId);
+pub(crate) type JobMessage = (Node, Node, lease_history::MessageKind, bool, lease_core::JobId);
 
 impl Ctx {
     /// Simulated time since the world began: the table's clock.
@@ -195,7 +195,7 @@ impl State {
             line,
             kind = %crate::logs::kind(&entry.event),
             "{}",
-            crate::render::render_line(entry).trim_start()
+            lease_history::render::render_line(entry).trim_start()
         );
         if let Err(violation) = self.checkers.observe(line, entry) {
             self.violation = Some(violation);

@@ -6,14 +6,14 @@
 //!   decision of the table and the ledger is a transaction of the store's SQL, read back, decided
 //!   by the same rules and written with its compare-and-set. The store also keeps its own event log:
 //!   at the end of a run it must be the table's and the ledger's lines of the world's history,
-//!   byte for byte ([`Durable::log`]).
+//!   byte for byte (`Durable::log`).
 //!
 //! Either lives in the world's state, not in a node, so it survives restarts of the table and
 //! ledger nodes as durable state does. Nothing in SQLite reads a clock or draws randomness (see
 //! `lease_store`'s crate documentation): a seed gives the same history on either store.
 
-use crate::history::{Entry, Event, Node};
 use lease_core::{BatchId, Bugs, JobId, Lease, Owner, ReclaimerId, TableConfig, Time, WorkerId};
+use lease_history::{Entry, Event, Node};
 use lease_store::{Caller, MemoryStore, SqliteStore, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
@@ -78,7 +78,7 @@ impl Durable {
         let from = match from {
             Node::Worker(n) => Some(Owner::Worker(WorkerId(n))),
             Node::Reclaimer(n) => Some(Owner::Reclaimer(ReclaimerId(n))),
-            _ => None,
+            Node::Table | Node::Ledger | Node::Arrivals | Node::World => None,
         };
         self.store.set_caller(Caller { from, batch });
         &mut *self.store

@@ -15,15 +15,15 @@
 pub(crate) mod ctx;
 pub mod durable;
 
-use crate::check::{Checkers, Coverage, Violation};
 use crate::faults::decide::Decisions;
 use crate::faults::plan::Plan;
 use crate::faults::verbs;
-use crate::history::{Entry, Event, Node};
 use crate::node;
 use crate::scenarios::Params;
 use ctx::{Ctx, State, SELF};
+use lease_check::{Checkers, Coverage, Violation};
 use lease_core::Bugs;
+use lease_history::{Entry, Event, Node};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId as SimNodeId;
 use madsim::time::{sleep, Instant};
@@ -104,6 +104,14 @@ impl Events {
     }
 }
 
+impl RunReport {
+    /// The run's figures: the wasted grants are the ones its checkers already counted, so the
+    /// history is not followed a second time for them.
+    pub fn figures(&self) -> lease_check::figures::Figures {
+        lease_check::figures::Figures::with_wasted(&self.history, self.wasted_grants)
+    }
+}
+
 /// Runs one world to its end. A panic inside it (a core assertion, a harness bug) is caught and
 /// becomes [`Verdict::Crash`], with the history recorded up to it, so that a sweep keeps the seed
 /// and goes on with the next one.
@@ -175,7 +183,9 @@ fn run_world(params: Params) -> RunReport {
         lease_messages: BTreeMap::new(),
         job_messages: BTreeMap::new(),
     };
-    let verdict = runtime.block_on({
+    // The root and every task of the world are contained (see `crate::panics`): a panic comes
+    // out of `block_on` as a value and unwinds from here, not through madsim, which prints it.
+    let verdict = runtime.block_on(crate::panics::world({
         let params = params.clone();
         async move {
             let timers = std::sync::atomic::AtomicU64::new(0);
@@ -198,7 +208,8 @@ fn run_world(params: Params) -> RunReport {
             SELF.with(|cell| *cell.borrow_mut() = None);
             (verdict, history, coverage, wasted_grants, sim_us, events, plan, store_log)
         }
-    });
+    }));
+    let verdict = verdict.unwrap_or_else(|payload| std::panic::resume_unwind(payload));
     let (mut verdict, history, coverage, wasted_grants, sim_us, mut events, plan, store_log) = verdict;
     if params.store != durable::StoreKind::Memory && !matches!(verdict, Verdict::Crash(_)) {
         if let Some(why) = durable::differs(&history, &store_log, matches!(verdict, Verdict::Held)) {
@@ -218,7 +229,7 @@ async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
     ctx.record(
         Node::World,
         Event::Run {
-            history_version: crate::history::HISTORY_VERSION,
+            history_version: lease_history::HISTORY_VERSION,
             seed: params.seed,
             scenario: params.scenario.clone(),
             batch_max: params.table.batch_max,
@@ -227,6 +238,9 @@ async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
             attempts_max: params.table.attempts_max,
             bug: params.bug.map(|bug| bug.name().to_string()),
             store: (params.store != durable::StoreKind::Memory).then(|| params.store.name().to_string()),
+            drift_margin_us: Some(params.worker.drift_margin.as_us()),
+            latency_us: Some([params.latency_us.0, params.latency_us.1]),
+            latency_calm_us: Some([crate::scenarios::CALM_LATENCY_US.0, crate::scenarios::CALM_LATENCY_US.1]),
             params: params.describe(),
         },
     );
@@ -279,7 +293,7 @@ async fn finish(ctx: &Arc<Ctx>) -> Verdict {
                     (Ok(()), Ok(())) => Verdict::Held,
                     (_, Err(violation)) => Verdict::Liveness(violation),
                     (Err(()), Ok(())) => Verdict::Liveness(Violation {
-                        invariant: crate::check::Invariant::Liveness,
+                        invariant: lease_check::Invariant::Liveness,
                         job: None,
                         message: "the arrival generator never finished offering its jobs".to_string(),
                         lines: Vec::new(),
@@ -306,7 +320,7 @@ fn build_nodes(ctx: &Arc<Ctx>) {
             .create_node()
             .name(node.to_string())
             .ip(addr.ip())
-            .init(move || node::main(ctx2.clone(), node))
+            .init(move || crate::panics::contained(node::main(ctx2.clone(), node)))
             .build();
         ctx.state().nodes.insert(node, built.id());
     };

@@ -3,10 +3,11 @@
 //! For a failing seed `S` it writes, each atomically (a temporary file renamed into place):
 //! - `seed-S.jsonl`: the history, which `lease-sim check` reads back;
 //! - `seed-S.trace`: the rendered history, then the outcome;
-//! - `seed-S.reproduce`: the command that replays the seed, on its first line, then a comment
-//!   naming the commit and toolchain that found it (a seed replays byte for byte on that build):
-//!   a shell script (`sh seed-S.reproduce`), whose first line takes more flags
-//!   (`$(head -n1 seed-S.reproduce) --trace`);
+//! - `seed-S.reproduce`: a shell script (`sh seed-S.reproduce`, from any directory) that replays
+//!   the seed with the binary that found it, by its absolute path, or with cargo from a checkout
+//!   if that binary is gone; then a comment naming the commit and toolchain that found it (a seed
+//!   replays byte for byte on that build). Its first line is the command, which takes more flags
+//!   (`$(head -n1 seed-S.reproduce) --trace`); see [`crate::runner::reproduce_file`];
 //! - `seed-S.plan.json`: the run's fault plan, which `lease-sim run --plan` replays and `lease-sim
 //!   shrink --plan` shrinks, and which outlives changes to the generators.
 //!
@@ -16,9 +17,9 @@
 //! timeout) has already kept every failure it found.
 
 use super::super::BadInput;
-use crate::atomic::{self, AtomicFile};
-use crate::history::to_jsonl;
-use crate::runner::{SeedResult, Target};
+use lease_history::atomic::{self, AtomicFile};
+use lease_history::to_jsonl;
+use crate::runner::{self, Finding, SeedResult, Target};
 use crate::world::{RunReport, Verdict};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,18 +58,21 @@ impl FailuresDir {
             return;
         }
         let outcome = match &report.verdict {
+            // A seed that held can fail only by not repeating its history when run again.
+            _ if failure.invariant == Finding::Nondeterministic => format!("NONDETERMINISTIC: {}", failure.message),
             Verdict::Held => unreachable!("seed {} failed, so its verdict is a violation", result.seed),
             Verdict::Safety(violation) => format!("SAFETY VIOLATION: {violation}"),
             Verdict::Liveness(violation) => format!("LIVENESS FAILURE: {violation}"),
             Verdict::Crash(crash) => format!("CRASH: {crash}"),
         };
-        let trace = format!("{}outcome: {outcome}\n", crate::render::render(&report.history));
-        let command = target.reproduce(result.seed);
-        debug_assert_eq!(command, failure.reproduce);
-        let reproduce = format!("{command}\n# found by lease-sim {}\n", crate::provenance::line());
+        let trace = format!("{}outcome: {outcome}\n", lease_history::render::render(&report.history));
+        debug_assert_eq!(target.reproduce(result.seed), failure.reproduce);
+        let found_by = format!("found by lease-sim {}", lease_check::provenance::line());
+        let reproduce = runner::reproduce_file(&target.replay_args(result.seed), &[found_by]);
         let mut plan = report.plan.clone();
         plan.comment = Some(format!("recorded from: {}", failure.reproduce));
-        plan.expect = Some(failure.invariant.name().to_string());
+        // What the plan replays to: the first run's verdict (a recheck's finding is about two runs).
+        plan.expect = Some(crate::faults::shrink::finding(report).map_or("held", |finding| finding.name()).to_string());
         let files = [
             ("jsonl", to_jsonl(&report.history)),
             ("trace", trace),

@@ -1,0 +1,373 @@
+//! The protocol's windows: the narrow interleavings where production queues broke.
+//!
+//! Each window is a `sometimes` situation (see [`super::coverage`]): counted every time a history
+//! shows it, never a failure. A sweep reports how many seeds reached each, and the swarm requires
+//! all seven, so a change to the world that stops reaching one fails the coverage gate. Every
+//! window is read from the history alone, so it is counted the same on any history.
+//!
+//! | name | counted on |
+//! |---|---|
+//! | `window_list_to_fence` | a completion, renewal, requeue or dead-letter of a job (any table answer to one, refusals included) between a reclaimer's `listed` of its lease and that batch's fence answer for it (River #1302) |
+//! | `window_fence_to_lookup` | a worker's `effect_applied`, `effect_rejected` or `dependency_failed` under an older epoch between a `reclaimed` and the first `looked_up` at the new epoch or above |
+//! | `window_renew_in_flight` | a renewal the table refuses because its lease expired while it travelled (`expired`, or `stale_epoch` for a lease past its expiry), or a renewal's answer held back (`delayed`, or a stall `before_renew_reply`) for at least one drift margin, so that a worker counting its lease from the answer would overrun it (Graphile Worker #222) |
+//! | `window_effect_to_ack` | the worker whose effect was applied crashes, pauses, or is cut off from the table (or already was) before the table accepts its completion |
+//! | `window_stale_hand_back` | a requeue (or the dead-letter it ends in) or a release under an epoch that is no longer the job's, or for a job that already ended (Oban #532, Solid Queue #589) |
+//! | `window_late_duplicate` | a copy of a request that already moved the state on reaches the table or the ledger: a second answer to the same requester's completion, requeue, quarantine, execute, fence or enqueue of one job at one epoch (a `regranted` acquire is not counted: the grant it repeats still stands, so nothing moved on) |
+//! | `window_expiry_boundary` | a `reclaimed` within one drift margin after the lease's expiry, or a `renewed` within one drift margin before it |
+//!
+//! The drift margin is the run's `drift_margin_us` parameter, or ttl/8 (the scenarios' margin)
+//! for a history whose `run` line does not name one.
+
+use super::coverage::Coverage;
+use super::facts::Facts;
+use lease_core::{BatchId, Epoch, JobId, ReclaimerId};
+use lease_history::{CrashPoint, Entry, Event, Node, OutcomeKind, RefuseReason, RefusedRequest};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub(crate) const LIST_TO_FENCE: &str = "window_list_to_fence";
+pub(crate) const FENCE_TO_LOOKUP: &str = "window_fence_to_lookup";
+pub(crate) const RENEW_IN_FLIGHT: &str = "window_renew_in_flight";
+pub(crate) const EFFECT_TO_ACK: &str = "window_effect_to_ack";
+pub(crate) const STALE_HAND_BACK: &str = "window_stale_hand_back";
+pub(crate) const LATE_DUPLICATE: &str = "window_late_duplicate";
+pub(crate) const EXPIRY_BOUNDARY: &str = "window_expiry_boundary";
+
+/// The seven windows, in the order the issue that named them lists them.
+pub const WINDOWS: [&str; 7] =
+    [LIST_TO_FENCE, FENCE_TO_LOOKUP, RENEW_IN_FLIGHT, EFFECT_TO_ACK, STALE_HAND_BACK, LATE_DUPLICATE, EXPIRY_BOUNDARY];
+
+/// A request whose copies [`Windows`] recognises: one per requester, job and epoch (or batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Asked {
+    Complete(Node, JobId, Epoch),
+    Requeue(Node, JobId, Epoch),
+    Release(Node, JobId, Epoch),
+    Quarantine(Node, JobId, Epoch),
+    Execute(Node, JobId, Epoch),
+    Fence(BatchId, JobId),
+    Enqueue(JobId),
+}
+
+/// What the window detectors remember between entries.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Windows {
+    /// The drift margin, from the `run` line.
+    margin_us: u64,
+    /// Per job, the batches that listed its lease and have not fenced it yet.
+    listed: BTreeMap<JobId, BTreeSet<BatchId>>,
+    /// Per reclaimer, its latest batch and the jobs it listed: a new listing closes the old one.
+    batches: BTreeMap<ReclaimerId, (BatchId, Vec<JobId>)>,
+    /// Per job, the epoch a reclaimer fenced it to, until a lookup at that epoch or above.
+    fenced: BTreeMap<JobId, Epoch>,
+    /// Per worker, the job and epoch whose effect it applied, until its completion is accepted.
+    applied: BTreeMap<u32, (JobId, Epoch)>,
+    /// Per node, how many cuts from the table (its own, or a partition from everyone) are in force.
+    cut: BTreeMap<Node, u32>,
+    /// Per worker, when its stall before a renewal's answer began.
+    renew_stall: BTreeMap<u32, u64>,
+    /// Requests whose first answer moved the state on.
+    answered: BTreeSet<Asked>,
+}
+
+impl Windows {
+    /// Counts the windows `entry` shows, against the facts before it.
+    pub(crate) fn observe(&mut self, facts: &Facts, entry: &Entry, coverage: &mut Coverage) {
+        let t = entry.t_us;
+        match &entry.event {
+            Event::Run { lease_ttl_us, drift_margin_us, .. } => {
+                self.margin_us = drift_margin_us.unwrap_or(lease_ttl_us / 8);
+            }
+            Event::Listed { reclaimer: Node::Reclaimer(n), batch, leases } => {
+                if let Some((old, jobs)) = self.batches.remove(&ReclaimerId(*n)) {
+                    for job in jobs {
+                        self.close_listing(job, old);
+                    }
+                }
+                let jobs: Vec<JobId> = leases.iter().map(|lease| lease.job).collect();
+                for &job in &jobs {
+                    self.listed.entry(job).or_default().insert(*batch);
+                }
+                self.batches.insert(ReclaimerId(*n), (*batch, jobs));
+            }
+            Event::Reclaimed { job, batch, new_epoch, expires_at_us, .. } => {
+                self.close_listing(*job, *batch);
+                self.fenced.insert(*job, *new_epoch);
+                self.copy_of(Asked::Fence(*batch, *job), coverage);
+                if t.saturating_sub(*expires_at_us) <= self.margin_us {
+                    coverage.bump(EXPIRY_BOUNDARY);
+                }
+            }
+            Event::LostRace { job, batch, .. } | Event::NotExpired { job, batch, .. } => {
+                self.close_listing(*job, *batch);
+                self.repeat(Asked::Fence(*batch, *job), coverage);
+            }
+            Event::Renewed { job, epoch, .. } => {
+                self.hand_in(*job, coverage);
+                let before = facts.job(*job).and_then(|facts| facts.terms.get(epoch));
+                if before.is_some_and(|term| term.expires_at_us >= t && term.expires_at_us - t <= self.margin_us) {
+                    coverage.bump(EXPIRY_BOUNDARY);
+                }
+            }
+            Event::Refused { from, job, epoch, request, reason, .. } => {
+                let hand_in =
+                    [RefusedRequest::Renew, RefusedRequest::Complete, RefusedRequest::Requeue, RefusedRequest::Release];
+                if hand_in.contains(request) {
+                    self.hand_in(*job, coverage);
+                }
+                match request {
+                    RefusedRequest::Renew => {
+                        let term = facts.job(*job).and_then(|facts| facts.terms.get(epoch));
+                        let lapsed = term.is_some_and(|term| term.expires_at_us <= t);
+                        if *reason == RefuseReason::Expired || (*reason == RefuseReason::StaleEpoch && lapsed) {
+                            coverage.bump(RENEW_IN_FLIGHT);
+                        }
+                    }
+                    RefusedRequest::Complete => self.repeat(Asked::Complete(*from, *job, *epoch), coverage),
+                    RefusedRequest::Requeue => {
+                        self.hand_back(facts, *job, *epoch, coverage);
+                        self.repeat(Asked::Requeue(*from, *job, *epoch), coverage);
+                    }
+                    RefusedRequest::Quarantine => self.repeat(Asked::Quarantine(*from, *job, *epoch), coverage),
+                    RefusedRequest::Release => {
+                        self.hand_back(facts, *job, *epoch, coverage);
+                        self.repeat(Asked::Release(*from, *job, *epoch), coverage);
+                    }
+                }
+            }
+            Event::Terminal { from, job, outcome, epoch, .. } => {
+                self.hand_in(*job, coverage);
+                let asked = match outcome {
+                    OutcomeKind::Completed => Asked::Complete(*from, *job, *epoch),
+                    OutcomeKind::DeadLettered => {
+                        self.hand_back(facts, *job, *epoch, coverage);
+                        Asked::Requeue(*from, *job, *epoch)
+                    }
+                    OutcomeKind::Quarantined => Asked::Quarantine(*from, *job, *epoch),
+                };
+                self.copy_of(asked, coverage);
+                if let Node::Worker(worker) = from {
+                    self.completed(*worker, *job);
+                }
+                self.applied.retain(|_, (applied, _)| applied != job);
+            }
+            Event::AlreadyCompleted { from, job, epoch, .. } => {
+                self.hand_in(*job, coverage);
+                self.repeat(Asked::Complete(*from, *job, *epoch), coverage);
+                if let Node::Worker(worker) = from {
+                    self.completed(*worker, *job);
+                }
+            }
+            Event::Requeued { from, job, epoch, .. } => {
+                self.hand_in(*job, coverage);
+                self.hand_back(facts, *job, *epoch, coverage);
+                self.copy_of(Asked::Requeue(*from, *job, *epoch), coverage);
+            }
+            Event::Released { from, job, epoch, .. } => {
+                self.hand_in(*job, coverage);
+                self.hand_back(facts, *job, *epoch, coverage);
+                self.copy_of(Asked::Release(*from, *job, *epoch), coverage);
+            }
+            Event::LookedUp { job, epoch, .. } if self.fenced.get(job).is_some_and(|fenced| epoch >= fenced) => {
+                self.fenced.remove(job);
+            }
+            Event::EffectApplied { from: from @ Node::Worker(worker), job, epoch, .. } => {
+                self.stale_call(*job, *epoch, coverage);
+                self.copy_of(Asked::Execute(*from, *job, *epoch), coverage);
+                self.applied.insert(*worker, (*job, *epoch));
+                if self.cut.get(from).is_some_and(|&cuts| cuts > 0) {
+                    coverage.bump(EFFECT_TO_ACK);
+                }
+            }
+            Event::EffectRejected { from: from @ Node::Worker(_), job, epoch, .. }
+            | Event::DependencyFailed { from: from @ Node::Worker(_), job, epoch, after_effect: false, .. } => {
+                self.stale_call(*job, *epoch, coverage);
+                self.repeat(Asked::Execute(*from, *job, *epoch), coverage);
+            }
+            // The failed answer of a call whose effect was applied (the line before): the same
+            // call, not a copy.
+            Event::DependencyFailed { from: Node::Worker(_), job, epoch, after_effect: true, .. } => {
+                self.stale_call(*job, *epoch, coverage);
+            }
+            Event::Granted { owner: Node::Worker(worker), .. } => {
+                self.applied.remove(worker);
+            }
+            Event::Arrived { job, .. } => {
+                self.answered.insert(Asked::Enqueue(*job));
+            }
+            Event::Duplicate { job } => self.repeat(Asked::Enqueue(*job), coverage),
+            Event::Crashed { target, .. } => self.struck(*target, coverage),
+            Event::Paused { target, point, .. } => {
+                self.struck(*target, coverage);
+                if let (Node::Worker(worker), Some(CrashPoint::BeforeRenewReply)) = (target, point) {
+                    self.renew_stall.insert(*worker, t);
+                }
+            }
+            Event::Resumed { target: Node::Worker(worker) } => {
+                let stalled = self.renew_stall.remove(worker);
+                if stalled.is_some_and(|since| t - since >= self.margin_us) {
+                    coverage.bump(RENEW_IN_FLIGHT);
+                }
+            }
+            Event::Partitioned { target, peer } => {
+                if matches!(peer, None | Some(Node::Table)) {
+                    *self.cut.entry(*target).or_insert(0) += 1;
+                    self.struck(*target, coverage);
+                }
+            }
+            Event::Healed { target, peer } => {
+                if matches!(peer, None | Some(Node::Table)) {
+                    if let Some(cuts) = self.cut.get_mut(target) {
+                        *cuts = cuts.saturating_sub(1);
+                    }
+                }
+            }
+            Event::Delayed { message: lease_history::MessageKind::Renew, reply: true, len_us, .. }
+                if *len_us >= self.margin_us =>
+            {
+                coverage.bump(RENEW_IN_FLIGHT);
+            }
+            Event::FaultsHealed {} => self.cut.clear(),
+            _ => {}
+        }
+    }
+
+    fn close_listing(&mut self, job: JobId, batch: BatchId) {
+        if let Some(batches) = self.listed.get_mut(&job) {
+            batches.remove(&batch);
+            if batches.is_empty() {
+                self.listed.remove(&job);
+            }
+        }
+    }
+
+    /// A completion, renewal, requeue or dead-letter of `job` reached the table.
+    fn hand_in(&mut self, job: JobId, coverage: &mut Coverage) {
+        if self.listed.contains_key(&job) {
+            coverage.bump(LIST_TO_FENCE);
+        }
+    }
+
+    /// A requeue of `job` under `epoch` reached the table.
+    fn hand_back(&mut self, facts: &Facts, job: JobId, epoch: Epoch, coverage: &mut Coverage) {
+        let Some(facts) = facts.job(job) else { return };
+        if facts.epoch > epoch || facts.terminal.is_some() {
+            coverage.bump(STALE_HAND_BACK);
+        }
+    }
+
+    /// A worker's call under `epoch` reached the ledger.
+    fn stale_call(&mut self, job: JobId, epoch: Epoch, coverage: &mut Coverage) {
+        if self.fenced.get(&job).is_some_and(|&fenced| epoch < fenced) {
+            coverage.bump(FENCE_TO_LOOKUP);
+        }
+    }
+
+    /// An answer that moved the state on: a later answer to the same request is to a copy.
+    fn copy_of(&mut self, asked: Asked, coverage: &mut Coverage) {
+        if !self.answered.insert(asked) {
+            coverage.bump(LATE_DUPLICATE);
+        }
+    }
+
+    /// An answer that changed nothing: to a copy, if the same request was answered before.
+    fn repeat(&mut self, asked: Asked, coverage: &mut Coverage) {
+        if self.answered.contains(&asked) {
+            coverage.bump(LATE_DUPLICATE);
+        }
+    }
+
+    /// Worker `worker`'s completion of `job` was accepted: its effect is acknowledged.
+    fn completed(&mut self, worker: u32, job: JobId) {
+        if self.applied.get(&worker).is_some_and(|(applied, _)| *applied == job) {
+            self.applied.remove(&worker);
+        }
+    }
+
+    /// `target` crashed, paused or was cut off.
+    fn struck(&mut self, target: Node, coverage: &mut Coverage) {
+        if let Node::Worker(worker) = target {
+            if self.applied.remove(&worker).is_some() {
+                coverage.bump(EFFECT_TO_ACK);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::check_history;
+    use super::super::fixtures::*;
+    use lease_history::{RefuseReason, RefusedRequest};
+
+    /// j1, j2 and j3 accepted; j1 and j2 leased to w1 and w2 until 1 010, both calling the
+    /// dependency, and w1's effect applied.
+    fn two_leases() -> History {
+        let mut history = History::new(2, 8);
+        for job in [J1, J2, J3] {
+            history.at(0).arrived(job);
+        }
+        history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(10).granted(J2, E1, w(2), 1_010);
+        history.at(20).executing(w(2), J2, E1);
+        history.at(20).executing(w(1), J1, E1);
+        history.at(30).applied(J1, E1, O7);
+        history
+    }
+
+    /// The windows `history` reaches, by name, in [`super::WINDOWS`] order.
+    fn reached(history: &History) -> Vec<u64> {
+        let coverage = check_history(&history.entries).expect("a correct history");
+        super::WINDOWS.iter().map(|name| coverage.get(name)).collect()
+    }
+
+    // Proves the three windows the coverage fixture never opens are counted exactly there:
+    // j1's completion lands between r1's listing and its fence (list→fence); w2's stale effect
+    // reaches the ledger between r1's fence and its lookup (fence→lookup); w3's failure report
+    // is copied, and the copy comes after j3 was granted again (a stale hand-back, and a late
+    // duplicate of a request that already moved the state on).
+    #[test]
+    fn each_window_is_counted_inside_it() {
+        let mut history = two_leases();
+        history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        history.at(1_012).completed(J1, O7, E1, None);
+        history.at(1_015).lost_race(J1, E1, E1, batch(1, 0));
+        history.at(1_020).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        history.at(1_022).applied(J2, E1, O8);
+        history.at(1_030).looked_up(J2, E2, Some(O8), None, Some(batch(1, 0)));
+        history.at(1_040).adopted(r(1), J2, O8, E2);
+        history.at(1_050).completed(J2, O8, E2, Some(batch(1, 0)));
+        history.at(1_100).granted(J3, E1, w(3), 2_100);
+        history.at(1_105).executing(w(3), J3, E1);
+        history.at(1_110).dependency_failed(J3, E1);
+        history.at(1_120).requeued(J3, E1, 1, None);
+        history.at(1_130).granted(J3, E2, w(4), 2_130);
+        history.at(1_140).refused(J3, E1, RefusedRequest::Requeue, RefuseReason::StaleEpoch);
+        // list→fence, fence→lookup, renew, effect→ack, stale hand-back, late duplicate, boundary:
+        // j2's reclaim lands 10 µs after its expiry, within one margin (ttl/8).
+        assert_eq!(reached(&history), [1, 1, 0, 0, 1, 1, 1]);
+    }
+
+    // Proves the windows stay shut just outside them: the completion comes after the fence's
+    // answer, the stale effect after the lookup, the requeue's copy before anyone else holds
+    // the job (so it is still a copy, but not stale), and the reclaim lands two margins late.
+    #[test]
+    fn no_window_is_counted_just_outside_it() {
+        let mut history = two_leases();
+        history.at(1_260).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        history.at(1_260).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        history.at(1_262).refused(J1, E1, RefusedRequest::Complete, RefuseReason::StaleEpoch);
+        history.at(1_270).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        history.at(1_280).looked_up(J2, E2, None, None, Some(batch(1, 0)));
+        history.at(1_285).effect_rejected(J2, E1, O8, lease_history::EffectRejectReason::Fenced);
+        history.at(1_300).looked_up(J1, E2, Some(O7), None, Some(batch(1, 0)));
+        history.at(1_305).adopted(r(1), J1, O7, E2);
+        history.at(1_310).completed(J1, O7, E2, Some(batch(1, 0)));
+        history.at(1_320).requeued(J2, E2, 1, Some(batch(1, 0)));
+        history.at(1_400).granted(J3, E1, w(3), 2_400);
+        history.at(1_405).executing(w(3), J3, E1);
+        history.at(1_410).dependency_failed(J3, E1);
+        history.at(1_420).requeued(J3, E1, 1, None);
+        history.at(1_430).refused(J3, E1, RefusedRequest::Requeue, RefuseReason::NotLeased);
+        assert_eq!(reached(&history), [0, 0, 0, 0, 0, 1, 0]);
+    }
+}

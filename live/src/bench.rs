@@ -1,0 +1,405 @@
+//! `lease-sim live --bench`: what the protocol costs on a real store, beside the simplest queue
+//! loop on the same database, measured in the same run.
+//!
+//! For each store and fleet size, three runs, each a burst of `jobs` (the queue's capacity is the
+//! burst, the dependency answers at once: what is measured is the queue, not the dependency):
+//!
+//! 1. **ours**: `lease-sim live` with no fault: the burst is enqueued, then the worker processes
+//!    start, each running lease-core on lease-store: each job acquired, executed through the stub
+//!    (which records its output in the ledger) and completed, every step fenced and on the
+//!    history. Jobs per second from the first grant to the last terminal outcome; the delay from
+//!    each job's arrival to its outcome, p50 and p99 (mostly its place in the preloaded queue).
+//! 2. **recovery**: the same, with half the workers SIGKILLed (restarted only at the heal) a
+//!    quarter of a second into the burst: the time from the kill until every job the killed
+//!    workers held reached its outcome (a reclaimer's adoption or requeue, then a survivor).
+//! 3. **baseline**: the burst inserted, then as many threads, each with its own connection, looping `UPDATE … SET
+//!    state = 'running' WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id`, then
+//!    `UPDATE … SET state = 'done'`: no lease, no fencing, no ledger, no history. (SQLite has no
+//!    SKIP LOCKED: the same two statements, each in its `BEGIN IMMEDIATE`.)
+
+use super::db::host_now;
+use super::plan::{FaultKind, Plan, Role, Shape, Strike, StrikePoint};
+use super::{Failure, Options, StoreChoice};
+use lease_history::{parse_jsonl, Event, Node};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One row of figures.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    /// `postgres` or `sqlite`.
+    pub store: String,
+    /// Workers (processes for ours, threads for the baseline).
+    pub workers: u32,
+    /// Jobs in the burst.
+    pub jobs: u64,
+    /// Ours: jobs per second.
+    pub jobs_per_s: f64,
+    /// Ours: arrival to outcome, p50.
+    pub p50_us: u64,
+    /// Ours: arrival to outcome, p99.
+    pub p99_us: u64,
+    /// From the kill of half the workers until every job they held ended (`None`: they held none).
+    pub recovery_us: Option<u64>,
+    /// The baseline's jobs per second.
+    pub baseline_jobs_per_s: f64,
+    /// The baseline's p50.
+    pub baseline_p50_us: u64,
+    /// The baseline's p99.
+    pub baseline_p99_us: u64,
+}
+
+impl Row {
+    /// Ours over the baseline, in jobs per second.
+    pub fn ratio(&self) -> f64 {
+        self.jobs_per_s / self.baseline_jobs_per_s.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// Throughput and delays of one drained burst.
+struct Figures {
+    jobs_per_s: f64,
+    p50_us: u64,
+    p99_us: u64,
+}
+
+fn figures(delays: &mut [u64], first_us: u64, last_us: u64) -> Figures {
+    delays.sort_unstable();
+    let at = |q: f64| delays.get(((delays.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0);
+    let span_s = (last_us.saturating_sub(first_us)).max(1) as f64 / 1e6;
+    Figures { jobs_per_s: delays.len() as f64 / span_s, p50_us: at(0.5), p99_us: at(0.99) }
+}
+
+/// The plan's change for a benchmark run: a burst at the start, room for all of it, an instant
+/// dependency, no fault but the timed kill (when `kill`).
+fn burst(plan: &mut Plan, jobs: u64, kill: bool) {
+    // The throughput run serves a preloaded queue, as the baseline does; the recovery run kills
+    // workers in the middle of a burst still arriving.
+    plan.start_at_backlog = (!kill).then_some(jobs as usize);
+    plan.arrivals = (0..jobs).map(|job| (job, 0)).collect();
+    plan.capacity = jobs as usize;
+    plan.dependency.latency_min_us = 0;
+    plan.dependency.latency_max_us = 0;
+    plan.windows.clear();
+    plan.surge = None;
+    plan.strikes.clear();
+    if kill {
+        let killed = (plan.workers / 2).max(1);
+        plan.strikes = (0..killed)
+            .map(|index| Strike {
+                at_us: 250_000,
+                kind: FaultKind::Kill,
+                role: Role::Worker,
+                index,
+                point: StrikePoint::AtRandom,
+                len_us: u64::MAX / 4,
+            })
+            .collect();
+    }
+}
+
+/// Runs ours (and, with `kill`, the recovery run) and reads its figures from the history.
+fn ours(
+    store: &StoreChoice,
+    workers: u32,
+    jobs: u64,
+    out: &Path,
+    kill: bool,
+) -> Result<(Figures, Option<u64>), Failure> {
+    let shape = Shape {
+        seed: 1,
+        workers,
+        reclaimers: 1,
+        jobs,
+        duration_us: if kill { 2_000_000 } else { 1_000_000 },
+        faults: Vec::new(),
+    };
+    let options =
+        Options { shape, store: store.clone(), bug: None, out: out.to_path_buf(), keep_db: false, verbose: false };
+    let finished = super::run_with(&options, &|plan| burst(plan, jobs, kill))?;
+    if !finished.drained {
+        return Err(Failure::Harness(format!("a benchmark burst did not drain ({})", out.display())));
+    }
+    let text = std::fs::read_to_string(&finished.history).map_err(|e| Failure::Harness(e.to_string()))?;
+    let entries = parse_jsonl(&text).map_err(|e| Failure::Harness(e.to_string()))?;
+    if let Err(violation) = lease_check::check_history(&entries) {
+        return Err(Failure::Harness(format!("a benchmark run broke {violation}")));
+    }
+    let (mut arrived, mut ended, mut holder, mut killed_at) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new(), None);
+    let mut first_grant_us = u64::MAX;
+    let mut held_at_kill: Vec<u64> = Vec::new();
+    for entry in &entries {
+        match &entry.event {
+            Event::Arrived { job, .. } => {
+                arrived.insert(job.0, entry.t_us);
+            }
+            Event::Terminal { job, .. } => {
+                ended.insert(job.0, entry.t_us);
+            }
+            Event::Granted { job, owner, .. } => {
+                first_grant_us = first_grant_us.min(entry.t_us);
+                if killed_at.is_none() {
+                    holder.insert(job.0, *owner);
+                }
+            }
+            Event::Crashed { target: Node::Worker(n), .. } => {
+                killed_at.get_or_insert(entry.t_us);
+                let held = holder.iter().filter(|(job, owner)| **owner == Node::Worker(*n) && !ended.contains_key(job));
+                held_at_kill.extend(held.map(|(job, _)| *job));
+            }
+            _ => {}
+        }
+    }
+    // Serving: from the first grant (the workers start once the queue is loaded) to the last outcome.
+    let first_us = if first_grant_us == u64::MAX { 0 } else { first_grant_us };
+    let last_us = ended.values().copied().max().unwrap_or(0);
+    let mut delays: Vec<u64> =
+        ended.iter().filter_map(|(job, end)| arrived.get(job).map(|start| end.saturating_sub(*start))).collect();
+    // None when the killed workers held no job at the kill (between jobs): nothing to recover.
+    let recovery = killed_at
+        .and_then(|at| held_at_kill.iter().filter_map(|job| ended.get(job)).map(|end| end.saturating_sub(at)).max());
+    Ok((figures(&mut delays, first_us, last_us), recovery))
+}
+
+/// The simplest queue loop on the same database. See the module doc.
+fn baseline(store: &StoreChoice, workers: u32, jobs: u64, out: &Path) -> Result<Figures, Failure> {
+    let done = Arc::new(AtomicBool::new(false));
+    let harness = |error: String| Failure::Harness(format!("baseline: {error}"));
+    let mut conns: Vec<Baseline> = Vec::new();
+    let name = format!("lease_bench_{}_{}", std::process::id(), host_now().0 % 1_000_000_000);
+    for n in 0..=workers {
+        conns.push(Baseline::open(store, out, &name, n == 0).map_err(harness)?);
+    }
+    let mut inserter = conns.remove(0);
+    // The queue is loaded first, as ours is: what is measured is serving it.
+    for job in 0..jobs {
+        inserter.insert(job as i64).map_err(harness)?;
+    }
+    let started_us = host_now().0;
+    let threads: Vec<_> = conns
+        .into_iter()
+        .map(|mut conn| {
+            let done = done.clone();
+            std::thread::spawn(move || -> Result<(), String> {
+                // Bounded: each pass takes a job or finds none; the inserter says when all are in.
+                for _ in 0..jobs * 1_000 + 1_000_000 {
+                    if conn.take_and_finish()? {
+                        continue;
+                    }
+                    if done.load(Ordering::SeqCst) {
+                        return Ok(());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err("the loop ran out".to_string())
+            })
+        })
+        .collect();
+    // The workers stop once the queue is empty.
+    while inserter.open_jobs().map_err(harness)? > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    done.store(true, Ordering::SeqCst);
+    for thread in threads {
+        thread.join().map_err(|_| harness("a worker thread panicked".into()))?.map_err(harness)?;
+    }
+    let times = inserter.times().map_err(harness)?;
+    inserter.drop_all().map_err(harness)?;
+    let first_us = started_us;
+    let last_us = times.iter().map(|(_, done)| *done).max().unwrap_or(0);
+    let mut delays: Vec<u64> = times.iter().map(|(arrived, done)| done.saturating_sub(*arrived)).collect();
+    Ok(figures(&mut delays, first_us, last_us))
+}
+
+/// One connection of the baseline.
+enum Baseline {
+    Sqlite(rusqlite::Connection),
+    Postgres(Box<postgres::Client>, String),
+}
+
+const BASELINE_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS bench_jobs (id BIGINT PRIMARY KEY, state TEXT NOT NULL, arrived_us BIGINT NOT NULL, \
+     done_us BIGINT)";
+
+impl Baseline {
+    fn open(store: &StoreChoice, out: &Path, schema: &str, create: bool) -> Result<Baseline, String> {
+        let e = |error: &dyn std::fmt::Display| error.to_string();
+        match store {
+            StoreChoice::Sqlite => {
+                let path = out.join("baseline.sqlite");
+                if create {
+                    for suffix in ["", "-wal", "-shm"] {
+                        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+                    }
+                }
+                let conn = rusqlite::Connection::open(&path).map_err(|x| e(&x))?;
+                conn.busy_timeout(std::time::Duration::from_secs(30)).map_err(|x| e(&x))?;
+                conn.pragma_update(None, "journal_mode", "WAL").map_err(|x| e(&x))?;
+                conn.pragma_update(None, "synchronous", "NORMAL").map_err(|x| e(&x))?;
+                if create {
+                    conn.execute(BASELINE_TABLE, []).map_err(|x| e(&x))?;
+                }
+                Ok(Baseline::Sqlite(conn))
+            }
+            StoreChoice::Postgres { url } => {
+                let mut client = postgres::Client::connect(url, postgres::NoTls).map_err(|x| e(&x))?;
+                if create {
+                    client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}")).map_err(|x| e(&x))?;
+                }
+                client.batch_execute(&format!("SET search_path TO {schema}")).map_err(|x| e(&x))?;
+                if create {
+                    client.batch_execute(BASELINE_TABLE).map_err(|x| e(&x))?;
+                }
+                Ok(Baseline::Postgres(Box::new(client), schema.to_string()))
+            }
+        }
+    }
+
+    fn insert(&mut self, id: i64) -> Result<(), String> {
+        let now = host_now().0 as i64;
+        match self {
+            Baseline::Sqlite(conn) => conn
+                .execute("INSERT INTO bench_jobs (id, state, arrived_us) VALUES (?1, 'queued', ?2)", [id, now])
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Baseline::Postgres(client, _) => client
+                .execute("INSERT INTO bench_jobs (id, state, arrived_us) VALUES ($1, 'queued', $2)", &[&id, &now])
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Takes the oldest queued job and marks it done: `true` if there was one.
+    fn take_and_finish(&mut self) -> Result<bool, String> {
+        let e = |error: &dyn std::fmt::Display| error.to_string();
+        match self {
+            Baseline::Sqlite(conn) => {
+                let take = "UPDATE bench_jobs SET state = 'running' WHERE id = \
+                            (SELECT id FROM bench_jobs WHERE state = 'queued' ORDER BY id LIMIT 1) RETURNING id";
+                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|x| e(&x))?;
+                let id: Option<i64> = {
+                    let mut statement = tx.prepare_cached(take).map_err(|x| e(&x))?;
+                    let mut rows = statement.query([]).map_err(|x| e(&x))?;
+                    rows.next().map_err(|x| e(&x))?.map(|row| row.get(0)).transpose().map_err(|x| e(&x))?
+                };
+                tx.commit().map_err(|x| e(&x))?;
+                let Some(id) = id else { return Ok(false) };
+                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|x| e(&x))?;
+                tx.execute(
+                    "UPDATE bench_jobs SET state = 'done', done_us = ?2 WHERE id = ?1",
+                    [id, host_now().0 as i64],
+                )
+                .map_err(|x| e(&x))?;
+                tx.commit().map_err(|x| e(&x))?;
+                Ok(true)
+            }
+            Baseline::Postgres(client, _) => {
+                let take = "UPDATE bench_jobs SET state = 'running' WHERE id = (SELECT id FROM bench_jobs \
+                            WHERE state = 'queued' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id";
+                let Some(row) = client.query_opt(take, &[]).map_err(|x| e(&x))? else { return Ok(false) };
+                let id: i64 = row.get(0);
+                let now = host_now().0 as i64;
+                client
+                    .execute("UPDATE bench_jobs SET state = 'done', done_us = $2 WHERE id = $1", &[&id, &now])
+                    .map_err(|x| e(&x))?;
+                Ok(true)
+            }
+        }
+    }
+
+    fn open_jobs(&mut self) -> Result<i64, String> {
+        let count = "SELECT COUNT(*) FROM bench_jobs WHERE state <> 'done'";
+        match self {
+            Baseline::Sqlite(conn) => conn.query_row(count, [], |row| row.get(0)).map_err(|e| e.to_string()),
+            Baseline::Postgres(client, _) => {
+                client.query_one(count, &[]).map(|row| row.get(0)).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    fn times(&mut self) -> Result<Vec<(u64, u64)>, String> {
+        let select = "SELECT arrived_us, done_us FROM bench_jobs";
+        match self {
+            Baseline::Sqlite(conn) => {
+                let mut statement = conn.prepare(select).map_err(|e| e.to_string())?;
+                let rows = statement
+                    .query_map([], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, i64>(1)? as u64)))
+                    .map_err(|e| e.to_string())?;
+                rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+            }
+            Baseline::Postgres(client, _) => Ok(client
+                .query(select, &[])
+                .map_err(|e| e.to_string())?
+                .iter()
+                .map(|row| (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
+                .collect()),
+        }
+    }
+
+    fn drop_all(&mut self) -> Result<(), String> {
+        match self {
+            Baseline::Sqlite(_) => Ok(()),
+            Baseline::Postgres(client, schema) => {
+                client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// Every row: PostgreSQL (when `url` is given) with 2, 4 and 8 workers, and SQLite with the same.
+pub fn bench(url: Option<&str>, jobs: u64, out: &Path) -> Result<Vec<Row>, Failure> {
+    let mut stores = Vec::new();
+    if let Some(url) = url {
+        stores.push(StoreChoice::Postgres { url: url.to_string() });
+    }
+    stores.push(StoreChoice::Sqlite);
+    let mut rows = Vec::new();
+    for store in &stores {
+        let name = if let StoreChoice::Sqlite = store { "sqlite" } else { "postgres" };
+        for workers in [2, 4, 8] {
+            let dir = out.join(format!("{name}-{workers}"));
+            let (run, _) = ours(store, workers, jobs, &dir.join("throughput"), false)?;
+            let (_, recovery_us) = ours(store, workers, jobs, &dir.join("recovery"), true)?;
+            let base = baseline(store, workers, jobs, &dir)?;
+            let row = Row {
+                store: name.to_string(),
+                workers,
+                jobs,
+                jobs_per_s: run.jobs_per_s,
+                p50_us: run.p50_us,
+                p99_us: run.p99_us,
+                recovery_us,
+                baseline_jobs_per_s: base.jobs_per_s,
+                baseline_p50_us: base.p50_us,
+                baseline_p99_us: base.p99_us,
+            };
+            println!("{}", line(&row));
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// The header of [`line()`].
+pub const HEADER: &str =
+    "store     workers  jobs   ours jobs/s  p50 ms   p99 ms  recovery ms   baseline jobs/s  p50 ms   p99 ms   ratio";
+
+/// One row, as printed.
+pub fn line(row: &Row) -> String {
+    format!(
+        "{:<9} {:>7} {:>5} {:>13.1} {:>7.1} {:>8.1} {:>12} {:>17.1} {:>7.1} {:>8.1} {:>6.0}%",
+        row.store,
+        row.workers,
+        row.jobs,
+        row.jobs_per_s,
+        row.p50_us as f64 / 1e3,
+        row.p99_us as f64 / 1e3,
+        row.recovery_us.map_or("-".to_string(), |us| format!("{:.1}", us as f64 / 1e3)),
+        row.baseline_jobs_per_s,
+        row.baseline_p50_us as f64 / 1e3,
+        row.baseline_p99_us as f64 / 1e3,
+        row.ratio() * 100.0,
+    )
+}

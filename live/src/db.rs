@@ -1,0 +1,127 @@
+//! The database a live run shares: where it is, and a store on it, whose log every process
+//! appends its own lines to.
+//!
+//! The history of a live run is the store's event log ([`lease_store::TableStore::events`]), on
+//! the database's clock ([`Clock::Database`]): in time order, ties in commit order, each line
+//! stamped once its transaction holds every lock its decision needs. The lines no store call
+//! writes (a worker's `executing`, `adopted` and `abandoned`, a reclaimer's `batch_stopped`, the
+//! dependency's `dependency_failed`, and the fault log) go into the same log through
+//! [`lease_store::TableStore::append`] ([`Lines`]), stamped and ordered as the store's own: a
+//! worker's `executing` is stamped before it calls the dependency, hence before the ledger's
+//! answer to that call.
+
+use lease_core::{Bugs, TableConfig, Time};
+use lease_history::{Entry, Event, Node};
+use lease_store::{Clock, PostgresStore, SqliteStore, Stamp, Store, StoreError};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Where the run's database is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Db {
+    /// A SQLite file: the table's clock is the host's, read once a transaction holds the file's
+    /// lock (every process is on this machine).
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// A PostgreSQL schema of the run's own: the table's clock is the server's
+    /// (`Clock::Database`, `clock_timestamp()`).
+    Postgres {
+        /// The server, e.g. `postgres://postgres@127.0.0.1:5432/test`.
+        url: String,
+        /// The run's schema (created, and dropped at the end unless kept).
+        schema: String,
+    },
+}
+
+/// A store handle any process of the run can use.
+pub type Handle = Box<dyn Store + Send>;
+
+impl Db {
+    /// The store's name, as `--store` spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Db::Sqlite { .. } => "sqlite",
+            Db::Postgres { .. } => "postgres",
+        }
+    }
+
+    /// Opens a store on the database (migrating it if needed).
+    pub fn open(&self, config: TableConfig, bugs: Bugs) -> Result<Handle, StoreError> {
+        Ok(match self {
+            Db::Sqlite { path } => Box::new(SqliteStore::open_on(path, config, bugs, Clock::Database)?),
+            Db::Postgres { url, schema } => {
+                Box::new(PostgresStore::open(url, Some(schema), config, bugs, Clock::Database)?)
+            }
+        })
+    }
+
+    /// Drops the run's PostgreSQL schema (nothing for SQLite: the file stays in the run's
+    /// directory).
+    pub fn drop_schema(&self) -> Result<(), StoreError> {
+        if let Db::Postgres { url, schema } = self {
+            let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+            client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The host's clock in microseconds since the Unix epoch: the table's clock on SQLite, and every
+/// process's local clock (PostgreSQL runs on this machine: loopback only).
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)] // A live run is wall-clock by definition.
+pub fn host_now() -> Time {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("the clock is past 1970");
+    Time(since.as_micros() as u64)
+}
+
+/// Appending a run's own lines to a store's log, in its order (see the module doc).
+pub trait Lines {
+    /// The table's clock now: the host's for SQLite, the server's for PostgreSQL.
+    fn now(&mut self) -> Result<Time, StoreError>;
+    /// Appends `event` of `node`, stamped with the table's clock in its turn; returns the stamp.
+    fn line(&mut self, node: Node, event: Event) -> Result<u64, StoreError>;
+    /// Appends `event` of `node` stamped `t_us`, a time read earlier on this machine's clock (the
+    /// database's too: it is on loopback): the orchestrator's fault lines, stamped when the signal
+    /// was sent, written by a thread that may wait for a paused process's lock.
+    fn line_at(&mut self, node: Node, event: Event, t_us: u64) -> Result<(), StoreError>;
+    /// Appends the line `line` makes of the stamp, in its turn, or nothing when it makes none: a
+    /// worker that finds its lease estimate run out by the time it may write `executing`
+    /// self-fences instead of starting the effect.
+    fn line_if(&mut self, node: Node, line: impl FnOnce(u64) -> Option<Event>) -> Result<Option<u64>, StoreError>;
+}
+
+impl Lines for Handle {
+    fn now(&mut self) -> Result<Time, StoreError> {
+        let mut seen = Time::ZERO;
+        self.append(Stamp::Now(host_now()), "world", &mut |stamp| {
+            seen = stamp;
+            None
+        })?;
+        Ok(seen)
+    }
+
+    fn line(&mut self, node: Node, event: Event) -> Result<u64, StoreError> {
+        Ok(self.line_if(node, |_| Some(event))?.expect("an unconditional line is written"))
+    }
+
+    fn line_at(&mut self, node: Node, event: Event, t_us: u64) -> Result<(), StoreError> {
+        let mut event = Some(event);
+        let name = node.to_string();
+        let mut text = |stamp: Time| event.take().map(|event| Entry { t_us: stamp.0, node, event }.to_json());
+        self.append(Stamp::At(Time(t_us)), &name, &mut text)?;
+        Ok(())
+    }
+
+    fn line_if(&mut self, node: Node, line: impl FnOnce(u64) -> Option<Event>) -> Result<Option<u64>, StoreError> {
+        let mut line = Some(line);
+        let name = node.to_string();
+        let mut text = |stamp: Time| {
+            let event = line.take()?(stamp.0)?;
+            Some(Entry { t_us: stamp.0, node, event }.to_json())
+        };
+        Ok(self.append(Stamp::Now(host_now()), &name, &mut text)?.map(|stamp| stamp.0))
+    }
+}

@@ -1,0 +1,51 @@
+//! `lease-live`: real worker, reclaimer, arrival and dependency processes on SQLite or
+//! PostgreSQL, killed and paused by real signals, then checked and reported on by lease-check.
+//!
+//! Exit status: 0 the run held; 1 a safety invariant failed; 2 a liveness check failed (or the
+//! ground truth disagrees); 3 bad input or a harness error; 130 interrupted.
+
+use clap::Parser;
+use lease_check::cli::{BadInput, EXIT_BAD_INPUT};
+use lease_live::cli::{ChildArgs, LiveArgs};
+use std::process::ExitCode;
+
+/// Live runs of lease recovery (README, "Live runs").
+#[derive(Parser, Debug)]
+#[command(name = "lease-live", version = lease_check::provenance::VERSION, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    live: LiveArgs,
+}
+
+/// One process of a live run: the orchestrator re-executes this binary as `lease-live
+/// live-child ...` (hidden from `--help`).
+#[derive(Parser, Debug)]
+#[command(name = "lease-live live-child")]
+struct ChildCli {
+    #[command(flatten)]
+    child: ChildArgs,
+}
+
+fn main() -> ExitCode {
+    let child = std::env::args_os().nth(1).is_some_and(|first| first == "live-child");
+    let parsed = if child {
+        ChildCli::try_parse_from(std::env::args_os().skip(1)).map(|cli| lease_live::cli::child(&cli.child))
+    } else {
+        Cli::try_parse().map(|cli| lease_live::cli::live(&cli.live))
+    };
+    let result = match parsed {
+        Ok(result) => result,
+        Err(error) => {
+            let code = if error.use_stderr() { EXIT_BAD_INPUT } else { 0 };
+            let _ = error.print();
+            return ExitCode::from(code);
+        }
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(BadInput(message)) => {
+            eprintln!("lease-live: {message}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
