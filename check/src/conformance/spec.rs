@@ -312,7 +312,7 @@ impl Table {
             TableRequest::Enqueue { job } => match job_of(job) {
                 Some(known) => (A::Duplicate, Some(known.line)),
                 None if self.backlog >= limits.capacity => (A::Rejected, None),
-                None => (A::Arrived { backlog: self.backlog + 1 }, None),
+                None => (A::Arrived { backlog: self.backlog.saturating_add(1) }, None),
             },
             TableRequest::Acquire { owner } | TableRequest::Reacquire { owner, .. }
                 if !matches!(owner, Node::Worker(_)) =>
@@ -325,8 +325,8 @@ impl Table {
                 let granted = A::Granted {
                     job,
                     epoch: queued.epoch.next(),
-                    expires_at_us: t_us + limits.lease_ttl_us,
-                    attempt: queued.attempts + 1,
+                    expires_at_us: t_us.saturating_add(limits.lease_ttl_us),
+                    attempt: queued.attempts.saturating_add(1),
                 };
                 (granted, Some(queued.line))
             }
@@ -345,7 +345,7 @@ impl Table {
                 let answer = match leased(known, epoch) {
                     Err(reason) => A::Refused(reason),
                     Ok(lease) if t_us >= lease.expires_at_us => A::Refused(RefuseReason::Expired),
-                    Ok(_) => A::Renewed { expires_at_us: t_us + limits.lease_ttl_us },
+                    Ok(_) => A::Renewed { expires_at_us: t_us.saturating_add(limits.lease_ttl_us) },
                 };
                 (answer, Some(known.line))
             }
@@ -416,7 +416,7 @@ impl Table {
                         epoch: lease.epoch,
                         expires_at_us: lease.expires_at_us,
                         new_epoch: lease.epoch.next(),
-                        new_expires_at_us: t_us + limits.lease_ttl_us,
+                        new_expires_at_us: t_us.saturating_add(limits.lease_ttl_us),
                     },
                     Standing::Queued | Standing::Ended(_) => A::LostRace { current: known.epoch },
                 };
