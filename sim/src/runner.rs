@@ -8,14 +8,14 @@
 //! [`Recheck`] sample of the seeds runs twice, and a second history that differs from the first
 //! is a finding of its own ([`Finding::Nondeterministic`], exit status 6).
 
-use lease_check::{Coverage, Invariant};
-use lease_check::figures::{Figures, Spread};
-use lease_history::Entry;
 use crate::scenarios::Scenario;
 use crate::shard::SeedPlan;
 use crate::world::durable::StoreKind;
 use crate::world::{self, RunReport, Verdict};
+use lease_check::figures::{Figures, Spread};
+use lease_check::{Coverage, Invariant};
 use lease_core::Bug;
+use lease_history::Entry;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -193,7 +193,7 @@ impl Recheck {
 
     /// Whether `seed` runs twice.
     pub fn samples(self, seed: u64) -> bool {
-        self.every != 0 && mix(seed) % self.every == 0
+        self.every != 0 && mix(seed).is_multiple_of(self.every)
     }
 }
 

@@ -6,7 +6,6 @@ use crate::eval;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 
-
 /// Runs the evaluation and prints it (or its JSON).
 pub(super) fn evaluate(seeds: u64, swarm_seeds: u64, threads: usize, json: bool) -> Result<u8, BadInput> {
     if seeds == 0 {

@@ -16,11 +16,11 @@ mod run;
 mod shrink;
 mod sweep;
 
-use lease_check::figures::Figures;
 use crate::runner::Target;
 use crate::scenarios::Scenario;
 use crate::world::durable::StoreKind;
 use clap::{Parser, Subcommand};
+use lease_check::figures::Figures;
 use lease_core::Bug;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,13 +1,13 @@
 //! `lease-sim run`: one seed, its parameters, figures and outcome.
 
 use super::{coverage_line, print_figures, BadInput, EXIT_CRASH, EXIT_LIVENESS, EXIT_SAFETY};
-use lease_history::atomic::AtomicFile;
 use crate::faults::plan::Plan;
-use lease_history::{to_jsonl, Entry};
 use crate::runner::Target;
 use crate::scenarios::Params;
 use crate::world::Verdict;
 use lease_core::JobId;
+use lease_history::atomic::AtomicFile;
+use lease_history::{to_jsonl, Entry};
 use std::path::{Path, PathBuf};
 
 /// What to run: a seed of a scenario, or a plan read from a file.

@@ -8,13 +8,13 @@
 //! the same way with at most 3 faults; 3 otherwise.
 
 use super::{BadInput, EXIT_BAD_INPUT};
-use lease_history::atomic;
 use crate::faults::plan::Plan;
 use crate::faults::shrink::{self, Shrunk, Size};
 use crate::runner::{self, Finding, Target, CARGO_RUN};
 use crate::scenarios::Scenario;
 use crate::world::{RunReport, Verdict};
 use lease_core::Bug;
+use lease_history::atomic;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -40,9 +40,7 @@ pub(super) fn shrink(source: Source, budget: u64, out: &Path) -> Result<u8, BadI
             let report = target.run(*seed);
             (report.plan.clone(), target.reproduce(*seed))
         }
-        Source::Plan(plan, path) => {
-            ((**plan).clone(), format!("{CARGO_RUN} run --plan {}", path.display()))
-        }
+        Source::Plan(plan, path) => ((**plan).clone(), format!("{CARGO_RUN} run --plan {}", path.display())),
     };
     let params = plan.params().map_err(|e| BadInput(format!("plan: {e}")))?;
     let started = Instant::now();

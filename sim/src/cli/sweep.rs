@@ -8,13 +8,13 @@
 mod failures_dir;
 
 use super::{coverage_line, ms, parse_bug, parse_scenario, parse_seeds, parse_threads, print_counts, BadInput};
-use lease_history::atomic::AtomicFile;
 use crate::nightly::{parse_duration, Date};
 use crate::runner::{self, Recheck, SeedResult, Summary, Target};
 use crate::shard::{SeedPlan, Shard};
 use crate::world::durable::StoreKind;
 use crate::world::RunReport;
 use failures_dir::{FailuresDir, FAILURES_WRITTEN_MAX};
+use lease_history::atomic::AtomicFile;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

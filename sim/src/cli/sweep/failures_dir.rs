@@ -17,10 +17,10 @@
 //! timeout) has already kept every failure it found.
 
 use super::super::BadInput;
-use lease_history::atomic::{self, AtomicFile};
-use lease_history::to_jsonl;
 use crate::runner::{self, Finding, SeedResult, Target};
 use crate::world::{RunReport, Verdict};
+use lease_history::atomic::{self, AtomicFile};
+use lease_history::to_jsonl;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
