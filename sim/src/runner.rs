@@ -690,6 +690,24 @@ mod tests {
         assert_eq!(tally.summary(target, std::time::Duration::from_secs(1), 1, false).exit_code(), super::EXIT_SAFETY);
     }
 
+    // Proves a reproduce file runs the binary that wrote it by its absolute path, falls back to
+    // cargo's line only when that binary is gone (status 127), keeps the command on its first
+    // line, and ends with its notes; with no binary to name, it is cargo's line alone.
+    #[test]
+    fn a_reproduce_file_runs_its_binary_and_falls_back_to_cargo() {
+        let notes = ["found by lease-sim commit=abc".to_string()];
+        let file = super::reproduce_file_with(Some("/opt/bin/lease-sim"), "run --seed 7", &notes);
+        let lines: Vec<&str> = file.lines().collect();
+        assert_eq!(lines[0], "/opt/bin/lease-sim run --seed 7", "{file}");
+        assert_eq!(lines[1], r#"status=$?; [ "$status" -eq 127 ] || exit "$status""#, "{file}");
+        assert!(lines.contains(&"exec cargo run --release -p lease-sim -- run --seed 7"), "{file}");
+        assert_eq!(lines.last(), Some(&"# found by lease-sim commit=abc"), "{file}");
+        let bare = super::reproduce_file_with(None, "run --seed 7", &notes);
+        assert_eq!(bare, "cargo run --release -p lease-sim -- run --seed 7\n# found by lease-sim commit=abc\n");
+        // A test harness is not a lease-sim: it names no binary.
+        assert_eq!(super::reproduce_file("run --seed 7", &notes), bare);
+    }
+
     // Proves the recheck samples one seed in `every`, from a plain range and from a shard's
     // stride alike, the same seeds each time, and none when off.
     #[test]
