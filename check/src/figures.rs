@@ -101,7 +101,7 @@ impl Figures {
                 Event::Granted { job, .. } => {
                     figures.attempts += 1;
                     if granted.insert(*job) {
-                        waits.push(entry.t_us - arrived.get(job).copied().unwrap_or(entry.t_us));
+                        waits.push(entry.t_us.saturating_sub(arrived.get(job).copied().unwrap_or(entry.t_us)));
                     }
                 }
                 Event::Executing { .. } => figures.executions += 1,
@@ -114,7 +114,7 @@ impl Figures {
                         OutcomeKind::DeadLettered => figures.dead_lettered += 1,
                         OutcomeKind::Quarantined => figures.quarantined += 1,
                     }
-                    delays.push(entry.t_us - arrived.get(job).copied().unwrap_or(entry.t_us));
+                    delays.push(entry.t_us.saturating_sub(arrived.get(job).copied().unwrap_or(entry.t_us)));
                 }
                 _ => {}
             }

@@ -63,7 +63,9 @@ impl WorkerConfig {
         if self.drift_margin >= self.lease_ttl {
             return Err(ConfigError::WorkerTiming("drift_margin must be below lease_ttl"));
         }
-        if self.heartbeat_every == Span::ZERO || self.heartbeat_every.0 + self.drift_margin.0 >= self.lease_ttl.0 {
+        if self.heartbeat_every == Span::ZERO
+            || self.heartbeat_every.0.saturating_add(self.drift_margin.0) >= self.lease_ttl.0
+        {
             return Err(ConfigError::WorkerTiming(
                 "heartbeat_every must be positive and below lease_ttl - drift_margin",
             ));
@@ -71,7 +73,7 @@ impl WorkerConfig {
         if self.request_timeout == Span::ZERO || self.idle_backoff == Span::ZERO {
             return Err(ConfigError::WorkerTiming("request_timeout and idle_backoff must be positive"));
         }
-        if self.acquire_wait.0 + self.request_timeout.0 >= self.grant_usable_for().0 {
+        if self.acquire_wait.0.saturating_add(self.request_timeout.0) >= self.grant_usable_for().0 {
             return Err(ConfigError::UnusableGrant {
                 acquire_wait: self.acquire_wait,
                 request_timeout: self.request_timeout,
@@ -521,5 +523,30 @@ impl Worker {
     fn advance(&mut self, now: Time) {
         assert!(now >= self.last_now, "worker time went backwards: {now} after {}", self.last_now);
         self.last_now = now;
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    // Proves timings read from a file cannot overflow the check that refuses them (the fuzz test
+    // found `heartbeat_every + drift_margin` overflowing on a plan's u64::MAX): an unworkable
+    // timing at the top of the range is an error, not a panic or a wrapped sum that passes.
+    #[test]
+    fn timings_at_the_top_of_the_range_are_refused_not_overflowed() {
+        let good = WorkerConfig {
+            lease_ttl: Span(1_000_000),
+            heartbeat_every: Span(250_000),
+            drift_margin: Span(125_000),
+            request_timeout: Span(100_000),
+            idle_backoff: Span(5_000),
+            acquire_wait: Span(100_000),
+        };
+        assert_eq!(good.validate(), Ok(()));
+        let heartbeat = WorkerConfig { heartbeat_every: Span(u64::MAX), ..good };
+        assert!(matches!(heartbeat.validate(), Err(ConfigError::WorkerTiming(_))));
+        let wait = WorkerConfig { acquire_wait: Span(u64::MAX), ..good };
+        assert!(matches!(wait.validate(), Err(ConfigError::UnusableGrant { .. })));
     }
 }

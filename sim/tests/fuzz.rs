@@ -20,7 +20,7 @@ use lease_sim::faults::plan::Plan;
 use lease_sim::runner::Target;
 use lease_sim::scenarios::Scenario;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -233,6 +233,16 @@ fn plans() -> Vec<String> {
 
 const CASES: u32 = 2_000;
 
+/// A runner of [`CASES`] cases from a fixed seed: `cargo test` tries the same inputs every time,
+/// as every other test here is deterministic. `LEASE_FUZZ_SEED=N` (the nightly) tries others.
+fn seeded_runner() -> TestRunner {
+    let config = Config { cases: CASES, failure_persistence: None, ..Config::default() };
+    let seed: u64 = std::env::var("LEASE_FUZZ_SEED").ok().and_then(|seed| seed.parse().ok()).unwrap_or(0);
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+}
+
 // Proves no mutated history panics or allocates past the bound in check, report or figures, and
 // that the real histories themselves pass (so the mutations start from inputs that reach every
 // checker). One test, so that no other test's allocations share the counter.
@@ -246,7 +256,7 @@ fn no_input_panics_or_allocates_past_the_bound() {
         let refused = Report::of(&entries, Some(1)).expect_err("1 us windows over seconds are too many");
         assert!(refused.to_string().contains("--window"), "{refused}");
     }
-    let mut runner = TestRunner::new(Config { cases: CASES, failure_persistence: None, ..Config::default() });
+    let mut runner = seeded_runner();
     let strategy = (0usize..2, 0usize..10_000, prop::collection::vec(mutation(), 1..4));
     runner
         .run(&strategy, |(which, at, mutations)| {
@@ -258,7 +268,7 @@ fn no_input_panics_or_allocates_past_the_bound() {
         })
         .unwrap_or_else(|failure| panic!("{failure}"));
     let run_line = histories()[0].lines().next().expect("a run line").to_string();
-    let mut runner = TestRunner::new(Config { cases: CASES, failure_persistence: None, ..Config::default() });
+    let mut runner = seeded_runner();
     runner
         .run(&prop::collection::vec("[ -~]{0,120}", 0..20), |lines| {
             judged_within_bounds(&format!("{run_line}\n{}\n", lines.join("\n")))
@@ -266,7 +276,7 @@ fn no_input_panics_or_allocates_past_the_bound() {
         .unwrap_or_else(|failure| panic!("{failure}"));
     let plans = plans();
     assert!(!plans.is_empty());
-    let mut runner = TestRunner::new(Config { cases: CASES, failure_persistence: None, ..Config::default() });
+    let mut runner = seeded_runner();
     runner
         .run(&(0usize..plans.len(), 0usize..10_000, mutation()), |(which, at, mutation)| {
             let text = mutate(&plans[which], at, &mutation);
