@@ -18,7 +18,7 @@
 //!    SKIP LOCKED: the same two statements, each in its `BEGIN IMMEDIATE`.)
 
 use super::db::host_now;
-use super::plan::{FaultKind, Plan, Role, Shape, Strike, StrikePoint};
+use super::plan::{FaultKind, LivePlan, Role, Shape, SignalStrike, StrikePoint};
 use super::{Failure, Options, StoreChoice};
 use lease_history::{parse_jsonl, Event, Node};
 use std::collections::BTreeMap;
@@ -74,7 +74,7 @@ fn figures(delays: &mut [u64], first_us: u64, last_us: u64) -> Figures {
 
 /// The plan's change for a benchmark run: a burst at the start, room for all of it, an instant
 /// dependency, no fault but the timed kill (when `kill`).
-fn burst(plan: &mut Plan, jobs: u64, kill: bool) {
+fn burst(plan: &mut LivePlan, jobs: u64, kill: bool) {
     // The throughput run serves a preloaded queue, as the baseline does; the recovery run kills
     // workers in the middle of a burst still arriving.
     plan.start_at_backlog = (!kill).then_some(jobs as usize);
@@ -88,7 +88,7 @@ fn burst(plan: &mut Plan, jobs: u64, kill: bool) {
     if kill {
         let killed = (plan.workers / 2).max(1);
         plan.strikes = (0..killed)
-            .map(|index| Strike {
+            .map(|index| SignalStrike {
                 at_us: 250_000,
                 kind: FaultKind::Kill,
                 role: Role::Worker,

@@ -12,7 +12,7 @@
 //! Everything else goes to stderr, which the orchestrator keeps in `DIR/logs/`.
 
 use super::db::{host_now, Handle, Lines};
-use super::plan::{Plan, StrikePoint};
+use super::plan::{LivePlan, StrikePoint};
 use lease_core::Apply;
 use lease_core::{
     Bug, Bugs, Execution, Fencing, JobId, Owner, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId,
@@ -56,7 +56,7 @@ enum Command {
 }
 
 /// Runs one child; `Err` is a message for stderr (exit 3).
-pub fn run(plan: &Plan, role: ChildRole, index: u32, life: u64, stub_port: u16, parent: u32) -> Result<(), String> {
+pub fn run(plan: &LivePlan, role: ChildRole, index: u32, life: u64, stub_port: u16, parent: u32) -> Result<(), String> {
     die_with_parent(parent)?;
     let bugs = Bugs::plant(plan.bug.as_deref().map(str::parse::<Bug>).transpose().map_err(|e| e.to_string())?);
     let store = plan.db.open(plan.table(), bugs).map_err(|error| format!("cannot open the store: {error}"))?;
@@ -186,7 +186,7 @@ impl Child {
         }
     }
 
-    fn worker(&mut self, plan: &Plan, bugs: Bugs, index: u32, life: u64, port: u16) -> Result<(), String> {
+    fn worker(&mut self, plan: &LivePlan, bugs: Bugs, index: u32, life: u64, port: u16) -> Result<(), String> {
         let id = WorkerId(index);
         let node = Node::Worker(index);
         self.store.set_caller(Caller { from: Some(Owner::Worker(id)), batch: None });
@@ -307,7 +307,7 @@ impl Child {
         })
     }
 
-    fn reclaimer(&mut self, plan: &Plan, bugs: Bugs, index: u32, life: u64) -> Result<(), String> {
+    fn reclaimer(&mut self, plan: &LivePlan, bugs: Bugs, index: u32, life: u64) -> Result<(), String> {
         let id = ReclaimerId(index);
         let node = Node::Reclaimer(index);
         // Batch numbers of each life apart, as the simulator numbers them.
@@ -384,7 +384,7 @@ impl Child {
     }
 
     /// Offers each job of the plan at its time.
-    fn arrivals(&mut self, plan: &Plan) -> Result<(), String> {
+    fn arrivals(&mut self, plan: &LivePlan) -> Result<(), String> {
         let mut armed = None;
         for &(job, at_us) in &plan.arrivals {
             let at = Time(plan.t0_us + at_us);

@@ -3,7 +3,7 @@
 //! subcommand each of its processes runs.
 
 use crate::child::ChildRole;
-use crate::plan::{FaultKind, Plan, Shape};
+use crate::plan::{FaultKind, LivePlan, Shape};
 use crate::{Failure, Options, StoreChoice};
 use lease_check::check_history;
 use lease_check::cli::{coverage_line, BadInput, EXIT_BAD_INPUT, EXIT_LIVENESS, EXIT_SAFETY};
@@ -302,8 +302,17 @@ fn inversions(entries: &[lease_history::Entry]) -> (usize, u64) {
 pub fn child(args: &ChildArgs) -> Result<u8, BadInput> {
     let text = std::fs::read_to_string(&args.plan)
         .map_err(|error| BadInput(format!("cannot read {}: {error}", args.plan.display())))?;
-    let plan: Plan =
+    let plan: LivePlan =
         serde_json::from_str(&text).map_err(|error| BadInput(format!("{}: {error}", args.plan.display())))?;
-    crate::child::run(&plan, args.role, args.index, args.life, args.stub_port, args.parent).map_err(BadInput)?;
+    // Each process's log (the run's logs/ROLE.log, its stderr) tells its lives: when each began
+    // and how it ended, between the errors it reports. A life killed by SIGKILL has no end line.
+    let name = format!("{:?} {} life {}", args.role, args.index, args.life).to_lowercase();
+    eprintln!("{name}: started, pid {}", std::process::id());
+    let ran = crate::child::run(&plan, args.role, args.index, args.life, args.stub_port, args.parent);
+    match &ran {
+        Ok(()) => eprintln!("{name}: ended"),
+        Err(error) => eprintln!("{name}: failed: {error}"),
+    }
+    ran.map_err(BadInput)?;
     Ok(0)
 }

@@ -1,7 +1,7 @@
 //! # lease-live: a chaos run of real processes on a real store, judged by the same checkers
 //! and the same report as a simulated run.
 //!
-//! The orchestrator draws a [`plan::Plan`] from the seed, opens the store (SQLite file or a
+//! The orchestrator draws a [`plan::LivePlan`] from the seed, opens the store (SQLite file or a
 //! PostgreSQL schema of the run's own), and starts, as separate OS processes (this binary
 //! re-executed, [`child`]): the dependency stub, the reclaimers, the workers and the arrival
 //! generator. It then deals the plan's faults with real signals (SIGKILL, then a restart;
@@ -26,7 +26,7 @@ use child::ChildRole;
 use db::{host_now, Db, Handle, Lines};
 use lease_core::{Bug, Bugs, JobId};
 use lease_history::{CrashPoint, Entry, Event, Node, Rate, HISTORY_VERSION};
-use plan::{FaultKind, Plan, Role, Shape, Strike, StrikePoint};
+use plan::{FaultKind, LivePlan, Role, Shape, SignalStrike, StrikePoint};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -78,7 +78,7 @@ pub struct Options {
 #[derive(Debug)]
 pub struct Finished {
     /// The plan it ran.
-    pub plan: Plan,
+    pub plan: LivePlan,
     /// `DIR/history.jsonl`.
     pub history: PathBuf,
     /// The stub's counts.
@@ -144,7 +144,7 @@ pub fn run(options: &Options) -> Result<Finished, Failure> {
 
 /// [`run`], with the drawn plan changed by `tweak` before any process starts (the benchmark's
 /// bursts and timed kills).
-pub fn run_with(options: &Options, tweak: &dyn Fn(&mut Plan)) -> Result<Finished, Failure> {
+pub fn run_with(options: &Options, tweak: &dyn Fn(&mut LivePlan)) -> Result<Finished, Failure> {
     std::fs::create_dir_all(options.out.join("logs"))
         .map_err(|error| Failure::Harness(format!("cannot create {}: {error}", options.out.display())))?;
     let db = match &options.store {
@@ -163,12 +163,12 @@ pub fn run_with(options: &Options, tweak: &dyn Fn(&mut Plan)) -> Result<Finished
     let bugs = Bugs::plant(options.bug);
     let bug = options.bug.map(|bug| bug.to_string());
     // A first plan opens the store (creating the schema); the real one starts on its clock.
-    let mut draft = Plan::draw(&options.shape, db.clone(), bug.clone(), 0);
+    let mut draft = LivePlan::draw(&options.shape, db.clone(), bug.clone(), 0);
     tweak(&mut draft);
     let mut store = db.open(draft.table(), bugs)?;
     let mut log = db.open(draft.table(), bugs)?;
     let t0_us = log.now()?.0;
-    let mut plan = Plan::draw(&options.shape, db.clone(), bug, t0_us);
+    let mut plan = LivePlan::draw(&options.shape, db.clone(), bug, t0_us);
     tweak(&mut plan);
     let plan_path = options.out.join("live.json");
     let plan_json = serde_json::to_string_pretty(&plan).expect("a plan serialises");
@@ -199,7 +199,7 @@ pub fn run_with(options: &Options, tweak: &dyn Fn(&mut Plan)) -> Result<Finished
 
 /// Writes `DIR/history.jsonl`: the `run` line, then the log in its order, every time counted
 /// from the run's start.
-fn export(plan: &Plan, store: &mut Handle, out: &Path) -> Result<PathBuf, Failure> {
+fn export(plan: &LivePlan, store: &mut Handle, out: &Path) -> Result<PathBuf, Failure> {
     let run = Entry {
         t_us: 0,
         node: Node::World,
@@ -304,7 +304,7 @@ impl Key {
 enum State {
     Up,
     /// Armed for a signalled strike: waiting for its `at` line.
-    Armed(Strike),
+    Armed(SignalStrike),
     /// SIGSTOPped until then (microseconds since the start); `go` owed after the SIGCONT.
     Paused {
         until_us: u64,
@@ -327,7 +327,7 @@ struct Slot {
 
 /// The fleet of children and the fault schedule being dealt.
 struct Orchestra {
-    plan: Plan,
+    plan: LivePlan,
     plan_path: PathBuf,
     out: PathBuf,
     verbose: bool,
@@ -369,7 +369,7 @@ impl FaultLog {
 
 impl Orchestra {
     /// Starts the stub, then the reclaimers, the workers and the arrival generator.
-    fn new(plan: &Plan, plan_path: &Path, out: &Path, verbose: bool) -> Result<Orchestra, Failure> {
+    fn new(plan: &LivePlan, plan_path: &Path, out: &Path, verbose: bool) -> Result<Orchestra, Failure> {
         let (lines_to, lines) = mpsc::channel();
         let mut orchestra = Orchestra {
             plan: plan.clone(),
@@ -582,7 +582,7 @@ impl Orchestra {
     }
 
     /// Deals one strike, if its target is up.
-    fn deal(&mut self, strike: Strike) {
+    fn deal(&mut self, strike: SignalStrike) {
         let up =
             |orchestra: &Orchestra, key: Key| orchestra.slots.get(&key).is_some_and(|slot| slot.state == State::Up);
         let mut key = Key::of(strike.role, strike.index);
@@ -611,7 +611,7 @@ impl Orchestra {
     }
 
     /// Kills or pauses the child at `key` now (at its signalled point, working on `job`).
-    fn hit(&mut self, key: Key, strike: Strike, job: Option<JobId>) {
+    fn hit(&mut self, key: Key, strike: SignalStrike, job: Option<JobId>) {
         let point = match strike.point {
             StrikePoint::AfterEffect => CrashPoint::AfterEffect,
             StrikePoint::DuringAck => CrashPoint::DuringAck,

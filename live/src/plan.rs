@@ -89,7 +89,7 @@ pub enum Role {
 
 /// One scheduled strike on a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Strike {
+pub struct SignalStrike {
     /// When it is dealt (for a signalled point: when the target is armed), from the start.
     pub at_us: u64,
     /// Kill (then restart after `len_us`) or pause (for `len_us`).
@@ -150,7 +150,7 @@ pub struct Dependency {
 
 /// Everything a live run's processes share. See the module doc.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
+pub struct LivePlan {
     /// The seed the schedule was drawn from.
     pub seed: u64,
     /// The database.
@@ -199,7 +199,7 @@ pub struct Plan {
     /// The dependency's bad windows.
     pub windows: Vec<DependencyWindow>,
     /// Kills and pauses, in time order.
-    pub strikes: Vec<Strike>,
+    pub strikes: Vec<SignalStrike>,
     /// Workers start only once the backlog reaches this (the benchmark's preloaded queue).
     #[serde(default)]
     pub start_at_backlog: Option<usize>,
@@ -234,9 +234,9 @@ const SURGE_LEN_US: u64 = 300_000;
 /// The most strikes per second of fault phase, so that a long run is not a massacre.
 const STRIKES_PER_SECOND_MAX: f64 = 0.5;
 
-impl Plan {
+impl LivePlan {
     /// Draws the plan for `shape` on `db`, starting at `t0_us`.
-    pub fn draw(shape: &Shape, db: Db, bug: Option<String>, t0_us: u64) -> Plan {
+    pub fn draw(shape: &Shape, db: Db, bug: Option<String>, t0_us: u64) -> LivePlan {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(shape.seed);
         let on = |kind| shape.faults.contains(&kind);
         let duration_us = shape.duration_us;
@@ -261,7 +261,7 @@ impl Plan {
         windows.sort_by_key(|window| window.from_us);
         let strikes = draw_strikes(&mut rng, shape, calm_us, end_us);
         let arrivals = draw_arrivals(&mut rng, shape.jobs, end_us, surge);
-        Plan {
+        LivePlan {
             seed: shape.seed,
             db,
             bug,
@@ -335,7 +335,7 @@ impl Plan {
     }
 
     /// Every change of the dependency over the run: at each window's start and end, what it is
-    /// from then on ([`Plan::dependency_at`]), in time order, one entry per change.
+    /// from then on ([`LivePlan::dependency_at`]), in time order, one entry per change.
     pub fn dependency_changes(&self) -> Vec<(u64, Option<Degraded>)> {
         let mut edges: Vec<u64> = self.windows.iter().flat_map(|window| [window.from_us, window.to_us]).collect();
         edges.sort_unstable();
@@ -381,7 +381,7 @@ impl Plan {
 /// Kills and pauses. A run with kills always has one right after an accepted effect, and a run
 /// with pauses always has one during an acknowledgement, longer than the ttl: the two windows the
 /// protocol exists for. The rest strike at random moments, on workers and reclaimers.
-fn draw_strikes(rng: &mut Xoshiro256PlusPlus, shape: &Shape, calm_us: u64, end_us: u64) -> Vec<Strike> {
+fn draw_strikes(rng: &mut Xoshiro256PlusPlus, shape: &Shape, calm_us: u64, end_us: u64) -> Vec<SignalStrike> {
     let span_us = end_us.saturating_sub(calm_us).max(1);
     let budget = ((span_us as f64 / 1e6) * STRIKES_PER_SECOND_MAX).ceil().max(2.0) as usize;
     let mut strikes = Vec::new();
@@ -410,7 +410,7 @@ fn draw_strikes(rng: &mut Xoshiro256PlusPlus, shape: &Shape, calm_us: u64, end_u
             _ => rng.gen_range(200_000..=800_000),
         };
         let at_us = if first { calm_us + rng.gen_range(0..=span_us / 4) } else { calm_us + rng.gen_range(0..span_us) };
-        strikes.push(Strike { at_us, kind, role, index, point, len_us });
+        strikes.push(SignalStrike { at_us, kind, role, index, point, len_us });
     }
     // With the first pause during an acknowledgement, every reclaimer is armed to pause right
     // after its next won fence, longer than that worker's pause: the stale acknowledgement then
@@ -420,7 +420,7 @@ fn draw_strikes(rng: &mut Xoshiro256PlusPlus, shape: &Shape, calm_us: u64, end_u
     if let Some(ack) = first_ack {
         for index in 0..shape.reclaimers {
             let len_us = LEASE_TTL_US * 3;
-            strikes.push(Strike { role: Role::Reclaimer, index, point: StrikePoint::MidReclaim, len_us, ..ack });
+            strikes.push(SignalStrike { role: Role::Reclaimer, index, point: StrikePoint::MidReclaim, len_us, ..ack });
         }
     }
     strikes.sort_by_key(|strike| strike.at_us);
@@ -461,7 +461,7 @@ mod tests {
     // single restore at 3 s, as the live run once wrote, closed both.
     #[test]
     fn overlapping_dependency_windows_change_the_dependency_at_each_edge() {
-        let mut plan = Plan::draw(&shape(&[]), Db::Sqlite { path: "x".into() }, None, 0);
+        let mut plan = LivePlan::draw(&shape(&[]), Db::Sqlite { path: "x".into() }, None, 0);
         plan.windows = vec![
             DependencyWindow { from_us: 1_000_000, to_us: 3_000_000, slow_factor: 8, fail_rate: 0.0 },
             DependencyWindow { from_us: 2_000_000, to_us: 4_000_000, slow_factor: 1, fail_rate: 0.4 },
@@ -482,8 +482,8 @@ mod tests {
     #[test]
     fn the_seed_fixes_the_schedule_with_both_signalled_strikes() {
         let db = Db::Sqlite { path: "x".into() };
-        let a = Plan::draw(&shape(&FaultKind::ALL), db.clone(), None, 0);
-        let b = Plan::draw(&shape(&FaultKind::ALL), db.clone(), None, 0);
+        let a = LivePlan::draw(&shape(&FaultKind::ALL), db.clone(), None, 0);
+        let b = LivePlan::draw(&shape(&FaultKind::ALL), db.clone(), None, 0);
         assert_eq!(a, b);
         let has = |kind, point| a.strikes.iter().any(|s| s.kind == kind && s.point == point && s.role == Role::Worker);
         assert!(has(FaultKind::Kill, StrikePoint::AfterEffect));
@@ -492,7 +492,7 @@ mod tests {
         assert!(a.strikes.iter().all(|s| s.at_us < a.duration_us));
         assert_eq!(a.arrivals.len(), 200 + 3 * CAPACITY);
         assert!(a.arrivals.windows(2).all(|w| w[0].1 <= w[1].1));
-        let calm = Plan::draw(&shape(&[]), db, None, 0);
+        let calm = LivePlan::draw(&shape(&[]), db, None, 0);
         assert!(calm.strikes.is_empty() && calm.windows.is_empty() && calm.surge.is_none());
     }
 

@@ -16,7 +16,7 @@
 //! failure on the history as `dependency_failed`.
 
 use super::db::{host_now, Handle, Lines};
-use super::plan::Plan;
+use super::plan::LivePlan;
 use lease_core::{Apply, Bugs, Epoch, Execution, JobId, OpId, OutputId, Owner, WorkerId};
 use lease_history::{Event, Node};
 use lease_store::Caller;
@@ -110,7 +110,7 @@ impl Handles {
 
 /// Serves calls until stdin closes, then prints `truth JSON` on stdout. Prints `ready PORT` once
 /// listening.
-pub fn serve(plan: &Plan, bugs: Bugs, store: Handle) -> Result<(), String> {
+pub fn serve(plan: &LivePlan, bugs: Bugs, store: Handle) -> Result<(), String> {
     let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
         .map_err(|error| format!("the stub cannot listen on loopback: {error}"))?;
     let port = listener.local_addr().map_err(|error| error.to_string())?.port();
@@ -158,7 +158,7 @@ pub fn serve(plan: &Plan, bugs: Bugs, store: Handle) -> Result<(), String> {
     Ok(())
 }
 
-fn answer(plan: &Plan, counts: &Mutex<Counts>, handles: &Handles, stream: TcpStream) -> Result<(), String> {
+fn answer(plan: &LivePlan, counts: &Mutex<Counts>, handles: &Handles, stream: TcpStream) -> Result<(), String> {
     stream.set_read_timeout(Some(CALL_TIMEOUT)).map_err(|e| e.to_string())?;
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line).map_err(|e| e.to_string())?;
@@ -187,7 +187,7 @@ fn answer(plan: &Plan, counts: &Mutex<Counts>, handles: &Handles, stream: TcpStr
 
 /// One call, under the stub's lock: counted, then failed (`None`), or the effect performed (once
 /// per operation) and its output.
-fn perform(plan: &Plan, counts: &mut Counts, op: OpId, epoch: Epoch, fails: bool) -> Option<OutputId> {
+fn perform(plan: &LivePlan, counts: &mut Counts, op: OpId, epoch: Epoch, fails: bool) -> Option<OutputId> {
     let count = counts.ops.entry((op.job.0, op.step)).or_insert(OpCount {
         job: op.job.0,
         step: op.step,

@@ -77,6 +77,15 @@ fn a_live_run_with_kills_and_pauses_holds_adopts_and_leaves_no_process() {
     assert_eq!(status, Some(0), "the live run failed");
     assert!(stdout.contains("every invariant held"), "no verdict");
     assert!(stdout.contains("the history agrees"), "the stub's counts disagree");
+    // Every process's log tells its lives: none is empty, and a restarted worker's shows two.
+    let logs: Vec<_> = std::fs::read_dir(out.join("logs")).expect("logs/").flatten().map(|e| e.path()).collect();
+    assert!(logs.len() >= 4, "{logs:?}");
+    for log in &logs {
+        let text = std::fs::read_to_string(log).expect("a log reads");
+        assert!(text.contains(": started, pid "), "{} says nothing: {text:?}", log.display());
+    }
+    let lives = |log: &std::path::PathBuf| std::fs::read_to_string(log).unwrap_or_default().matches("started").count();
+    assert!(logs.iter().any(|log| lives(log) >= 2), "no log shows a restart after a kill");
     assert!(stdout.contains(" 0 left"), "a process outlived the run");
     assert_eq!(processes_naming(&out), Vec::<String>::new(), "processes outlived the run");
     let history = lines(&out);

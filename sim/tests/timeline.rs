@@ -8,7 +8,7 @@
 
 use lease_check::figures::Spread;
 use lease_check::report::diagnose::{Integrity, Terms};
-use lease_check::report::{svg, Cause, FaultSpan, Incident, Report, Verdict};
+use lease_check::report::{svg, Attribution, Cause, FaultSpan, Incident, Report};
 use lease_history::parse_jsonl;
 
 const HISTORY: &str = include_str!("data/crash-after-effect-seed-1.jsonl");
@@ -47,7 +47,7 @@ fn incident(from_us: u64, to_us: u64, cause: Cause) -> Incident {
         peak_backlog: 60,
         peak_us: to_us,
         peak_age_us: 2_000_000,
-        verdict: Verdict {
+        verdict: Attribution {
             cause: cause.to_string(),
             causes: vec![cause],
             terms: Terms { arrivals: 0.0, workers: 1.0, dependency: 0.0 },

@@ -21,11 +21,11 @@
 //! operation up first and adopts what is recorded rather than run the effect again.
 //!
 //! **The failures injected**, each on the job's first lease only (epoch 1), so each strikes once:
-//! - [`Fault::CrashAfterEffect`] (jobs `0..crash_after_effect`): the worker crashes right after
+//! - [`Injected::CrashAfterEffect`] (jobs `0..crash_after_effect`): the worker crashes right after
 //!   the ledger recorded its output, before it completes the job. Its lease expires; a reclaimer
 //!   lists it, fences it (a new epoch), looks the operation up, adopts the recorded output and
 //!   completes the job. The worker restarts as a new life of the same id.
-//! - [`Fault::LostReply`] (the next `lost_reply` jobs): the dependency recorded the output but
+//! - [`Injected::LostReply`] (the next `lost_reply` jobs): the dependency recorded the output but
 //!   its answer was lost, so the worker hears "failed" and requeues the job; the next worker to
 //!   take it looks the operation up and adopts the output instead of running the effect again.
 //!
@@ -224,15 +224,15 @@ impl Options {
     }
 
     /// The failure injected into `job` under `epoch`, if any: only on its first lease.
-    pub fn fault(&self, job: JobId, epoch: Epoch) -> Option<Fault> {
+    pub fn fault(&self, job: JobId, epoch: Epoch) -> Option<Injected> {
         if epoch != Epoch(1) {
             return None;
         }
         if job.0 < self.crash_after_effect {
-            return Some(Fault::CrashAfterEffect);
+            return Some(Injected::CrashAfterEffect);
         }
         if job.0 < self.crash_after_effect + self.lost_reply {
-            return Some(Fault::LostReply);
+            return Some(Injected::LostReply);
         }
         None
     }
@@ -240,7 +240,7 @@ impl Options {
 
 /// A failure injected into one job's first attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
+pub enum Injected {
     /// The worker crashes after the ledger recorded its output, before it completes the job.
     CrashAfterEffect,
     /// The dependency records the output, but its answer is lost: the worker hears "failed".
@@ -599,11 +599,11 @@ fn serve_worker(
             tally.effects_run += 1;
             let apply = handle.call(|store, now| store.apply(now, op, epoch, output))?;
             match (options.fault(op.job, epoch), apply) {
-                (Some(Fault::CrashAfterEffect), Apply::Applied) => {
+                (Some(Injected::CrashAfterEffect), Apply::Applied) => {
                     tally.crashes += 1;
                     return Ok(None);
                 }
-                (Some(Fault::LostReply), _) => {
+                (Some(Injected::LostReply), _) => {
                     tally.lost_replies += 1;
                     WorkerReply::Executed(Execution::Failed)
                 }

@@ -72,7 +72,7 @@ pub struct Baseline {
 
 /// What an incident is put down to, with the numbers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Verdict {
+pub struct Attribution {
     /// `arrivals`, `workers`, `dependency`, `mixed` or `unknown`.
     pub cause: String,
     /// The causes named (two or more: `mixed`; none: `unknown`).
@@ -176,7 +176,7 @@ pub struct Incident {
     /// The oldest age reached, µs.
     pub peak_age_us: u64,
     /// Its cause.
-    pub verdict: Verdict,
+    pub verdict: Attribution,
     /// The cause as it read at each window's end while the backlog grew, when it changed.
     pub labels: Vec<Label>,
     /// The customers' delay: jobs waiting at some time in it, arrival to outcome.
@@ -347,7 +347,7 @@ fn call_latency_us(windows: &[&Window]) -> Option<f64> {
 }
 
 /// The verdict over windows `from..=to`.
-fn verdict(series: &Series, baseline: &Baseline, from: usize, to: usize) -> Verdict {
+fn verdict(series: &Series, baseline: &Baseline, from: usize, to: usize) -> Attribution {
     let windows = &series.windows[from..=to];
     let time_us = (windows.last().unwrap().to_us - windows[0].from_us).max(1) as f64;
     let offered: u64 = windows.iter().map(|w| w.arrivals + w.rejections).sum();
@@ -411,7 +411,7 @@ fn verdict(series: &Series, baseline: &Baseline, from: usize, to: usize) -> Verd
             baseline.failure_rate * 100.0
         ),
     ];
-    Verdict { cause, causes, terms, load, evidence }
+    Attribution { cause, causes, terms, load, evidence }
 }
 
 fn incident(series: &Series, baseline: &Baseline, ttl_us: u64, first: usize, last: usize) -> Incident {

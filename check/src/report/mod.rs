@@ -17,7 +17,7 @@ pub mod svg;
 pub mod text;
 
 pub use cause::Cause;
-pub use diagnose::{Baseline, Incident, Little, Verdict};
+pub use diagnose::{Attribution, Baseline, Incident, Little};
 pub use series::{FaultSpan, Window};
 
 use crate::figures::Spread;
