@@ -9,7 +9,7 @@ use lease_check::cli::{self, BadInput, EXIT_BAD_INPUT};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Judges a JSONL lease-recovery history (README, "The history"): every invariant, and an
+/// Judges a JSONL lease-recovery history (docs/history.md): every invariant, and an
 /// operator's report of its incidents.
 #[derive(Parser, Debug)]
 #[command(name = "lease-check", version = lease_check::provenance::VERSION, about, long_about = None)]

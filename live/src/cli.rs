@@ -57,7 +57,7 @@ pub struct LiveArgs {
     verbose: bool,
     /// Measure instead: jobs/s, delays and recovery after a kill of half the workers, on
     /// PostgreSQL (--url, when it answers) and SQLite with 2, 4 and 8 workers, beside the simplest
-    /// queue loop on the same database (README, "Live runs").
+    /// queue loop on the same database (docs/live-runs.md, "The bench").
     #[arg(long)]
     bench: bool,
     /// With --bench: the jobs of each burst.
@@ -165,7 +165,7 @@ fn bench(args: &LiveArgs) -> Result<u8, BadInput> {
     Ok(0)
 }
 
-/// Runs `lease-sim live`: the run, then `check`, the ground truth and `report`.
+/// Runs `lease-live` (and `lease-sim live`): the run, then `check`, the ground truth and `report`.
 pub fn live(args: &LiveArgs) -> Result<u8, BadInput> {
     crate::catch_interrupts();
     if args.bench {

@@ -1,15 +1,17 @@
 //! `lease-live`: real worker, reclaimer, arrival and dependency processes on SQLite or
 //! PostgreSQL, killed and paused by real signals, then checked and reported on by lease-check.
 //!
-//! Exit status: 0 the run held; 1 a safety invariant failed; 2 a liveness check failed (or the
-//! ground truth disagrees); 3 bad input or a harness error; 130 interrupted.
+//! Exit status: 0 the run held; 1 a safety invariant failed, or every invariant held but the
+//! ground truth (the stub's own count of calls and effects) disagrees with the history; 2 a
+//! liveness check failed; 3 bad input or a harness error (a process that outlived the run, or a
+//! store log out of time order, included); 130 interrupted.
 
 use clap::Parser;
 use lease_check::cli::{BadInput, EXIT_BAD_INPUT};
 use lease_live::cli::{ChildArgs, LiveArgs};
 use std::process::ExitCode;
 
-/// Live runs of lease recovery (README, "Live runs").
+/// Live runs of lease recovery (docs/live-runs.md).
 #[derive(Parser, Debug)]
 #[command(name = "lease-live", version = lease_check::provenance::VERSION, about, long_about = None)]
 struct Cli {

@@ -1,4 +1,4 @@
-//! `lease-sim live` end to end: real processes on a real store (PostgreSQL where `LEASE_PG_URL`,
+//! `lease-live` end to end: real processes on a real store (PostgreSQL where `LEASE_PG_URL`,
 //! or the local server, answers; else SQLite), killed and paused by real signals, judged by the
 //! same checkers as a simulated run.
 
@@ -30,7 +30,7 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Runs `lease-sim live` for 10 s with 4 workers and 2 reclaimers and every fault; returns the
+/// Runs `lease-live` for 10 s with 4 workers and 2 reclaimers and every fault; returns the
 /// exit status and stdout.
 fn live(out: &Path, seed: u64, bug: Option<&str>) -> (Option<i32>, String) {
     let mut args: Vec<String> = store();

@@ -19,7 +19,8 @@
 use lease_sim::scenarios::Scenario;
 
 /// Declares the proof modules, one per scenario, and [`PROOFS`], which pairs each module's name
-/// with the scenario its `SCENARIO` names: what the README's table shows beside the registry.
+/// with the scenario its `SCENARIO` names: what docs/scenarios.md's table shows beside the
+/// registry.
 macro_rules! proofs {
     ($($module:ident),* $(,)?) => {
         $(pub mod $module;)*

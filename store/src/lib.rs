@@ -21,8 +21,10 @@
 //! `lease-core` (feature `planted-bugs`) therefore act through the stores too.
 //!
 //! **Every answer and its history line commit together.** Each operation appends one line of the
-//! project's history contract (README, "The history") in its own transaction, so the log, read in
-//! its order ([`TableStore::events`], see [`Clock`]), is a history. See [`lease_history::Entry`] for the line type.
+//! project's history contract (docs/history.md) in its own transaction, so the log, read in
+//! its order ([`TableStore::events`], see [`Clock`]), is a history's lines; [`TableStore::history`]
+//! puts a `run` line with the table's limits before them, a file `lease-check` reads as it is.
+//! See [`lease_history::Entry`] for the line type.
 //!
 //! **The table's clock.** Every call takes `now`, the table's time in microseconds, as
 //! `LeaseTable` does: the simulated clock in the simulator. A store opened on
@@ -48,7 +50,7 @@
 //!
 //! **A service.** [`service`] runs worker and reclaimer threads on a store, on the host's clock,
 //! with failures injected, and checks that every job ended exactly once: the `service` example
-//! is its command line, and the README's "Use it in a service" walks through it.
+//! is its command line, and docs/stores.md, "The example: a service", walks through it.
 //!
 //! **Schema versions.** [`schema::MIGRATIONS`] moves a database from its version to the newest
 //! this build knows, one transaction per migration; a database at a version this build does not

@@ -1,7 +1,7 @@
 //! A service on a store: worker threads and reclaimer threads driving `lease-core`'s state
 //! machines against a real database, on a real clock, with failures injected so that recovery
-//! shows. The `service` example is a command line over [`run`]; the README's "Use it in a service"
-//! walks through it.
+//! shows. The `service` example is a command line over [`run`]; docs/stores.md, "The example: a
+//! service", walks through it.
 //!
 //! **Not for a simulated world.** This module reads the host's clock and runs threads; nothing
 //! else in the crate does, and nothing in `lease-sim` calls it.

@@ -121,7 +121,7 @@ fn a_service_on_postgres_recovers_crashes_and_lost_answers_and_ends_every_job_ex
     assert_recovered(&summary, &log(&backend));
     // No claim on the order of `t_us` here: PostgreSQL reads its clock at a transaction's start
     // and numbers the log at its end, so a transaction that waited for a lock can commit a line
-    // stamped earlier than the one before it (README, "Use it in a service").
+    // stamped earlier than the one before it (docs/stores.md, "The store API").
 }
 
 #[test]

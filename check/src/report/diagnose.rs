@@ -1,5 +1,5 @@
 //! The baseline, the incidents and their causes, the customers' delay, the recovery, and
-//! Little's law as a check on the report's own bookkeeping. The README's "Incident reports"
+//! Little's law as a check on the report's own bookkeeping. docs/reports.md, "The method",
 //! states the method; the constants here are its thresholds.
 
 use super::series::{Series, Window};

@@ -7,8 +7,8 @@
 //! - [`diagnose`] finds the baseline and the incidents, and names their causes.
 //! - [`text`] and [`svg`] draw it for a person; the [`Report`] itself serialises to `report.json`.
 //!
-//! The method (which quantities, which baseline, which thresholds, and why) is the README's
-//! "Incident reports".
+//! The method (which quantities, which baseline, which thresholds, and why) is
+//! docs/reports.md, "The method".
 
 mod cause;
 pub mod diagnose;
@@ -140,7 +140,7 @@ impl Report {
         })
     }
 
-    /// `report.json`: every figure, pretty-printed, keys as documented in the README.
+    /// `report.json`: every figure, pretty-printed, keys as documented in docs/reports.md.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a report always serialises") + "\n"
     }

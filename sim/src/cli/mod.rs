@@ -50,7 +50,7 @@ enum Command {
         #[arg(long, required_unless_present = "plan")]
         seed: Option<u64>,
         /// Play this plan instead of drawing faults from a seed: every fault it lists, and
-        /// nothing else (see README, "Fault plans").
+        /// nothing else (see docs/faults-and-plans.md, "Fault plans").
         #[arg(long, value_name = "FILE", conflicts_with_all = ["seed", "bug"])]
         plan: Option<PathBuf>,
         /// Write the run's plan (its world, arrivals and every fault dealt) to this file.
@@ -68,10 +68,11 @@ enum Command {
         store: StoreKind,
         /// Print the world's logs on stderr, each line stamped with the simulated time: every
         /// history line as it is recorded, in the span of the node that recorded it (`RUST_LOG`,
-        /// e.g. `lease_sim=trace` for every message too, overrides the level; see README, "Logs").
+        /// e.g. `lease_sim=trace` for every message too, overrides the level; see
+        /// docs/simulator.md, "Logs").
         #[arg(long)]
         log: bool,
-        /// Print the whole history, rendered as a table (see README, "Reading a trace").
+        /// Print the whole history, rendered as a table (see docs/history.md, "Reading a trace").
         #[arg(long)]
         trace: bool,
         /// Report on the run's history as `lease-sim report` does, into this directory
@@ -157,8 +158,9 @@ enum Command {
         /// Where to write plan.json, history.jsonl, trace.txt, explanation.txt and reproduce.
         #[arg(long, value_name = "DIR", required_unless_present = "every_bug")]
         out: Option<PathBuf>,
-        /// Hunt every planted bug from seed 0 and shrink its first failing seed: the README's
-        /// table (exit 3 if a shrunk plan keeps more than 3 faults or stops failing).
+        /// Hunt every planted bug from seed 0 and shrink its first failing seed: the table of
+        /// docs/faults-and-plans.md (exit 3 if a shrunk plan keeps more than 3 faults or stops
+        /// failing).
         #[arg(long, conflicts_with_all = ["seed", "bug", "plan", "out"])]
         every_bug: bool,
         /// With --every-bug: seeds each bug may take before it counts as not caught.
@@ -177,7 +179,7 @@ enum Command {
         file: PathBuf,
     },
     /// Read a history as the operator on call would: windows, incidents, their cause, the
-    /// customers' delay and the recovery (README, "Incident reports"). Prints report.txt; with
+    /// customers' delay and the recovery (docs/reports.md). Prints report.txt; with
     /// --out, writes report.txt, report.json and timeline.svg there.
     Report {
         /// The JSONL history (any history in the contract, simulated or not).
@@ -190,7 +192,7 @@ enum Command {
         window: Option<u64>,
     },
     /// Name the cause of each incident of a history, one line each; with --eval, measure how often
-    /// the cause is right over the labelled scenarios and the swarm (README, "Incident reports").
+    /// the cause is right over the labelled scenarios and the swarm (docs/reports.md).
     Diagnose {
         /// The JSONL history (not with --eval).
         #[arg(required_unless_present = "eval", conflicts_with = "eval")]
@@ -215,7 +217,7 @@ enum Command {
         json: bool,
     },
     /// Run real worker, reclaimer, arrival and dependency processes on SQLite or PostgreSQL,
-    /// kill and pause them, then check and report on the history (README, "Live runs").
+    /// kill and pause them, then check and report on the history (docs/live-runs.md).
     Live(lease_live::cli::LiveArgs),
     /// One process of a live run (started by `live`).
     #[command(hide = true)]

@@ -156,7 +156,7 @@ pub struct Row {
 }
 
 /// `lease-sim shrink --every-bug`: hunts each planted bug from seed 0 and shrinks its first
-/// failing seed; prints the table (the README's) or JSON.
+/// failing seed; prints the table (docs/faults-and-plans.md's, "Shrinking") or JSON.
 pub(super) fn every_bug(scenario: Scenario, budget: u64, hunt_budget: u64, threads: usize, json: bool) -> u8 {
     let stop = AtomicBool::new(false);
     let mut rows = Vec::new();

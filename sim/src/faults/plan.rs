@@ -15,8 +15,8 @@
 //!   by; the visit decides.
 //!
 //! Recording a seeded run and replaying its plan gives the same history, byte for byte: the
-//! replay asks the same questions at the same visits and looks every answer up. See the README,
-//! "Fault plans", for the format with an example.
+//! replay asks the same questions at the same visits and looks every answer up. See
+//! docs/faults-and-plans.md, "Fault plans", for the format with an example.
 
 use super::decide::{Dealt, Keyed, Site, Visit};
 use super::{Degradation, Fault, Point};

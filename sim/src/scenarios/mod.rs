@@ -6,11 +6,12 @@
 //! replays exactly: [`Scenario::params`] draws the base world every scenario shares
 //! (`draw::base`), then the scenario's own faults over it. The proofs (scripted seeds, sweeps
 //! with coverage, trace snapshots) live in the `lease-scenarios` crate, one module per scenario,
-//! and the README's scenario table is tested against this registry there.
+//! and the scenario table of docs/scenarios.md is tested against this registry there.
 //!
 //! Adding a scenario: a file here with its `DEFINITION`, and its line in each of the three lists
 //! below (the module, the constant and [`Scenario::ALL`], and [`Scenario::LABELLED`] when it is
-//! labelled); then its proof module and snapshot in `lease-scenarios`, and its README row.
+//! labelled); then its proof module and snapshot in `lease-scenarios`, and its row in
+//! docs/scenarios.md.
 //!
 //! A *labelled* scenario knows the cause of its incident by construction ([`Scenario::label`]),
 //! and [`truth::fault_causes`] says which faults a seed switched on, and when: what a diagnosis
@@ -53,8 +54,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 pub struct Definition {
     /// The command-line name (`lease-sim run --scenario NAME`), in kebab case.
     pub name: &'static str,
-    /// One line on what it shows: `lease-sim scenarios` prints it, and the README's table
-    /// repeats it word for word.
+    /// One line on what it shows: `lease-sim scenarios` prints it, and the table of
+    /// docs/scenarios.md repeats it word for word.
     pub about: &'static str,
     /// The interesting situations (coverage names) a sweep of it must reach.
     pub situations: &'static [&'static str],
