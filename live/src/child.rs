@@ -59,7 +59,8 @@ enum Command {
 pub fn run(plan: &LivePlan, role: ChildRole, index: u32, life: u64, stub_port: u16, parent: u32) -> Result<(), String> {
     die_with_parent(parent)?;
     let bugs = Bugs::plant(plan.bug.as_deref().map(str::parse::<Bug>).transpose().map_err(|e| e.to_string())?);
-    let store = plan.db.open(plan.table(), bugs).map_err(|error| format!("cannot open the store: {error}"))?;
+    let store =
+        super::db::open(&plan.db, plan.table(), bugs).map_err(|error| format!("cannot open the store: {error}"))?;
     if role == ChildRole::Stub {
         return super::stub::serve(plan, bugs, store);
     }

@@ -12,61 +12,24 @@
 
 use lease_core::{Bugs, TableConfig, Time};
 use lease_history::{Entry, Event, Node};
-use lease_store::{Clock, PostgresStore, SqliteStore, Stamp, Store, StoreError};
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-
-/// Where the run's database is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Db {
-    /// A SQLite file: the table's clock is the host's, read once a transaction holds the file's
-    /// lock (every process is on this machine).
-    Sqlite {
-        /// The database file.
-        path: PathBuf,
-    },
-    /// A PostgreSQL schema of the run's own: the table's clock is the server's
-    /// (`Clock::Database`, `clock_timestamp()`).
-    Postgres {
-        /// The server, e.g. `postgres://postgres@127.0.0.1:5432/test`.
-        url: String,
-        /// The run's schema (created, and dropped at the end unless kept).
-        schema: String,
-    },
-}
+use lease_store::{Clock, Place, Stamp, Store, StoreError};
 
 /// A store handle any process of the run can use.
 pub type Handle = Box<dyn Store + Send>;
 
-impl Db {
-    /// The store's name, as `--store` spells it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Db::Sqlite { .. } => "sqlite",
-            Db::Postgres { .. } => "postgres",
-        }
-    }
+/// Opens a store on the run's database (migrating it if needed), on the database's clock.
+pub fn open(place: &Place, config: TableConfig, bugs: Bugs) -> Result<Handle, StoreError> {
+    place.open(config, bugs, Clock::Database)
+}
 
-    /// Opens a store on the database (migrating it if needed).
-    pub fn open(&self, config: TableConfig, bugs: Bugs) -> Result<Handle, StoreError> {
-        Ok(match self {
-            Db::Sqlite { path } => Box::new(SqliteStore::open_on(path, config, bugs, Clock::Database)?),
-            Db::Postgres { url, schema } => {
-                Box::new(PostgresStore::open(url, Some(schema), config, bugs, Clock::Database)?)
-            }
-        })
+/// Drops the run's PostgreSQL schema (nothing for SQLite: the file stays in the run's
+/// directory).
+pub fn drop_schema(place: &Place) -> Result<(), StoreError> {
+    if let Place::Postgres { url, schema } = place {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))?;
     }
-
-    /// Drops the run's PostgreSQL schema (nothing for SQLite: the file stays in the run's
-    /// directory).
-    pub fn drop_schema(&self) -> Result<(), StoreError> {
-        if let Db::Postgres { url, schema } = self {
-            let mut client = postgres::Client::connect(url, postgres::NoTls)?;
-            client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))?;
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// The host's clock in microseconds since the Unix epoch: the table's clock on SQLite, and every

@@ -23,9 +23,10 @@ pub mod stub;
 pub mod truth;
 
 use child::ChildRole;
-use db::{host_now, Db, Handle, Lines};
+use db::{host_now, Handle, Lines};
 use lease_core::{Bug, Bugs, JobId};
 use lease_history::{CrashPoint, Entry, Event, Node, Rate, HISTORY_VERSION};
+use lease_store::Place;
 use plan::{FaultKind, LivePlan, Role, Shape, SignalStrike, StrikePoint};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -153,11 +154,11 @@ pub fn run_with(options: &Options, tweak: &dyn Fn(&mut LivePlan)) -> Result<Fini
             for suffix in ["", "-wal", "-shm"] {
                 let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
             }
-            Db::Sqlite { path }
+            Place::Sqlite { path }
         }
         StoreChoice::Postgres { url } => {
             let schema = format!("lease_live_{}_{}", std::process::id(), host_now().0 % 1_000_000_000);
-            Db::Postgres { url: url.clone(), schema }
+            Place::Postgres { url: url.clone(), schema }
         }
     };
     let bugs = Bugs::plant(options.bug);
@@ -165,8 +166,8 @@ pub fn run_with(options: &Options, tweak: &dyn Fn(&mut LivePlan)) -> Result<Fini
     // A first plan opens the store (creating the schema); the real one starts on its clock.
     let mut draft = LivePlan::draw(&options.shape, db.clone(), bug.clone(), 0);
     tweak(&mut draft);
-    let mut store = db.open(draft.table(), bugs)?;
-    let mut log = db.open(draft.table(), bugs)?;
+    let mut store = db::open(&db, draft.table(), bugs)?;
+    let mut log = db::open(&db, draft.table(), bugs)?;
     let t0_us = log.now()?.0;
     let mut plan = LivePlan::draw(&options.shape, db.clone(), bug, t0_us);
     tweak(&mut plan);
@@ -190,7 +191,7 @@ pub fn run_with(options: &Options, tweak: &dyn Fn(&mut LivePlan)) -> Result<Fini
     });
     drop(store);
     if !options.keep_db {
-        if let Err(error) = db.drop_schema() {
+        if let Err(error) = db::drop_schema(&db) {
             eprintln!("lease-sim live: could not drop the run's schema: {error}");
         }
     }

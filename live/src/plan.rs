@@ -4,8 +4,8 @@
 //! The seed fixes the schedule (what strikes whom, when, for how long), not the interleaving: the
 //! processes run on real clocks, and the operating system schedules them.
 
-use super::db::Db;
 use lease_core::{ReclaimerConfig, Span, TableConfig, WorkerConfig};
+use lease_store::Place;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
@@ -154,7 +154,7 @@ pub struct LivePlan {
     /// The seed the schedule was drawn from.
     pub seed: u64,
     /// The database.
-    pub db: Db,
+    pub db: Place,
     /// The planted bug, if any (by name).
     pub bug: Option<String>,
     /// The table's clock at the start (microseconds since the Unix epoch); the history counts
@@ -236,7 +236,7 @@ const STRIKES_PER_SECOND_MAX: f64 = 0.5;
 
 impl LivePlan {
     /// Draws the plan for `shape` on `db`, starting at `t0_us`.
-    pub fn draw(shape: &Shape, db: Db, bug: Option<String>, t0_us: u64) -> LivePlan {
+    pub fn draw(shape: &Shape, db: Place, bug: Option<String>, t0_us: u64) -> LivePlan {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(shape.seed);
         let on = |kind| shape.faults.contains(&kind);
         let duration_us = shape.duration_us;
@@ -461,7 +461,7 @@ mod tests {
     // single restore at 3 s, as the live run once wrote, closed both.
     #[test]
     fn overlapping_dependency_windows_change_the_dependency_at_each_edge() {
-        let mut plan = LivePlan::draw(&shape(&[]), Db::Sqlite { path: "x".into() }, None, 0);
+        let mut plan = LivePlan::draw(&shape(&[]), Place::Sqlite { path: "x".into() }, None, 0);
         plan.windows = vec![
             DependencyWindow { from_us: 1_000_000, to_us: 3_000_000, slow_factor: 8, fail_rate: 0.0 },
             DependencyWindow { from_us: 2_000_000, to_us: 4_000_000, slow_factor: 1, fail_rate: 0.4 },
@@ -481,7 +481,7 @@ mod tests {
     // during an acknowledgement longer than the ttl.
     #[test]
     fn the_seed_fixes_the_schedule_with_both_signalled_strikes() {
-        let db = Db::Sqlite { path: "x".into() };
+        let db = Place::Sqlite { path: "x".into() };
         let a = LivePlan::draw(&shape(&FaultKind::ALL), db.clone(), None, 0);
         let b = LivePlan::draw(&shape(&FaultKind::ALL), db.clone(), None, 0);
         assert_eq!(a, b);

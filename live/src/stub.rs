@@ -72,7 +72,7 @@ const HANDLES_MAX: usize = 16;
 /// The stub's store connections, each used by one call at a time: calls of different workers
 /// write the ledger side by side, as the workers' own operations do.
 struct Handles {
-    db: super::db::Db,
+    db: lease_store::Place,
     config: lease_core::TableConfig,
     bugs: Bugs,
     free: Mutex<(Vec<Handle>, usize)>,
@@ -90,7 +90,8 @@ impl Handles {
             if free.1 < HANDLES_MAX {
                 free.1 += 1;
                 drop(free);
-                let opened = self.db.open(self.config, self.bugs).map_err(|error| format!("the stub's store: {error}"));
+                let opened = super::db::open(&self.db, self.config, self.bugs)
+                    .map_err(|error| format!("the stub's store: {error}"));
                 if opened.is_err() {
                     self.free.lock().map_err(|_| "poisoned")?.1 -= 1;
                 }

@@ -18,7 +18,8 @@
 //! limit; 3 bad arguments, or the store could not be opened or failed.
 
 use clap::{Parser, ValueEnum};
-use lease_store::service::{self, Backend, Options, Summary};
+use lease_store::service::{self, Options, Summary};
+use lease_store::Place;
 use lease_store::{Clock, PostgresStore, StoreError};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -118,8 +119,8 @@ impl Args {
 }
 
 /// The backend, and what to remove afterwards: only what this run made up itself.
-struct Place {
-    backend: Backend,
+struct Site {
+    backend: Place,
     scratch: Option<Scratch>,
 }
 
@@ -128,19 +129,19 @@ enum Scratch {
     Schema { url: String, name: String },
 }
 
-fn place(args: &Args) -> Result<Place, String> {
+fn place(args: &Args) -> Result<Site, String> {
     match args.store {
         Kind::Sqlite => {
             if args.url.is_some() || args.schema.is_some() {
                 return Err("--url and --schema are for --store postgres; SQLite takes --path".into());
             }
             if let Some(path) = &args.path {
-                return Ok(Place { backend: Backend::Sqlite { path: path.clone() }, scratch: None });
+                return Ok(Site { backend: Place::Sqlite { path: path.clone() }, scratch: None });
             }
             let dir = std::env::temp_dir().join(format!("lease_service_{}", std::process::id()));
             std::fs::create_dir_all(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
-            let backend = Backend::Sqlite { path: dir.join("lease.sqlite") };
-            Ok(Place { backend, scratch: Some(Scratch::Dir(dir)) })
+            let backend = Place::Sqlite { path: dir.join("lease.sqlite") };
+            Ok(Site { backend, scratch: Some(Scratch::Dir(dir)) })
         }
         Kind::Postgres => {
             if args.path.is_some() {
@@ -157,12 +158,12 @@ fn place(args: &Args) -> Result<Place, String> {
                 return Err(format!("--schema {name:?}: a schema name is lowercase letters, digits and underscores"));
             }
             let scratch = made_up.then(|| Scratch::Schema { url: url.clone(), name: name.clone() });
-            Ok(Place { backend: Backend::Postgres { url, schema: name }, scratch })
+            Ok(Site { backend: Place::Postgres { url, schema: name }, scratch })
         }
     }
 }
 
-impl Place {
+impl Site {
     /// Removes what this run made up, unless asked to keep it.
     fn clean(self, keep: bool) -> Result<(), String> {
         match self.scratch {
@@ -180,20 +181,20 @@ impl Place {
 }
 
 /// The store's log, read back: the history lines about `job`, and the whole log as a history.
-fn history_of(backend: &Backend, options: &Options, job: u64) -> Result<(Vec<String>, String), StoreError> {
+fn history_of(backend: &Place, options: &Options, job: u64) -> Result<(Vec<String>, String), StoreError> {
     let mut store = match backend {
         // Read-only use: the clock does not matter, but a handle needs one.
-        Backend::Postgres { url, schema } => {
+        Place::Postgres { url, schema } => {
             Box::new(PostgresStore::open(url, Some(schema), options.table(), lease_core::Bugs::NONE, Clock::Caller)?)
         }
-        sqlite => sqlite.open(options.table())?,
+        sqlite => service::open(sqlite, options.table())?,
     };
     let needle = format!(r#""job":{job},"#);
     let lines = store.events()?.into_iter().filter(|line| line.contains(&needle)).collect();
     Ok((lines, store.history()?))
 }
 
-fn report(summary: &Summary, backend: &Backend, history: Option<&std::path::Path>) {
+fn report(summary: &Summary, backend: &Place, history: Option<&std::path::Path>) {
     say!("{summary}");
     let read = history_of(backend, &summary.options, 0);
     if let Some(path) = history {

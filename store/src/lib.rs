@@ -58,6 +58,7 @@
 
 mod caller;
 mod memory;
+mod place;
 mod postgres;
 pub mod schema;
 pub mod service;
@@ -67,6 +68,7 @@ mod sqlite;
 pub use crate::postgres::PostgresStore;
 pub use caller::Caller;
 pub use memory::MemoryStore;
+pub use place::Place;
 pub use sqlite::SqliteStore;
 
 use lease_core::{

@@ -37,7 +37,7 @@
 //! ended exactly once, completed with the one output the ledger recorded, after exactly one
 //! applied effect.
 
-use crate::{Caller, Clock, PostgresStore, SqliteStore, Store, StoreError};
+use crate::{Caller, Clock, Place, Store, StoreError};
 use lease_core::{
     Apply, Bugs, ConfigError, Enqueued, Epoch, Execution, JobId, JobState, OpId, Outcome, OutputId, Owner,
     ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, Span, TableConfig, Time,
@@ -45,7 +45,6 @@ use lease_core::{
 };
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -59,61 +58,15 @@ pub const STEPS_MAX: u64 = 1_000_000;
 /// Output ids are `job * OUTPUTS_PER_JOB + epoch` (see [`output_of`]).
 const OUTPUTS_PER_JOB: u64 = 1_000_000;
 
-/// Where the service keeps its table and ledger.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backend {
-    /// A SQLite file. The table's clock is the host's ([`HostClock`]).
-    Sqlite {
-        /// The database file, created if missing.
-        path: PathBuf,
-    },
-    /// A PostgreSQL database. The table's clock is the server's ([`Clock::Database`]), so
-    /// services on many machines share one clock.
-    Postgres {
-        /// The server, e.g. `postgres://postgres@127.0.0.1:5432/test`.
-        url: String,
-        /// The schema the tables live in (created if missing).
-        schema: String,
-    },
-}
-
-impl Backend {
-    /// A new handle on the backend (one connection), the schema migrated if needed.
-    pub fn open(&self, config: TableConfig) -> Result<Box<dyn Store>, StoreError> {
-        Ok(match self {
-            Backend::Sqlite { path } => Box::new(SqliteStore::open(path, config, Bugs::NONE)?),
-            Backend::Postgres { url, schema } => {
-                Box::new(PostgresStore::open(url, Some(schema), config, Bugs::NONE, Clock::Database)?)
-            }
-        })
-    }
-
-    /// `sqlite` or `postgres`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Backend::Sqlite { .. } => "sqlite",
-            Backend::Postgres { .. } => "postgres",
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Backend::Sqlite { path } => write!(f, "sqlite {}", path.display()),
-            Backend::Postgres { url, schema } => write!(f, "postgres {} schema {schema}", without_password(url)),
-        }
-    }
-}
-
-/// `url` with any password in it replaced by `***`, for printing.
-fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let Some((user_info, host)) = rest.split_once('@') else { return url.to_string() };
-    match user_info.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
+/// A new handle on `place` for the service (one connection), the schema migrated if needed. On
+/// SQLite the table's clock is the host's, which the service passes in ([`HostClock`]); on
+/// PostgreSQL it is the server's ([`Clock::Database`]), so services on many machines share one.
+pub fn open(place: &Place, config: TableConfig) -> Result<Box<dyn Store + Send>, StoreError> {
+    let clock = match place {
+        Place::Sqlite { .. } => Clock::Caller,
+        Place::Postgres { .. } => Clock::Database,
+    };
+    place.open(config, Bugs::NONE, clock)
 }
 
 /// What a run does. Every field is checked by [`Options::validate`]; see [`Options::default`].
@@ -349,7 +302,7 @@ impl Tally {
 /// A run's outcome: what the threads did, what the store's log says, and what was found wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
-    /// The backend, as [`Backend::name`] spells it.
+    /// The backend, as [`Place::name`] spells it.
     pub backend: &'static str,
     /// The options run.
     pub options: Options,
@@ -436,7 +389,7 @@ pub struct LogFigures {
 
 /// Enqueues `options.jobs` jobs on `backend`, runs the workers and reclaimers until every job has
 /// ended (or a bound is reached), then reads everything back and judges it.
-pub fn run(backend: &Backend, options: &Options) -> Result<Summary, ServiceError> {
+pub fn run(backend: &Place, options: &Options) -> Result<Summary, ServiceError> {
     options.validate()?;
     let clock = HostClock::start();
     let turns = Mutex::new(());
@@ -476,7 +429,7 @@ pub fn run(backend: &Backend, options: &Options) -> Result<Summary, ServiceError
 /// What every thread of a run shares.
 #[derive(Clone, Copy)]
 struct Shared<'a> {
-    backend: &'a Backend,
+    backend: &'a Place,
     options: &'a Options,
     clock: &'a HostClock,
     /// Whose turn it is to call a SQLite store (see [`Handle`]).
@@ -501,13 +454,13 @@ struct Handle<'a> {
 
 impl<'a> Handle<'a> {
     fn open(
-        backend: &Backend,
+        backend: &Place,
         options: &Options,
         clock: &'a HostClock,
         turns: &'a Mutex<()>,
     ) -> Result<Handle<'a>, StoreError> {
-        let turns = matches!(backend, Backend::Sqlite { .. }).then_some(turns);
-        Ok(Handle { store: backend.open(options.table())?, clock, turns })
+        let turns = matches!(backend, Place::Sqlite { .. }).then_some(turns);
+        Ok(Handle { store: open(backend, options.table())?, clock, turns })
     }
 
     /// Calls the store at the table's time now.

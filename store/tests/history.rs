@@ -9,7 +9,8 @@ use common::TempFile;
 use lease_check::report::Report;
 use lease_core::Span;
 use lease_history::{parse_jsonl, Event};
-use lease_store::service::{self, Backend, Options};
+use lease_store::service::{self, Options};
+use lease_store::Place;
 use std::time::Duration;
 
 fn options() -> Options {
@@ -37,10 +38,10 @@ fn options() -> Options {
 #[test]
 fn a_store_log_is_a_history_lease_check_judges_as_it_is() {
     let file = TempFile::new("history");
-    let backend = Backend::Sqlite { path: file.path().to_path_buf() };
+    let backend = Place::Sqlite { path: file.path().to_path_buf() };
     let summary = service::run(&backend, &options()).expect("the service runs");
     assert!(summary.safety.is_empty() && summary.liveness.is_empty(), "{summary}");
-    let mut store = backend.open(options().table()).expect("reopen the store");
+    let mut store = service::open(&backend, options().table()).expect("reopen the store");
     let text = store.history().expect("the log reads");
     let entries = parse_jsonl(&text).unwrap_or_else(|error| panic!("the store's history does not parse: {error}"));
     let Event::Run { capacity, batch_max, lease_ttl_us, attempts_max, .. } = &entries[0].event else {

@@ -10,7 +10,8 @@ mod common;
 
 use common::{pg, TempFile};
 use lease_core::Span;
-use lease_store::service::{self, Backend, Options, ServiceError, Summary};
+use lease_store::service::{self, Options, ServiceError, Summary};
+use lease_store::Place;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -32,8 +33,8 @@ fn options() -> Options {
 }
 
 /// The store's log, each line parsed.
-fn log(backend: &Backend) -> Vec<Value> {
-    let mut store = backend.open(options().table()).expect("reopen the store");
+fn log(backend: &Place) -> Vec<Value> {
+    let mut store = service::open(backend, options().table()).expect("reopen the store");
     let lines = store.events().expect("read the log");
     lines.iter().map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}"))).collect()
 }
@@ -98,7 +99,7 @@ fn assert_recovered(summary: &Summary, log: &[Value]) {
 #[test]
 fn a_service_on_sqlite_recovers_crashes_and_lost_answers_and_ends_every_job_exactly_once() {
     let file = TempFile::new("service");
-    let backend = Backend::Sqlite { path: file.path().to_path_buf() };
+    let backend = Place::Sqlite { path: file.path().to_path_buf() };
     let summary = service::run(&backend, &options()).expect("the service runs");
     let log = log(&backend);
     assert_recovered(&summary, &log);
@@ -116,7 +117,7 @@ fn a_service_on_postgres_recovers_crashes_and_lost_answers_and_ends_every_job_ex
     let url = pg::url();
     let separator = if url.contains('?') { '&' } else { '?' };
     let url = format!("{url}{separator}options=-csynchronous_commit%3Doff");
-    let backend = Backend::Postgres { url, schema: scratch.name.clone() };
+    let backend = Place::Postgres { url, schema: scratch.name.clone() };
     let summary = service::run(&backend, &options()).expect("the service runs");
     assert_recovered(&summary, &log(&backend));
     // No claim on the order of `t_us` here: PostgreSQL reads its clock at a transaction's start
@@ -127,7 +128,7 @@ fn a_service_on_postgres_recovers_crashes_and_lost_answers_and_ends_every_job_ex
 #[test]
 fn a_service_refuses_a_store_that_already_holds_its_jobs() {
     let file = TempFile::new("service_twice");
-    let backend = Backend::Sqlite { path: file.path().to_path_buf() };
+    let backend = Place::Sqlite { path: file.path().to_path_buf() };
     let small = Options { jobs: 3, crash_after_effect: 0, lost_reply: 0, ..options() };
     assert!(service::run(&backend, &small).expect("the first run").held());
     let error = service::run(&backend, &small).expect_err("the jobs are there already");
@@ -147,7 +148,7 @@ fn a_service_refuses_options_that_cannot_work_and_says_why() {
     for (bad, says) in cases {
         let error = bad.validate().expect_err("refused");
         assert!(error.to_string().contains(says), "{error} should say {says:?}");
-        let nowhere = Backend::Sqlite { path: "/nonexistent/dir/never.sqlite".into() };
+        let nowhere = Place::Sqlite { path: "/nonexistent/dir/never.sqlite".into() };
         assert!(matches!(service::run(&nowhere, &bad), Err(ServiceError::Options(_))), "refused before any store");
     }
     assert!(options().validate().is_ok());
