@@ -43,6 +43,7 @@ use lease_core::{
     ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, Span, TableConfig, Time,
     Worker, WorkerAction, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
 };
+use lease_history::{Entry, Event, Node};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -468,6 +469,20 @@ impl<'a> Handle<'a> {
         let _turn = self.turns.map(|turns| turns.lock().unwrap_or_else(PoisonError::into_inner));
         f(&mut *self.store, self.clock.now())
     }
+
+    /// Writes a line no store call writes (a worker's `executing`, `adopted` and `abandoned`, the
+    /// dependency's `dependency_failed`, a reclaimer's `batch_stopped`) into the log, in its
+    /// order, as the simulator's and the live runner's nodes write theirs: without them the log
+    /// shows answers whose reasons it lacks (a requeue with no failure, a completion with an
+    /// output nobody adopted).
+    fn line(&mut self, node: Node, event: Event) -> Result<(), StoreError> {
+        let mut event = Some(event);
+        self.call(|store, now| {
+            let mut text = |stamp: Time| Some(Entry { t_us: stamp.0, node, event: event.take()? }.to_json());
+            store.append(crate::Stamp::Now(now), &node.to_string(), &mut text)
+        })?;
+        Ok(())
+    }
 }
 
 /// Runs `step` until it says it is done, the run is stopped, or a bound is reached. An error stops
@@ -512,8 +527,14 @@ fn work(id: WorkerId, shared: Shared) -> Result<Tally, ServiceError> {
                         None => worker = Worker::new(id, options.worker(), Bugs::NONE, clock.now())?,
                     }
                 }
-                WorkerAction::Adopted { .. } => tally.worker_adoptions += 1,
-                WorkerAction::Abandoned { .. } => tally.abandoned += 1,
+                WorkerAction::Adopted { job, op, output, epoch } => {
+                    tally.worker_adoptions += 1;
+                    handle.line(Node::Worker(id.0), Event::Adopted { job, op, output, epoch })?;
+                }
+                WorkerAction::Abandoned { job, epoch, why } => {
+                    tally.abandoned += 1;
+                    handle.line(Node::Worker(id.0), Event::Abandoned { job, epoch, why: why.into() })?;
+                }
             }
         }
         // Idle, with nothing left to do anywhere: every accepted job has ended.
@@ -548,6 +569,9 @@ fn serve_worker(
             WorkerReply::Looked(handle.call(|store, now| store.lookup(now, op, epoch))?)
         }
         WorkerRequest::Execute { op, epoch } => {
+            // The worker's own line before it calls the dependency, as the simulator's and the
+            // live runner's workers write it: the log then shows every call the ledger answers.
+            handle.line(Node::Worker(owner.0), Event::Executing { job: op.job, op, epoch })?;
             let output = call_dependency(op, epoch, options.effect_latency);
             tally.effects_run += 1;
             let apply = handle.call(|store, now| store.apply(now, op, epoch, output))?;
@@ -558,6 +582,13 @@ fn serve_worker(
                 }
                 (Some(Injected::LostReply), _) => {
                     tally.lost_replies += 1;
+                    // The dependency's own line, as the simulator's and the live runner's write
+                    // it: without it the log shows a requeue with no failure to explain it.
+                    let from = Node::Worker(owner.0);
+                    handle.line(
+                        Node::Ledger,
+                        Event::DependencyFailed { from, job: op.job, op, epoch, after_effect: true },
+                    )?;
                     WorkerReply::Executed(Execution::Failed)
                 }
                 _ => WorkerReply::Executed(Execution::Done { output, apply }),
@@ -598,9 +629,14 @@ fn reclaim(id: ReclaimerId, shared: Shared) -> Result<Tally, ServiceError> {
                     let reply = handle.call(|store, now| serve_reclaimer(store, now, id, request))?;
                     reclaimer.handle_reply(clock.now(), request_id, reply);
                 }
-                ReclaimAction::Adopted { .. } => tally.reclaimer_adoptions += 1,
-                ReclaimAction::BatchStopped { job, recorded, rival, .. } => {
+                ReclaimAction::Adopted { job, op, output, epoch, .. } => {
+                    tally.reclaimer_adoptions += 1;
+                    handle.line(Node::Reclaimer(id.0), Event::Adopted { job, op, output, epoch })?;
+                }
+                ReclaimAction::BatchStopped { batch, job, recorded, rival, untouched } => {
                     tally.alerts += 1;
+                    let stopped = Event::BatchStopped { batch, job, identities: [recorded, rival], untouched };
+                    handle.line(Node::Reclaimer(id.0), stopped)?;
                     eprintln!("ALERT {id}: job {job} has two outputs, {recorded:?} and {rival:?}: quarantined");
                 }
                 ReclaimAction::LostRace { .. } | ReclaimAction::GaveUp { .. } => {}

@@ -1,7 +1,7 @@
 //! A store's log is a history that lease-check reads as it is: `TableStore::history` puts the
 //! table's limits in a `run` line before the log, so the verdict needs no simulator, no run line
 //! written by hand and no flag. On a SQLite file with the host's clock (times in microseconds
-//! since 1970), after the `service` example's run with crashes after the effect.
+//! since 1970), after the `service` example's run with crashes after the effect and a lost answer.
 
 mod common;
 
@@ -21,10 +21,9 @@ fn options() -> Options {
         lease_ttl: Span::from_ms(300),
         effect_latency: Span::from_ms(2),
         crash_after_effect: 2,
-        // A lost answer makes the service's worker requeue, and the service writes no
-        // `dependency_failed` line of its own: lease-check rightly calls that requeue unexplained
-        // (conformance). The runtime that replaces the service's loop writes its own lines.
-        lost_reply: 0,
+        // A lost answer makes the worker requeue: the service writes the dependency's
+        // `dependency_failed` line for it, without which lease-check calls the requeue unexplained.
+        lost_reply: 1,
         batch_max: 4,
         attempts_max: 3,
         time_limit: Duration::from_secs(20),

@@ -72,12 +72,15 @@ fn assert_recovered(summary: &Summary, log: &[Value]) {
     for line in log {
         assert!(line["t_us"].is_u64() && line["node"].is_string() && line["kind"].is_string(), "{line}");
     }
-    // Job 0 crashed after its effect: granted, effect applied, then a reclaimer's fence, lookup
-    // (which found the output) and completion. No second effect, no worker completion.
+    // Job 0 crashed after its effect: granted, the worker's `executing`, effect applied, then a
+    // reclaimer's fence, lookup (which found the output), its `adopted` line and completion. No
+    // second effect, no worker completion.
     let job0 = story(log, 0);
     let kinds: Vec<&str> = job0.iter().map(|line| line.split(' ').next().unwrap_or("")).collect();
-    assert_eq!(kinds, ["arrived", "granted", "effect_applied", "reclaimed", "looked_up", "terminal"], "{job0:?}");
-    assert!(job0[1].contains(" w") && job0[2].contains(" w") && job0[5].contains(" r"), "{job0:?}");
+    let expected =
+        ["arrived", "granted", "executing", "effect_applied", "reclaimed", "looked_up", "adopted", "terminal"];
+    assert_eq!(kinds, expected, "{job0:?}");
+    assert!(job0[1].contains(" w") && job0[3].contains(" w") && job0[7].contains(" r"), "{job0:?}");
     // The fence came from a listing of the expired lease, after the effect.
     let at = |kind: &str| log.iter().position(|line| line["kind"] == kind && line["job"] == 0).expect(kind);
     let listed = log.iter().position(|line| {
