@@ -32,7 +32,7 @@ pub const REPORT_VERSION: u32 = 2;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReportError {
     /// The first line is not a `run` line.
-    #[error("line 1 is not a `run` line: a history starts with one (README, \"The history\")")]
+    #[error("line 1 is not a `run` line: a history starts with one (docs/history.md)")]
     NoRunLine,
     /// Lines out of time order.
     #[error("line {line} is at {t_us}us, before the line above it ({after_us}us): a history is in time order")]
