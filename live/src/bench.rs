@@ -357,7 +357,7 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path) -> Result<Vec<Row>, Failu
     stores.push(StoreChoice::Sqlite);
     let mut rows = Vec::new();
     for store in &stores {
-        let name = if let StoreChoice::Sqlite = store { "sqlite" } else { "postgres" };
+        let name = store.kind().name();
         for workers in [2, 4, 8] {
             let dir = out.join(format!("{name}-{workers}"));
             let (run, _) = ours(store, workers, jobs, &dir.join("throughput"), false)?;

@@ -8,6 +8,7 @@ use crate::{Failure, Options, StoreChoice};
 use lease_check::check_history;
 use lease_check::cli::{coverage_line, BadInput, EXIT_BAD_INPUT, EXIT_LIVENESS, EXIT_SAFETY};
 use lease_history::parse_jsonl;
+use lease_store::StoreKind;
 use std::path::PathBuf;
 
 /// The exit status of a run ended by Ctrl-C or SIGTERM.
@@ -18,8 +19,8 @@ const EXIT_INTERRUPTED: u8 = 130;
 pub struct LiveArgs {
     /// The store: `sqlite` (a file in DIR, the host's clock) or `postgres` (a schema of the run's
     /// own on --url, the server's clock).
-    #[arg(long, default_value = "sqlite", value_parser = ["sqlite", "postgres"])]
-    store: String,
+    #[arg(long, default_value_t = StoreKind::Sqlite, value_parser = parse_store)]
+    store: StoreKind,
     /// The PostgreSQL server (loopback only); default LEASE_PG_URL, else the local server.
     #[arg(long)]
     url: Option<String>,
@@ -88,6 +89,11 @@ pub struct ChildArgs {
     parent: u32,
 }
 
+/// `--store`: `sqlite` or `postgres`, the stores real processes share.
+fn parse_store(text: &str) -> Result<StoreKind, String> {
+    StoreKind::parse_among(text, &[StoreKind::Sqlite, StoreKind::Postgres])
+}
+
 /// Reads and checks the arguments into options.
 fn options(args: &LiveArgs) -> Result<Options, BadInput> {
     let bad = |message: String| BadInput(message);
@@ -107,8 +113,8 @@ fn options(args: &LiveArgs) -> Result<Options, BadInput> {
     let faults = FaultKind::parse_list(&args.faults).map_err(bad)?;
     let bug =
         args.bug.as_deref().map(|name| name.parse::<lease_core::Bug>().map_err(|e| bad(e.to_string()))).transpose()?;
-    let store = match args.store.as_str() {
-        "postgres" => {
+    let store = match args.store {
+        StoreKind::Postgres => {
             let url = args.url.clone().unwrap_or_else(crate::default_pg_url);
             crate::check_loopback(&url).map_err(bad)?;
             StoreChoice::Postgres { url }

@@ -46,7 +46,8 @@ const STOP_GRACE_US: u64 = 3_000_000;
 /// How long the stub may take to start listening.
 const STUB_READY_US: u64 = 10_000_000;
 
-/// Where the store is, as the command line names it.
+/// Where the store will be, before the run makes its own file or schema there (which is then a
+/// [`Place`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreChoice {
     /// A SQLite file in the run's directory.
@@ -56,6 +57,16 @@ pub enum StoreChoice {
         /// The server's URL; loopback only.
         url: String,
     },
+}
+
+impl StoreChoice {
+    /// The store's kind.
+    pub fn kind(&self) -> lease_store::StoreKind {
+        match self {
+            StoreChoice::Sqlite => lease_store::StoreKind::Sqlite,
+            StoreChoice::Postgres { .. } => lease_store::StoreKind::Postgres,
+        }
+    }
 }
 
 /// A live run's options.

@@ -137,6 +137,7 @@ fn an_invalid_plan_is_refused_with_exit_3() {
         (with_fault(&text, r#"{"at_us":0,"verb":"surge","factor":0,"len_us":100}"#), "a length or factor of 0"),
         (with_fault(&text, r#"{"at_us":0,"verb":"surge","factor":3}"#), "`surge` needs `len_us`"),
         ("not json".to_string(), "not a JSON plan"),
+        (text.replacen("\"world\":", "\"store\": \"postgres\",\n  \"world\":", 1), "PostgreSQL is for live runs"),
     ];
     for (edited, expect) in edits {
         let path = dir.join("edited.json");

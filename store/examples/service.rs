@@ -17,10 +17,10 @@
 //! twice, or it completed with another output than the ledger's; 2 a job had not ended by the time
 //! limit; 3 bad arguments, or the store could not be opened or failed.
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use lease_store::service::{self, Options, Summary};
-use lease_store::Place;
 use lease_store::{Clock, PostgresStore, StoreError};
+use lease_store::{Place, StoreKind};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -42,8 +42,8 @@ const EXIT_BAD_INPUT: u8 = 3;
 #[command(about)]
 struct Args {
     /// The store.
-    #[arg(long, value_enum, default_value_t = Kind::Sqlite)]
-    store: Kind,
+    #[arg(long, value_parser = parse_store, default_value_t = StoreKind::Sqlite)]
+    store: StoreKind,
     /// SQLite: the database file (default: a new file in a temporary directory, removed after).
     #[arg(long)]
     path: Option<PathBuf>,
@@ -92,10 +92,9 @@ struct Args {
     time_limit_s: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Kind {
-    Sqlite,
-    Postgres,
+/// `--store`: `sqlite` or `postgres` (a service keeps its jobs on a database, not in memory).
+fn parse_store(text: &str) -> Result<StoreKind, String> {
+    StoreKind::parse_among(text, &[StoreKind::Sqlite, StoreKind::Postgres])
 }
 
 impl Args {
@@ -131,7 +130,8 @@ enum Scratch {
 
 fn place(args: &Args) -> Result<Site, String> {
     match args.store {
-        Kind::Sqlite => {
+        StoreKind::Memory => Err("a service keeps its jobs on sqlite or postgres".into()),
+        StoreKind::Sqlite => {
             if args.url.is_some() || args.schema.is_some() {
                 return Err("--url and --schema are for --store postgres; SQLite takes --path".into());
             }
@@ -143,7 +143,7 @@ fn place(args: &Args) -> Result<Site, String> {
             let backend = Place::Sqlite { path: dir.join("lease.sqlite") };
             Ok(Site { backend, scratch: Some(Scratch::Dir(dir)) })
         }
-        Kind::Postgres => {
+        StoreKind::Postgres => {
             if args.path.is_some() {
                 return Err("--path is for --store sqlite; PostgreSQL takes --url and --schema".into());
             }

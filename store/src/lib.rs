@@ -68,7 +68,7 @@ mod sqlite;
 pub use crate::postgres::PostgresStore;
 pub use caller::Caller;
 pub use memory::MemoryStore;
-pub use place::Place;
+pub use place::{Place, StoreKind};
 pub use sqlite::SqliteStore;
 
 use lease_core::{

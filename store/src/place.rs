@@ -7,6 +7,62 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
 
+/// Which store: one name per kind, as every command line spells it (`--store memory`,
+/// `sqlite`, `postgres`), in plans and in a history's `run` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// `lease-core`'s in-memory table and ledger ([`crate::MemoryStore`]).
+    #[default]
+    Memory,
+    /// SQLite: the embedded default ([`crate::SqliteStore`]).
+    Sqlite,
+    /// PostgreSQL, for many machines ([`crate::PostgresStore`]).
+    Postgres,
+}
+
+impl StoreKind {
+    /// Every kind, in the order a command's help lists them.
+    pub const ALL: [StoreKind; 3] = [StoreKind::Memory, StoreKind::Sqlite, StoreKind::Postgres];
+
+    /// The name every command line and file spells.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Sqlite => "sqlite",
+            StoreKind::Postgres => "postgres",
+        }
+    }
+
+    /// Whether `bug` can be planted on this store: the SQL path's own bugs need SQL.
+    pub fn plants(self, bug: lease_core::Bug) -> bool {
+        self != StoreKind::Memory || !bug.store_only()
+    }
+
+    /// Reads `text` as one of `allowed`, or says which are.
+    pub fn parse_among(text: &str, allowed: &[StoreKind]) -> Result<StoreKind, String> {
+        let names: Vec<&str> = allowed.iter().map(|kind| kind.name()).collect();
+        allowed
+            .iter()
+            .copied()
+            .find(|kind| kind.name() == text)
+            .ok_or_else(|| format!("{text:?} is not a store here: {}", names.join(", ")))
+    }
+}
+
+impl fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for StoreKind {
+    type Err = String;
+    fn from_str(text: &str) -> Result<StoreKind, String> {
+        StoreKind::parse_among(text, &StoreKind::ALL)
+    }
+}
+
 /// Where a store's database is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -26,12 +82,17 @@ pub enum Place {
 }
 
 impl Place {
+    /// The place's kind.
+    pub fn kind(&self) -> StoreKind {
+        match self {
+            Place::Sqlite { .. } => StoreKind::Sqlite,
+            Place::Postgres { .. } => StoreKind::Postgres,
+        }
+    }
+
     /// `sqlite` or `postgres`, as `--store` spells it.
     pub fn name(&self) -> &'static str {
-        match self {
-            Place::Sqlite { .. } => "sqlite",
-            Place::Postgres { .. } => "postgres",
-        }
+        self.kind().name()
     }
 
     /// A new handle on the place (one connection), the schema migrated if needed, the table's
@@ -76,5 +137,18 @@ mod tests {
         let json = serde_json::to_string(&place).unwrap();
         assert_eq!(serde_json::from_str::<Place>(&json).unwrap(), place);
         assert_eq!(Place::Sqlite { path: "x".into() }.name(), "sqlite");
+    }
+
+    // Proves a kind reads back from its name, and a name outside the allowed ones is refused
+    // with the list a command accepts.
+    #[test]
+    fn a_store_kind_reads_its_name_and_refuses_others_by_listing_the_allowed() {
+        for kind in StoreKind::ALL {
+            assert_eq!(kind.name().parse::<StoreKind>(), Ok(kind));
+        }
+        let world = [StoreKind::Memory, StoreKind::Sqlite];
+        let refused = StoreKind::parse_among("postgres", &world).unwrap_err();
+        assert!(refused.contains("memory, sqlite"), "{refused}");
+        assert!("mysql".parse::<StoreKind>().is_err());
     }
 }

@@ -64,7 +64,7 @@ enum Command {
         bug: Option<String>,
         /// Where the table and ledger keep their state: `memory`, or `sqlite` (lease-store's SQL
         /// on an in-memory SQLite database in each world).
-        #[arg(long, value_enum, conflicts_with = "plan", default_value_t = StoreKind::Memory)]
+        #[arg(long, value_parser = crate::world::durable::parse_world_store, conflicts_with = "plan", default_value_t = StoreKind::Memory)]
         store: StoreKind,
         /// Print the world's logs on stderr, each line stamped with the simulated time: every
         /// history line as it is recorded, in the span of the node that recorded it (`RUST_LOG`,
@@ -96,7 +96,7 @@ enum Command {
         bugs: Vec<String>,
         /// Where the table and ledger keep their state: `memory`, or `sqlite` (lease-store's SQL
         /// on an in-memory SQLite database in each world).
-        #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
+        #[arg(long, value_parser = crate::world::durable::parse_world_store, default_value_t = StoreKind::Memory)]
         store: StoreKind,
 
         /// Seeds each bug may take from one start before it counts as escaped.
@@ -147,7 +147,7 @@ enum Command {
         bug: Option<String>,
         /// Where the table and ledger keep their state: `memory`, or `sqlite` (lease-store's SQL
         /// on an in-memory SQLite database in each world).
-        #[arg(long, value_enum, conflicts_with_all = ["plan", "every_bug"], default_value_t = StoreKind::Memory)]
+        #[arg(long, value_parser = crate::world::durable::parse_world_store, conflicts_with_all = ["plan", "every_bug"], default_value_t = StoreKind::Memory)]
         store: StoreKind,
         /// Shrink this failing plan instead of a seed.
         #[arg(long, value_name = "FILE", conflicts_with_all = ["seed", "bug"])]
@@ -278,7 +278,7 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             let plantable = Bug::ALL.into_iter().chain(Bug::STORE).filter(|&bug| store.plants(bug));
             let bugs: Vec<Bug> =
                 if bugs.is_empty() { plantable.collect() } else { bugs.into_iter().flatten().collect() };
-            if let Some(why) = bugs.iter().find_map(|&bug| store.refuses(Some(bug))) {
+            if let Some(why) = bugs.iter().find_map(|&bug| crate::world::durable::refuses(store, Some(bug))) {
                 return Err(BadInput(why));
             }
             let scenario = parse_scenario(&scenario)?;
@@ -383,7 +383,7 @@ pub(crate) fn parse_scenario(name: &str) -> Result<Scenario, BadInput> {
 
 /// The target, unless its bug cannot be planted on its store.
 pub(crate) fn check_target(target: Target) -> Result<Target, BadInput> {
-    match target.store.refuses(target.bug) {
+    match crate::world::durable::refuses(target.store, target.bug) {
         Some(why) => Err(BadInput(why)),
         None => Ok(target),
     }

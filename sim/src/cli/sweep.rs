@@ -51,7 +51,7 @@ pub(super) struct SweepArgs {
     bug: Option<String>,
     /// Where the table and ledger keep their state: `memory`, or `sqlite` (lease-store's SQL on
     /// an in-memory SQLite database in each world).
-    #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
+    #[arg(long, value_parser = crate::world::durable::parse_world_store, default_value_t = StoreKind::Memory)]
     store: StoreKind,
     /// Start no new seed after this much wall time (90s, 10m, 1h, or plain seconds); seeds
     /// already started run to their end. Without --seeds the range has no end.

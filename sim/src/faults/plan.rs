@@ -584,7 +584,10 @@ impl Plan {
     /// Checks that the plan can be played: a workable world, known nodes, times in range.
     pub fn validate(&self) -> Result<(), PlanError> {
         let params = self.params_unchecked();
-        if let Some(why) = self.store.refuses(self.bug) {
+        if let Err(why) = crate::world::durable::parse_world_store(self.store.name()) {
+            return err(format!("store: {why}"));
+        }
+        if let Some(why) = crate::world::durable::refuses(self.store, self.bug) {
             return err(why);
         }
         params.table.validate().or_else(|e| err(format!("world: {e}")))?;

@@ -15,46 +15,22 @@
 use lease_core::{BatchId, Bugs, JobId, Lease, Owner, ReclaimerId, TableConfig, Time, WorkerId};
 use lease_history::{Entry, Event, Node};
 use lease_store::{Caller, MemoryStore, SqliteStore, Store, StoreError};
-use serde::{Deserialize, Serialize};
 
-/// Where a world keeps its table and ledger.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum StoreKind {
-    /// `lease-core`'s in-memory table and ledger: the fastest.
-    #[default]
-    Memory,
-    /// `lease-store`'s SQL on an in-memory SQLite database in each world.
-    Sqlite,
+pub use lease_store::StoreKind;
+
+/// The stores a world runs on: in memory, or lease-store's SQL on an in-memory SQLite database.
+pub const WORLD_STORES: [StoreKind; 2] = [StoreKind::Memory, StoreKind::Sqlite];
+
+/// `--store` of a simulated world: `memory` or `sqlite` (PostgreSQL is for live runs).
+pub fn parse_world_store(text: &str) -> Result<StoreKind, String> {
+    StoreKind::parse_among(text, &WORLD_STORES)
+        .map_err(|why| format!("{why} (PostgreSQL is for live runs: lease-live)"))
 }
 
-impl StoreKind {
-    /// The command-line name.
-    pub fn name(self) -> &'static str {
-        match self {
-            StoreKind::Memory => "memory",
-            StoreKind::Sqlite => "sqlite",
-        }
-    }
-
-    /// Whether `bug` can be planted on this store: the SQL path's own bugs need SQL.
-    pub fn plants(self, bug: lease_core::Bug) -> bool {
-        self == StoreKind::Sqlite || !bug.store_only()
-    }
-
-    /// Why `bug` cannot be planted on this store, if it cannot.
-    pub fn refuses(self, bug: Option<lease_core::Bug>) -> Option<String> {
-        let bug = bug.filter(|&bug| !self.plants(bug))?;
-        Some(format!("planted bug {bug} lives in lease-store's SQL statements: run it with --store sqlite"))
-    }
-}
-
-impl std::fmt::Display for StoreKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
+/// Why `bug` cannot be planted on `store`, if it cannot.
+pub fn refuses(store: StoreKind, bug: Option<lease_core::Bug>) -> Option<String> {
+    let bug = bug.filter(|&bug| !store.plants(bug))?;
+    Some(format!("planted bug {bug} lives in lease-store's SQL statements: run it with --store sqlite"))
 }
 
 /// The durable table and ledger of one world.
@@ -68,6 +44,8 @@ impl Durable {
         let store: Box<dyn Store + Send> = match kind {
             StoreKind::Memory => Box::new(MemoryStore::unlogged(config, bugs)?),
             StoreKind::Sqlite => Box::new(SqliteStore::open_in_memory(config, bugs)?),
+            // The command line and plan validation refuse it: a world is one process, seeded.
+            StoreKind::Postgres => panic!("harness bug: a simulated world on PostgreSQL"),
         };
         Ok(Durable { store })
     }

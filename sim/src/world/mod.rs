@@ -156,7 +156,7 @@ fn run_world(params: Params) -> RunReport {
     let runtime = Runtime::with_seed_and_config(params.seed, config);
     let chaos = runtime.create_node().name("chaos").build();
     let bugs = Bugs::plant(params.bug);
-    if let Some(why) = params.store.refuses(params.bug) {
+    if let Some(why) = durable::refuses(params.store, params.bug) {
         panic!("harness bug: {why}");
     }
     let durable = durable::Durable::open(params.store, params.table, bugs)
