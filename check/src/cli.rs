@@ -26,6 +26,47 @@ impl std::fmt::Display for BadInput {
     }
 }
 
+/// The exit status of a command's result: its own, or [`EXIT_BAD_INPUT`] with the message on
+/// stderr after the program's name. Every binary of the project (`lease-check`, `lease-sim`,
+/// `lease-live`) ends through it.
+pub fn exit(program: &str, result: Result<u8, BadInput>) -> std::process::ExitCode {
+    match result {
+        Ok(code) => std::process::ExitCode::from(code),
+        Err(BadInput(message)) => {
+            eprintln!("{program}: {message}");
+            std::process::ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+/// The exit status of a command line clap could not read: 0 for `--help` and `--version`
+/// (printed on stdout), [`EXIT_BAD_INPUT`] for an error (on stderr).
+pub fn unparsed(error: &clap::Error) -> std::process::ExitCode {
+    let _ = error.print();
+    std::process::ExitCode::from(if error.use_stderr() { EXIT_BAD_INPUT } else { 0 })
+}
+
+/// `report`'s arguments, the same in `lease-check report` and `lease-sim report`.
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// The JSONL history (any history in the contract, simulated or not).
+    pub file: std::path::PathBuf,
+    /// Where to write report.txt, report.json and timeline.svg.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+    /// The window length, e.g. 400ms, 1s or 5m (default: the lease ttl).
+    #[arg(long, value_parser = parse_duration)]
+    pub window: Option<u64>,
+}
+
+impl ReportArgs {
+    /// Reads the file and reports on it.
+    pub fn run(&self) -> Result<u8, BadInput> {
+        let entries = read_history(&self.file)?;
+        report(&entries, &self.file.display().to_string(), self.window, self.out.as_deref())
+    }
+}
+
 /// The `sometimes` counts on one line: `name=count ...`.
 pub fn coverage_line(coverage: &crate::Coverage) -> String {
     coverage.0.iter().map(|(name, count)| format!("{name}={count}")).collect::<Vec<_>>().join(" ")

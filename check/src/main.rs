@@ -5,7 +5,7 @@
 //! 2 a liveness check failed; 3 the input cannot be read, with a message saying why.
 
 use clap::{Parser, Subcommand};
-use lease_check::cli::{self, BadInput, EXIT_BAD_INPUT};
+use lease_check::cli;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -28,16 +28,7 @@ enum Command {
     /// Read a history as the operator on call would: windows, incidents, their cause, the
     /// customers' delay and the recovery. Prints report.txt; with --out, writes report.txt,
     /// report.json and timeline.svg there.
-    Report {
-        /// The JSONL history.
-        file: PathBuf,
-        /// Where to write report.txt, report.json and timeline.svg.
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
-        /// The window length, e.g. 400ms, 1s or 5m (default: the lease ttl).
-        #[arg(long, value_parser = cli::parse_duration)]
-        window: Option<u64>,
-    },
+    Report(cli::ReportArgs),
     /// Name the cause of each incident of a history, one line each.
     Diagnose {
         /// The JSONL history.
@@ -51,23 +42,12 @@ enum Command {
 fn main() -> ExitCode {
     let parsed = match Cli::try_parse() {
         Ok(parsed) => parsed,
-        Err(error) => {
-            let code = if error.use_stderr() { EXIT_BAD_INPUT } else { 0 };
-            let _ = error.print();
-            return ExitCode::from(code);
-        }
+        Err(error) => return cli::unparsed(&error),
     };
     let result = match parsed.command {
         Command::Check { file } => cli::check(&file),
-        Command::Report { file, out, window } => cli::read_history(&file)
-            .and_then(|entries| cli::report(&entries, &file.display().to_string(), window, out.as_deref())),
+        Command::Report(args) => args.run(),
         Command::Diagnose { file, window } => cli::diagnose(&file, window),
     };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(BadInput(message)) => {
-            eprintln!("lease-check: {message}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    cli::exit("lease-check", result)
 }

@@ -7,7 +7,6 @@
 //! store log out of time order, included); 130 interrupted.
 
 use clap::Parser;
-use lease_check::cli::{BadInput, EXIT_BAD_INPUT};
 use lease_live::cli::{ChildArgs, LiveArgs};
 use std::process::ExitCode;
 
@@ -37,17 +36,7 @@ fn main() -> ExitCode {
     };
     let result = match parsed {
         Ok(result) => result,
-        Err(error) => {
-            let code = if error.use_stderr() { EXIT_BAD_INPUT } else { 0 };
-            let _ = error.print();
-            return ExitCode::from(code);
-        }
+        Err(error) => return lease_check::cli::unparsed(&error),
     };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(BadInput(message)) => {
-            eprintln!("lease-live: {message}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    lease_check::cli::exit("lease-live", result)
 }

@@ -3,18 +3,11 @@
 //! counts the files it writes, a recorded plan holds no `u64::MAX`, and a sweep re-runs a sample
 //! of its seeds and says how many.
 
+mod common;
+
+use common::lease_sim;
 use lease_sim::runner::Recheck;
 use std::path::PathBuf;
-use std::process::Command;
-
-fn lease_sim(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_lease-sim")).args(args).output().expect("lease-sim runs");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 /// A fresh directory for one test, removed when dropped.
 struct TempDir(PathBuf);

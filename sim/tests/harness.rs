@@ -2,6 +2,9 @@
 //!
 //! `LEASE_SEEDS=N` sweeps N seeds instead of the default; `LEASE_SEED=S` runs exactly seed S.
 
+mod common;
+
+use common::lease_sim;
 use lease_core::Bug;
 use lease_sim::runner::{self, SeedResult, Target};
 use lease_sim::scenarios::Scenario;
@@ -110,15 +113,6 @@ fn a_failure_replays_from_its_printed_command() {
         "same invariant on replay:\n{stdout}"
     );
     assert!(stdout.contains(&failure.reproduce), "the replay prints its own reproduce line:\n{stdout}");
-}
-
-fn lease_sim(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_lease-sim")).args(args).output().expect("lease-sim runs");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 // Proves bad input gets a clear message and exit status 3, never a panic.

@@ -1,6 +1,9 @@
 //! The nightly sweep flags end to end, through the real `lease-sim` binary: failing seeds land in
 //! `--failures-dir` and replay from their files, shards split a range exactly, and bad flags exit 3.
 
+mod common;
+
+use common::lease_sim;
 use lease_core::Bug;
 use lease_sim::runner::{self, SeedResult, Target};
 use lease_sim::scenarios::Scenario;
@@ -14,15 +17,6 @@ use std::sync::Mutex;
 
 /// The words that start every reproduce command, before the binary's own arguments.
 const CARGO_PREFIX: &str = "cargo run --release -p lease-sim --";
-
-fn lease_sim(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_lease-sim")).args(args).output().expect("lease-sim runs");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 /// A fresh directory for one test, removed when dropped.
 struct TempDir(PathBuf);

@@ -4,6 +4,9 @@
 //!
 //! `LEASE_SEEDS=N` replays N seeds of each scenario instead of the default 200.
 
+mod common;
+
+use common::lease_sim;
 use lease_core::Bug;
 use lease_history::to_jsonl;
 use lease_sim::faults::plan::Plan;
@@ -11,18 +14,8 @@ use lease_sim::faults::shrink::finding;
 use lease_sim::runner::Target;
 use lease_sim::scenarios::Scenario;
 use lease_sim::world;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-
-fn lease_sim(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_lease-sim")).args(args).output().expect("lease-sim runs");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 fn seeds() -> u64 {
     std::env::var("LEASE_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(200)

@@ -181,16 +181,7 @@ enum Command {
     /// Read a history as the operator on call would: windows, incidents, their cause, the
     /// customers' delay and the recovery (docs/reports.md). Prints report.txt; with
     /// --out, writes report.txt, report.json and timeline.svg there.
-    Report {
-        /// The JSONL history (any history in the contract, simulated or not).
-        file: PathBuf,
-        /// Where to write report.txt, report.json and timeline.svg.
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
-        /// The window length, e.g. 400ms or 1s (default: the lease ttl).
-        #[arg(long, value_parser = lease_check::cli::parse_duration)]
-        window: Option<u64>,
-    },
+    Report(lease_check::cli::ReportArgs),
     /// Name the cause of each incident of a history, one line each; with --eval, measure how often
     /// the cause is right over the labelled scenarios and the swarm (docs/reports.md).
     Diagnose {
@@ -234,20 +225,10 @@ pub use lease_check::cli::BadInput;
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => {
-            let code = if error.use_stderr() { EXIT_BAD_INPUT } else { 0 };
-            let _ = error.print();
-            return ExitCode::from(code);
-        }
+        Err(error) => return lease_check::cli::unparsed(&error),
     };
     let command = cli.command.unwrap_or_else(|| Command::Sweep(sweep::SweepArgs::default()));
-    match execute(command) {
-        Ok(code) => ExitCode::from(code),
-        Err(BadInput(message)) => {
-            eprintln!("lease-sim: {message}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    lease_check::cli::exit("lease-sim", execute(command))
 }
 
 fn execute(command: Command) -> Result<u8, BadInput> {
@@ -313,10 +294,7 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             Some(file) if !eval => lease_check::cli::diagnose(&file, window),
             _ => diagnose::evaluate(seeds, swarm_seeds, parse_threads(threads)?, json),
         },
-        Command::Report { file, out, window } => {
-            let entries = lease_check::cli::read_history(&file)?;
-            lease_check::cli::report(&entries, &file.display().to_string(), window, out.as_deref())
-        }
+        Command::Report(args) => args.run(),
         Command::Shrink { scenario, seed, bug, store, plan, budget, out, every_bug, hunt_budget, threads, json } => {
             if budget == 0 {
                 return Err(BadInput("--budget must be at least 1".to_string()));
