@@ -252,3 +252,22 @@ fn a_history_starting_anywhere_gives_the_same_report() {
     assert_eq!(moved.incidents, plain.incidents);
     assert_eq!(super::text::render(&moved), super::text::render(&plain));
 }
+
+// Proves arrivals turned away are customer impact: a calm queue with three rejections at 4 s has
+// an incident over them that counts them, and the report counts them too; without them, none.
+#[test]
+fn rejections_open_an_incident_and_are_counted() {
+    let mut entries = calm().history();
+    assert!(Report::of(&entries, None).unwrap().incidents.is_empty());
+    let at = entries.iter().position(|entry| entry.t_us >= 4_000_000).unwrap();
+    for n in 0..3 {
+        let rejected = Event::Rejected { job: JobId(1_000_000 + n), reason: lease_history::RejectReason::QueueFull };
+        entries.insert(at, Entry { t_us: entries[at].t_us, node: Node::Table, event: rejected });
+    }
+    let report = Report::of(&entries, None).unwrap();
+    assert_eq!(report.rejections, 3);
+    assert_eq!(report.incidents.len(), 1, "{:?}", report.incidents);
+    assert_eq!(report.incidents[0].rejections, 3);
+    assert!(report.incidents[0].from_us <= entries[at].t_us && entries[at].t_us < report.incidents[0].to_us);
+    assert!(super::text::render(&report).contains("3 turned away (queue full)"));
+}
