@@ -92,9 +92,10 @@ fn with_fault(text: &str, line: &str) -> String {
 
 // Proves a hand-edited plan that cannot be played is refused with a message and exit 3: an
 // unknown node, a time after the heal, an unknown field, an unknown verb, a keyed fault with a
-// time instead of a visit, a window (`degrade`, `surge`) with a rate beyond 1, a field missing or
-// a length of 0, another plan version, and a world that cannot work; and that well-formed
-// windows play.
+// time instead of a visit, a visit without its occurrence, a dependency call off the ledger, a
+// message with both ends and a lease, a window (`degrade`, `surge`) with a rate beyond 1, a field
+// missing or a length of 0, another plan version, and a world that cannot work; and that
+// well-formed windows play.
 #[test]
 fn an_invalid_plan_is_refused_with_exit_3() {
     let dir = std::env::temp_dir().join(format!("lease-plans-{}", std::process::id()));
@@ -115,7 +116,10 @@ fn an_invalid_plan_is_refused_with_exit_3() {
     }
     let edits: Vec<(String, &str)> = vec![
         (text.replacen(crash, &crash.replacen("\"node\":\"w", "\"node\":\"w9", 1), 1), "unknown node w9"),
-        (text.replacen("\"verb\":\"crash\"", "\"verb\":\"explode\"", 1), "unknown verb \"explode\""),
+        (
+            text.replacen("\"verb\":\"crash\"", "\"verb\":\"explode\"", 1),
+            "unknown variant `explode`, expected one of `crash`",
+        ),
         (text.replacen("\"verb\":\"crash\"", "\"colour\":\"red\",\"verb\":\"crash\"", 1), "unknown field `colour`"),
         (text.replacen("\"plan_version\": 1", "\"plan_version\": 7", 1), "plan version 7"),
         (text.replacen("\"lease_ttl_us\":", "\"x\":0,\"lease_ttl_us\":", 1), "unknown field `x`"),
@@ -123,12 +127,49 @@ fn an_invalid_plan_is_refused_with_exit_3() {
             text.replacen(&format!("\"capacity\":{}", number_after(&text, "\"capacity\":")), "\"capacity\":0", 1),
             "capacity must be at least 1",
         ),
-        (text.replacen("{\"fired_us\":", "{\"at_us\":", 1), "strikes at a visit"),
+        (
+            with_fault(
+                &text,
+                r#"{"verb":"stall","at_us":10,"node":"w0","point":"before_effect","job":1,"occurrence":1,"len_us":5}"#,
+            ),
+            "fault 1 (`stall`): unknown field `at_us`",
+        ),
+        (
+            with_fault(
+                &text,
+                r#"{"verb":"crash","at_us":10,"node":"w0","point":"before_effect","restart_after_us":5}"#,
+            ),
+            "takes no `point`",
+        ),
+        (
+            with_fault(
+                &text,
+                r#"{"verb":"crash","fired_us":10,"node":"w0","point":"before_effect","restart_after_us":5}"#,
+            ),
+            "`crash` at a visit needs `occurrence`",
+        ),
+        (
+            with_fault(
+                &text,
+                r#"{"verb":"slow","fired_us":10,"node":"w0","job":1,"epoch":1,"occurrence":1,"factor":5}"#,
+            ),
+            "at the ledger, not at w0",
+        ),
+        (
+            with_fault(
+                &text,
+                r#"{"verb":"lose","fired_us":10,"message":"renew","reply":false,"job":1,"epoch":1,"from":"w0","to":"table","occurrence":1}"#,
+            ),
+            "names its `job` and `epoch`, not `from` and `to`",
+        ),
         (with_fault(&text, &degrade.replace("\"fail_rate\":0.5", "\"fail_rate\":1.5")), "a probability"),
-        (with_fault(&text, &degrade.replace("\"slow_factor\":10,", "")), "`degrade` needs `slow_factor`"),
+        (
+            with_fault(&text, &degrade.replace("\"slow_factor\":10,", "")),
+            "fault 1 (`degrade`): missing field `slow_factor`",
+        ),
         (with_fault(&text, &degrade.replace("\"len_us\":500000", "\"len_us\":0")), "a length or factor of 0"),
         (with_fault(&text, r#"{"at_us":0,"verb":"surge","factor":0,"len_us":100}"#), "a length or factor of 0"),
-        (with_fault(&text, r#"{"at_us":0,"verb":"surge","factor":3}"#), "`surge` needs `len_us`"),
+        (with_fault(&text, r#"{"at_us":0,"verb":"surge","factor":3}"#), "missing field `len_us`"),
         ("not json".to_string(), "not a JSON plan"),
         (text.replacen("\"world\":", "\"store\": \"postgres\",\n  \"world\":", 1), "PostgreSQL is for live runs"),
     ];
@@ -144,7 +185,7 @@ fn an_invalid_plan_is_refused_with_exit_3() {
     let heal: u64 = number_after(&text, "\"fault_phase_us\":").parse().unwrap();
     let scheduled = text
         .lines()
-        .find(|line| line.trim_start().starts_with("{\"at_us\":") && !line.contains("skew"))
+        .find(|line| line.contains("\"verb\":") && line.contains("\"at_us\":") && !line.contains("skew"))
         .expect("a scheduled fault");
     let at = number_after(scheduled, "\"at_us\":");
     let later = scheduled.replacen(&format!("\"at_us\":{at}"), &format!("\"at_us\":{}", heal + 1), 1);

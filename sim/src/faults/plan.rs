@@ -212,317 +212,348 @@ fn err<T>(message: impl Into<String>) -> Result<T, PlanError> {
     Err(PlanError(message.into()))
 }
 
-/// One fault line as written: the verb and every field any verb uses, absent when unused.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// One fault line as written: its `verb` names the variant, and each verb takes its own fields,
+/// each required unless shown as optional. serde reads and writes it; only what a field's type
+/// cannot say (a rate from 0 to 1, a message's ends or its lease) is checked by hand, in
+/// [`Line::typed`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "verb", rename_all = "snake_case", deny_unknown_fields)]
+enum Line {
+    /// A crash at a time (`at_us`), or at a visit (`fired_us`, `occurrence`, `point`).
+    Crash(CrashLine),
+    /// A node cut off from everyone, or from `peer`.
+    Partition {
+        at_us: u64,
+        node: Node,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer: Option<Node>,
+        repair_after_us: u64,
+    },
+    /// A node's process paused.
+    Pause { at_us: u64, node: Node, resume_after_us: u64 },
+    /// Arrivals `factor` times faster.
+    Surge { at_us: u64, len_us: u64, factor: u64 },
+    /// The dependency faulty at these rates, for `len_us` or until the heal.
+    Degrade {
+        at_us: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        len_us: Option<u64>,
+        slow_rate: Rate,
+        slow_factor: u64,
+        fail_rate: Rate,
+        lost_reply_rate: Rate,
+        rival_rate: Rate,
+    },
+    /// A node's clock from the start: `at_us` is 0.
+    Skew { at_us: u64, node: Node, offset_us: i64, drift_ppm: i32 },
+    /// A node stalled at a protocol point.
+    Stall {
+        fired_us: u64,
+        node: Node,
+        point: Point,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<u64>,
+        occurrence: u32,
+        len_us: u64,
+    },
+    /// A dependency call made slower.
+    Slow {
+        fired_us: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<Node>,
+        job: u64,
+        epoch: u64,
+        occurrence: u32,
+        factor: u64,
+    },
+    /// A dependency call that fails, before its effect or after it (a lost answer).
+    Fail {
+        fired_us: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<Node>,
+        job: u64,
+        epoch: u64,
+        occurrence: u32,
+        after_effect: bool,
+    },
+    /// A dependency call that also writes a second, different output.
+    Rival {
+        fired_us: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<Node>,
+        job: u64,
+        epoch: u64,
+        occurrence: u32,
+    },
+    /// A message lost.
+    Lose {
+        fired_us: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<Node>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<Node>,
+        message: MessageKind,
+        reply: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        epoch: Option<u64>,
+        occurrence: u32,
+    },
+    /// A message held back.
+    Delay {
+        fired_us: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<Node>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<Node>,
+        message: MessageKind,
+        reply: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        epoch: Option<u64>,
+        occurrence: u32,
+        len_us: u64,
+    },
+    /// A message delivered twice, the copy `gap_us` later.
+    Duplicate {
+        fired_us: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<Node>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<Node>,
+        message: MessageKind,
+        reply: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        epoch: Option<u64>,
+        occurrence: u32,
+        gap_us: u64,
+    },
+}
+/// A `crash` line: at a time (`at_us`: the schedule's crash, wherever the node is), or at a visit
+/// (`fired_us`, `occurrence` and `point`, with the `job` when the point has one).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Raw {
+struct CrashLine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     at_us: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fired_us: Option<u64>,
-    verb: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    node: Option<Node>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    peer: Option<Node>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    from: Option<Node>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    to: Option<Node>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    message: Option<MessageKind>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    reply: Option<bool>,
+    node: Node,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     point: Option<Point>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     job: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    epoch: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     occurrence: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    restart_after_us: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    repair_after_us: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    resume_after_us: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    len_us: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    gap_us: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    factor: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    after_effect: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    offset_us: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    drift_ppm: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    slow_rate: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    slow_factor: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    fail_rate: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    lost_reply_rate: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    rival_rate: Option<f64>,
+    restart_after_us: u64,
 }
 
-/// Every verb a plan line may have.
-const VERBS: [&str; 13] = [
-    "crash",
-    "partition",
-    "pause",
-    "skew",
-    "surge",
-    "degrade",
-    "stall",
-    "slow",
-    "fail",
-    "rival",
-    "lose",
-    "delay",
-    "duplicate",
-];
-
-impl Raw {
-    fn of(planned: &Planned) -> Raw {
+impl Line {
+    fn of(planned: &Planned) -> Line {
         match *planned {
-            Planned::Scheduled { at_us, fault } => {
-                let at_us = Some(at_us);
-                match fault {
-                    Fault::Crash { node, down_us } => Raw {
-                        at_us,
-                        verb: "crash".into(),
-                        node: Some(node),
-                        restart_after_us: Some(down_us),
-                        ..Raw::default()
-                    },
-                    Fault::Partition { node, len_us } => Raw {
-                        at_us,
-                        verb: "partition".into(),
-                        node: Some(node),
-                        repair_after_us: Some(len_us),
-                        ..Raw::default()
-                    },
-                    Fault::CutLink { a, b, len_us } => Raw {
-                        at_us,
-                        verb: "partition".into(),
-                        node: Some(a),
-                        peer: Some(b),
-                        repair_after_us: Some(len_us),
-                        ..Raw::default()
-                    },
-                    Fault::Pause { node, len_us } => Raw {
-                        at_us,
-                        verb: "pause".into(),
-                        node: Some(node),
-                        resume_after_us: Some(len_us),
-                        ..Raw::default()
-                    },
-                    Fault::Surge { len_us, factor } => Raw {
-                        at_us,
-                        verb: "surge".into(),
-                        len_us: Some(len_us),
-                        factor: Some(factor),
-                        ..Raw::default()
-                    },
-                    Fault::Degrade { len_us, rates } => Raw {
-                        at_us,
-                        verb: "degrade".into(),
-                        len_us,
-                        slow_rate: Some(rates.slow_rate.0),
-                        slow_factor: Some(rates.slow_factor),
-                        fail_rate: Some(rates.fail_rate.0),
-                        lost_reply_rate: Some(rates.lost_reply_rate.0),
-                        rival_rate: Some(rates.rival_rate.0),
-                        ..Raw::default()
-                    },
+            Planned::Scheduled { at_us, fault } => match fault {
+                Fault::Crash { node, down_us } => Line::Crash(CrashLine {
+                    at_us: Some(at_us),
+                    fired_us: None,
+                    node,
+                    point: None,
+                    job: None,
+                    occurrence: None,
+                    restart_after_us: down_us,
+                }),
+                Fault::Partition { node, len_us } => {
+                    Line::Partition { at_us, node, peer: None, repair_after_us: len_us }
                 }
-            }
-            Planned::Skew { node, clock } => Raw {
-                at_us: Some(0),
-                verb: "skew".into(),
-                node: Some(node),
-                offset_us: Some(clock.offset_us),
-                drift_ppm: Some(clock.drift_ppm),
-                ..Raw::default()
+                Fault::CutLink { a, b, len_us } => {
+                    Line::Partition { at_us, node: a, peer: Some(b), repair_after_us: len_us }
+                }
+                Fault::Pause { node, len_us } => Line::Pause { at_us, node, resume_after_us: len_us },
+                Fault::Surge { len_us, factor } => Line::Surge { at_us, len_us, factor },
+                Fault::Degrade { len_us, rates } => Line::Degrade {
+                    at_us,
+                    len_us,
+                    slow_rate: rates.slow_rate,
+                    slow_factor: rates.slow_factor,
+                    fail_rate: rates.fail_rate,
+                    lost_reply_rate: rates.lost_reply_rate,
+                    rival_rate: rates.rival_rate,
+                },
             },
-            Planned::Keyed(Keyed { fired_us, visit, dealt }) => {
-                let mut raw = Raw { fired_us: Some(fired_us), occurrence: Some(visit.occurrence), ..Raw::default() };
-                match visit.site {
-                    Site::Point { node, point, job } => {
-                        raw.node = Some(node);
-                        raw.point = Some(point);
-                        raw.job = job.map(|job| job.0);
-                    }
-                    Site::Call { job, epoch } => {
-                        raw.node = Some(Node::Ledger);
-                        raw.job = Some(job.0);
-                        raw.epoch = Some(epoch.0);
-                    }
-                    Site::Message { ends, message, reply, job, epoch } => {
-                        raw.from = ends.map(|(from, _)| from);
-                        raw.to = ends.map(|(_, to)| to);
-                        raw.message = Some(message);
-                        raw.reply = Some(reply);
-                        raw.job = job.map(|job| job.0);
-                        raw.epoch = epoch.map(|epoch| epoch.0);
+            Planned::Skew { node, clock } => {
+                Line::Skew { at_us: 0, node, offset_us: clock.offset_us, drift_ppm: clock.drift_ppm }
+            }
+            Planned::Keyed(Keyed { fired_us, visit: Visit { site, occurrence }, dealt }) => match (site, dealt) {
+                (Site::Point { node, point, job }, Dealt::Crash { restart_after_us }) => Line::Crash(CrashLine {
+                    at_us: None,
+                    fired_us: Some(fired_us),
+                    node,
+                    point: Some(point),
+                    job: job.map(|job| job.0),
+                    occurrence: Some(occurrence),
+                    restart_after_us,
+                }),
+                (Site::Point { node, point, job }, Dealt::Stall { len_us }) => {
+                    Line::Stall { fired_us, node, point, job: job.map(|job| job.0), occurrence, len_us }
+                }
+                (Site::Call { job, epoch }, dealt) => {
+                    let (node, job, epoch) = (Some(Node::Ledger), job.0, epoch.0);
+                    match dealt {
+                        Dealt::Slow { factor } => Line::Slow { fired_us, node, job, epoch, occurrence, factor },
+                        Dealt::Fail { after_effect } => {
+                            Line::Fail { fired_us, node, job, epoch, occurrence, after_effect }
+                        }
+                        Dealt::Rival => Line::Rival { fired_us, node, job, epoch, occurrence },
+                        other => unreachable!("{other:?} is not dealt at a dependency call"),
                     }
                 }
-                let verb = match dealt {
-                    Dealt::Crash { restart_after_us } => {
-                        raw.restart_after_us = Some(restart_after_us);
-                        "crash"
+                (Site::Message { ends, message, reply, job, epoch }, dealt) => {
+                    let (from, to) = (ends.map(|(from, _)| from), ends.map(|(_, to)| to));
+                    let (job, epoch) = (job.map(|job| job.0), epoch.map(|epoch| epoch.0));
+                    match dealt {
+                        Dealt::Lose => Line::Lose { fired_us, from, to, message, reply, job, epoch, occurrence },
+                        Dealt::Delay { len_us } => {
+                            Line::Delay { fired_us, from, to, message, reply, job, epoch, occurrence, len_us }
+                        }
+                        Dealt::Duplicate { gap_us } => {
+                            Line::Duplicate { fired_us, from, to, message, reply, job, epoch, occurrence, gap_us }
+                        }
+                        other => unreachable!("{other:?} is not dealt to a message"),
                     }
-                    Dealt::Stall { len_us } => {
-                        raw.len_us = Some(len_us);
-                        "stall"
-                    }
-                    Dealt::Slow { factor } => {
-                        raw.factor = Some(factor);
-                        "slow"
-                    }
-                    Dealt::Fail { after_effect } => {
-                        raw.after_effect = Some(after_effect);
-                        "fail"
-                    }
-                    Dealt::Rival => "rival",
-                    Dealt::Lose => "lose",
-                    Dealt::Delay { len_us } => {
-                        raw.len_us = Some(len_us);
-                        "delay"
-                    }
-                    Dealt::Duplicate { gap_us } => {
-                        raw.gap_us = Some(gap_us);
-                        "duplicate"
-                    }
-                };
-                raw.verb = verb.into();
-                raw
-            }
+                }
+                (site, dealt) => unreachable!("{dealt:?} is not dealt at {site:?}"),
+            },
         }
     }
 
-    /// A `degrade` line's rates: each a probability, and a slow factor.
-    fn degradation(&self) -> Result<Degradation, String> {
-        let rate = |field: Option<f64>, name: &str| -> Result<Rate, String> {
-            let rate = field.ok_or_else(|| format!("`degrade` needs `{name}`"))?;
-            if !(0.0..=1.0).contains(&rate) {
-                return Err(format!("`degrade`'s `{name}` is a probability, from 0 to 1, not {rate}"));
+    /// The typed line, or what is wrong with it that its fields' types cannot say.
+    fn typed(self) -> Result<Planned, String> {
+        let scheduled = |at_us: u64, fault: Fault| Ok(Planned::Scheduled { at_us, fault });
+        let keyed = |fired_us: u64, site: Site, occurrence: u32, dealt: Dealt| {
+            if occurrence == 0 {
+                return Err("`occurrence` counts from 1".to_string());
             }
-            Ok(Rate(rate))
+            Ok(Planned::Keyed(Keyed { fired_us, visit: Visit { site, occurrence }, dealt }))
         };
-        Ok(Degradation {
-            slow_rate: rate(self.slow_rate, "slow_rate")?,
-            slow_factor: self.slow_factor.ok_or("`degrade` needs `slow_factor`")?,
-            fail_rate: rate(self.fail_rate, "fail_rate")?,
-            lost_reply_rate: rate(self.lost_reply_rate, "lost_reply_rate")?,
-            rival_rate: rate(self.rival_rate, "rival_rate")?,
-        })
-    }
-
-    /// The typed line, or what is wrong with it.
-    fn typed(&self) -> Result<Planned, String> {
-        let need = |field: Option<u64>, name: &str| field.ok_or_else(|| format!("`{}` needs `{name}`", self.verb));
-        let node = || self.node.ok_or_else(|| format!("`{}` needs `node`", self.verb));
-        if let Some(at_us) = self.at_us {
-            if self.fired_us.is_some() {
-                return Err("a line has `at_us` (a scheduled fault) or `fired_us` (a keyed one), not both".into());
-            }
-            let fault = match self.verb.as_str() {
-                "crash" => Fault::Crash { node: node()?, down_us: need(self.restart_after_us, "restart_after_us")? },
-                "partition" => {
-                    let len_us = need(self.repair_after_us, "repair_after_us")?;
-                    match self.peer {
-                        None => Fault::Partition { node: node()?, len_us },
-                        Some(peer) => Fault::CutLink { a: node()?, b: peer, len_us },
-                    }
-                }
-                "pause" => Fault::Pause { node: node()?, len_us: need(self.resume_after_us, "resume_after_us")? },
-                "surge" => Fault::Surge { len_us: need(self.len_us, "len_us")?, factor: need(self.factor, "factor")? },
-                "degrade" => Fault::Degrade { len_us: self.len_us, rates: self.degradation()? },
-                "skew" => {
-                    let offset_us = self.offset_us.ok_or("`skew` needs `offset_us`")?;
-                    let drift_ppm = self.drift_ppm.ok_or("`skew` needs `drift_ppm`")?;
-                    if offset_us.unsigned_abs() >= BASE_US {
-                        return Err(format!("a clock offset of {offset_us}us is beyond ±{BASE_US}us"));
-                    }
-                    if drift_ppm.abs() > DRIFT_PPM_MAX {
-                        return Err(format!("a drift of {drift_ppm}ppm is beyond ±{DRIFT_PPM_MAX}ppm"));
-                    }
-                    if at_us != 0 {
-                        return Err("`skew` sets a clock from the start: its `at_us` is 0".into());
-                    }
-                    return Ok(Planned::Skew { node: node()?, clock: LocalClock::new(offset_us, drift_ppm) });
-                }
-                other if VERBS.contains(&other) => {
-                    return Err(format!(
-                        "`{other}` strikes at a visit: it takes `fired_us` and `occurrence`, not `at_us`"
-                    ))
-                }
-                other => return Err(format!("unknown verb {other:?}; verbs: {}", VERBS.join(", "))),
-            };
-            return Ok(Planned::Scheduled { at_us, fault });
-        }
-        let fired_us = self.fired_us.ok_or("a line needs `at_us` (a scheduled fault) or `fired_us` (a keyed one)")?;
-        let occurrence = self.occurrence.ok_or_else(|| format!("`{}` needs `occurrence`", self.verb))?;
-        if occurrence == 0 {
-            return Err("`occurrence` counts from 1".into());
-        }
-        let job = self.job.map(JobId);
-        let point_site = || -> Result<Site, String> {
-            let point = self.point.ok_or_else(|| format!("`{}` needs `point`", self.verb))?;
+        let point_site = |verb: &str, node: Node, point: Point, job: Option<u64>| {
             if job.is_none() && point != Point::BeforeListing {
-                return Err(format!("`{}` at `{}` needs `job`", self.verb, point.name()));
+                return Err(format!("`{verb}` at `{}` needs `job`", point.name()));
             }
-            Ok(Site::Point { node: node()?, point, job })
+            Ok(Site::Point { node, point, job: job.map(JobId) })
         };
-        let call_site = || -> Result<Site, String> {
-            let job = job.ok_or_else(|| format!("`{}` needs `job`", self.verb))?;
-            Ok(Site::Call { job, epoch: Epoch(need(self.epoch, "epoch")?) })
+        let call_site = |verb: &str, node: Option<Node>, job: u64, epoch: u64| match node {
+            None | Some(Node::Ledger) => Ok(Site::Call { job: JobId(job), epoch: Epoch(epoch) }),
+            Some(other) => Err(format!("`{verb}` strikes a dependency call, at the ledger, not at {other}")),
         };
-        let message_site = || -> Result<Site, String> {
-            let message = self.message.ok_or_else(|| format!("`{}` needs `message`", self.verb))?;
-            let reply = self.reply.ok_or_else(|| format!("`{}` needs `reply`", self.verb))?;
-            let epoch = self.epoch.map(Epoch);
-            let ends = match (self.from, self.to, epoch) {
-                (None, None, Some(_)) => None,
-                (Some(from), Some(to), None) => Some((from, to)),
-                (_, _, Some(_)) => {
-                    return Err(format!(
-                        "`{}` of a message about a lease names its `job` and `epoch`, not `from` and `to`",
-                        self.verb
-                    ))
+        match self {
+            Line::Crash(CrashLine { at_us, fired_us, node, point, job, occurrence, restart_after_us }) => {
+                match (at_us, fired_us) {
+                    (Some(at_us), None) => {
+                        if point.is_some() || job.is_some() || occurrence.is_some() {
+                            return Err("a crash at `at_us` strikes wherever the node is: it takes no `point`, \
+                                        `job` or `occurrence` (a crash at a visit takes `fired_us`)"
+                                .into());
+                        }
+                        scheduled(at_us, Fault::Crash { node, down_us: restart_after_us })
+                    }
+                    (None, Some(fired_us)) => {
+                        let point = point.ok_or("`crash` at a visit needs `point`")?;
+                        let occurrence = occurrence.ok_or("`crash` at a visit needs `occurrence`")?;
+                        let site = point_site("crash", node, point, job)?;
+                        keyed(fired_us, site, occurrence, Dealt::Crash { restart_after_us })
+                    }
+                    (Some(_), Some(_)) => {
+                        Err("a line has `at_us` (a scheduled fault) or `fired_us` (a keyed one), not both".into())
+                    }
+                    (None, None) => Err("`crash` needs `at_us` (at a time) or `fired_us` (at a visit)".into()),
                 }
-                _ => return Err(format!("`{}` needs `from` and `to` (or, for a lease's message, `epoch`)", self.verb)),
-            };
-            Ok(Site::Message { ends, message, reply, job, epoch })
-        };
-        let (site, dealt) = match self.verb.as_str() {
-            "crash" => {
-                (point_site()?, Dealt::Crash { restart_after_us: need(self.restart_after_us, "restart_after_us")? })
             }
-            "stall" => (point_site()?, Dealt::Stall { len_us: need(self.len_us, "len_us")? }),
-            "slow" => (call_site()?, Dealt::Slow { factor: need(self.factor, "factor")? }),
-            "fail" => {
-                let after_effect = self.after_effect.ok_or("`fail` needs `after_effect`")?;
-                (call_site()?, Dealt::Fail { after_effect })
+            Line::Partition { at_us, node, peer: None, repair_after_us } => {
+                scheduled(at_us, Fault::Partition { node, len_us: repair_after_us })
             }
-            "rival" => (call_site()?, Dealt::Rival),
-            "lose" => (message_site()?, Dealt::Lose),
-            "delay" => (message_site()?, Dealt::Delay { len_us: need(self.len_us, "len_us")? }),
-            "duplicate" => (message_site()?, Dealt::Duplicate { gap_us: need(self.gap_us, "gap_us")? }),
-            other if VERBS.contains(&other) => {
-                return Err(format!("`{other}` strikes at a time: it takes `at_us`, not `fired_us`"))
+            Line::Partition { at_us, node, peer: Some(peer), repair_after_us } => {
+                scheduled(at_us, Fault::CutLink { a: node, b: peer, len_us: repair_after_us })
             }
-            other => return Err(format!("unknown verb {other:?}; verbs: {}", VERBS.join(", "))),
-        };
-        Ok(Planned::Keyed(Keyed { fired_us, visit: Visit { site, occurrence }, dealt }))
+            Line::Pause { at_us, node, resume_after_us } => {
+                scheduled(at_us, Fault::Pause { node, len_us: resume_after_us })
+            }
+            Line::Surge { at_us, len_us, factor } => scheduled(at_us, Fault::Surge { len_us, factor }),
+            Line::Degrade { at_us, len_us, slow_rate, slow_factor, fail_rate, lost_reply_rate, rival_rate } => {
+                for (name, rate) in [
+                    ("slow_rate", slow_rate),
+                    ("fail_rate", fail_rate),
+                    ("lost_reply_rate", lost_reply_rate),
+                    ("rival_rate", rival_rate),
+                ] {
+                    if !(0.0..=1.0).contains(&rate.0) {
+                        return Err(format!("`degrade`'s `{name}` is a probability, from 0 to 1, not {}", rate.0));
+                    }
+                }
+                let rates = Degradation { slow_rate, slow_factor, fail_rate, lost_reply_rate, rival_rate };
+                scheduled(at_us, Fault::Degrade { len_us, rates })
+            }
+            Line::Skew { at_us, node, offset_us, drift_ppm } => {
+                if offset_us.unsigned_abs() >= BASE_US {
+                    return Err(format!("a clock offset of {offset_us}us is beyond ±{BASE_US}us"));
+                }
+                if drift_ppm.abs() > DRIFT_PPM_MAX {
+                    return Err(format!("a drift of {drift_ppm}ppm is beyond ±{DRIFT_PPM_MAX}ppm"));
+                }
+                if at_us != 0 {
+                    return Err("`skew` sets a clock from the start: its `at_us` is 0".into());
+                }
+                Ok(Planned::Skew { node, clock: LocalClock::new(offset_us, drift_ppm) })
+            }
+            Line::Stall { fired_us, node, point, job, occurrence, len_us } => {
+                keyed(fired_us, point_site("stall", node, point, job)?, occurrence, Dealt::Stall { len_us })
+            }
+            Line::Slow { fired_us, node, job, epoch, occurrence, factor } => {
+                keyed(fired_us, call_site("slow", node, job, epoch)?, occurrence, Dealt::Slow { factor })
+            }
+            Line::Fail { fired_us, node, job, epoch, occurrence, after_effect } => {
+                keyed(fired_us, call_site("fail", node, job, epoch)?, occurrence, Dealt::Fail { after_effect })
+            }
+            Line::Rival { fired_us, node, job, epoch, occurrence } => {
+                keyed(fired_us, call_site("rival", node, job, epoch)?, occurrence, Dealt::Rival)
+            }
+            Line::Lose { fired_us, from, to, message, reply, job, epoch, occurrence } => {
+                keyed(fired_us, message_site("lose", from, to, message, reply, job, epoch)?, occurrence, Dealt::Lose)
+            }
+            Line::Delay { fired_us, from, to, message, reply, job, epoch, occurrence, len_us } => {
+                let site = message_site("delay", from, to, message, reply, job, epoch)?;
+                keyed(fired_us, site, occurrence, Dealt::Delay { len_us })
+            }
+            Line::Duplicate { fired_us, from, to, message, reply, job, epoch, occurrence, gap_us } => {
+                let site = message_site("duplicate", from, to, message, reply, job, epoch)?;
+                keyed(fired_us, site, occurrence, Dealt::Duplicate { gap_us })
+            }
+        }
     }
+}
+
+/// A message's site: between two nodes (`from`, `to`), or about a lease (`job`, `epoch`).
+fn message_site(
+    verb: &str,
+    from: Option<Node>,
+    to: Option<Node>,
+    message: MessageKind,
+    reply: bool,
+    job: Option<u64>,
+    epoch: Option<u64>,
+) -> Result<Site, String> {
+    let (job, epoch) = (job.map(JobId), epoch.map(Epoch));
+    let ends = match (from, to, epoch) {
+        (None, None, Some(_)) => None,
+        (Some(from), Some(to), None) => Some((from, to)),
+        (_, _, Some(_)) => {
+            return Err(format!("`{verb}` of a message about a lease names its `job` and `epoch`, not `from` and `to`"))
+        }
+        _ => return Err(format!("`{verb}` needs `from` and `to` (or, for a lease's message, `epoch`)")),
+    };
+    Ok(Site::Message { ends, message, reply, job, epoch })
 }
 
 /// The plan as read, before its lines are typed.
@@ -560,8 +591,9 @@ impl Plan {
         let bug = raw.bug.map(|name| name.parse::<Bug>()).transpose().or_else(|e| err(e.to_string()))?;
         let mut faults = Vec::with_capacity(raw.faults.len());
         for (index, line) in raw.faults.into_iter().enumerate() {
-            let typed = serde_json::from_value::<Raw>(line).map_err(|e| e.to_string()).and_then(|raw| raw.typed());
-            faults.push(typed.or_else(|e| err(format!("fault {}: {e}", index + 1)))?);
+            let verb = line.get("verb").and_then(serde_json::Value::as_str).map(|verb| format!(" (`{verb}`)"));
+            let typed = serde_json::from_value::<Line>(line).map_err(|e| e.to_string()).and_then(Line::typed);
+            faults.push(typed.or_else(|e| err(format!("fault {}{}: {e}", index + 1, verb.unwrap_or_default())))?);
         }
         let mut world = raw.world;
         // A plan shrunk before the bound holds `u64::MAX` here: it reads as the same "never again".
@@ -798,7 +830,7 @@ impl Plan {
         }
         let _ = writeln!(out, "  \"world\": {},", json(&self.world));
         list(&mut out, "arrivals", self.arrivals.iter().map(json), true);
-        list(&mut out, "faults", self.faults.iter().map(|f| json(&Raw::of(f))), false);
+        list(&mut out, "faults", self.faults.iter().map(|f| json(&Line::of(f))), false);
         let _ = writeln!(out, "}}");
         out
     }
