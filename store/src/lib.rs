@@ -63,6 +63,7 @@ mod postgres;
 pub mod schema;
 pub mod service;
 mod sql;
+mod sql_store;
 mod sqlite;
 
 pub use crate::postgres::PostgresStore;

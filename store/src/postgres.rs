@@ -15,13 +15,12 @@
 
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::sql::{bits, identity, int, Op, Row, Tx};
-use crate::{Caller, Clock, LedgerStore, Stamp, StoreError, TableStore};
+use crate::sql_store::{Scope, SqlStore};
+use crate::{Caller, Clock, StoreError};
 use futures_util::future::{try_join, try_join3, try_join4, try_join_all};
 use futures_util::TryFutureExt;
 use lease_core::{
-    Acquired, Apply, Bugs, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, LastGrant, Lease, Lookup, OpId,
-    OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time,
-    WorkerId,
+    Bugs, Epoch, JobId, LastGrant, OpId, OpRecord, OutputId, RequestId, Rules, TableConfig, Time, WorkerId,
 };
 use std::collections::BTreeMap;
 use tokio::runtime::Runtime;
@@ -30,23 +29,6 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 /// A lock key for migrations: one migrator at a time per database.
 const MIGRATION_LOCK: i64 = 0x6c65_6173_6573;
-
-/// What an operation locks before it reads the clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scope {
-    /// Rows it does not lock (the backlog, the queue's ends, the expired leases): the log's whole
-    /// lock ([`schema::LOCK_LOG`]).
-    Set,
-    /// An acquire for this worker: the queue's lock ([`schema::LOCK_QUEUE`]), then the row of the
-    /// job it was last granted (by request) and the queue's head.
-    Queue(WorkerId),
-    /// One job's row.
-    Job(JobId),
-    /// One operation's ledger row.
-    Op(OpId),
-    /// No row: a caller's own line.
-    Line,
-}
 
 /// The PostgreSQL store. One handle is one connection.
 pub struct PostgresStore {
@@ -153,30 +135,6 @@ impl PostgresStore {
     /// `sql`'s `FOR UPDATE` form, prepared when the handle opened.
     fn locked(&self, sql: &str) -> &Statement {
         self.locked.get(sql).unwrap_or_else(|| panic!("a locked read not prepared on opening: {sql}"))
-    }
-
-    /// Runs one operation in one transaction; an `Err` rolls it back. A table operation
-    /// (`advances`) that succeeds moves this handle's clock to its time.
-    fn run<A>(
-        &mut self,
-        now: Time,
-        advances: bool,
-        scope: Scope,
-        f: impl FnOnce(&Op, &mut PgTx) -> Result<A, StoreError>,
-    ) -> Result<A, StoreError> {
-        match self.transact(now, scope, f) {
-            Ok((answer, now)) => {
-                if advances {
-                    self.last_now = now;
-                }
-                Ok(answer)
-            }
-            Err(error) => {
-                // Outside a transaction (the commit failed), a ROLLBACK only warns.
-                let _ = self.runtime.block_on(self.client.batch_execute("ROLLBACK"));
-                Err(error)
-            }
-        }
     }
 
     fn transact<A>(
@@ -307,7 +265,7 @@ struct Write {
 
 /// The statements of [`Tx`] on one PostgreSQL transaction. Reads go at once; writes are held and
 /// sent together when the decision is made ([`PgTx::commit`]), so no read may follow a write.
-struct PgTx<'a> {
+pub(crate) struct PgTx<'a> {
     store: &'a PostgresStore,
     /// Holds [`schema::LOCK_LOG`]: may read rows it does not lock, or did not lock before its clock.
     whole: bool,
@@ -528,113 +486,62 @@ impl Tx for PgTx<'_> {
     }
 }
 
-impl TableStore for PostgresStore {
-    fn config(&self) -> TableConfig {
-        self.rules.config
+impl SqlStore for PostgresStore {
+    type Tx<'t> = PgTx<'t>;
+
+    fn rules(&self) -> &Rules {
+        &self.rules
     }
 
     fn set_caller(&mut self, caller: Caller) {
         self.caller = caller;
     }
 
-    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
-        self.run(now, true, Scope::Set, |op, tx| op.enqueue(tx, job))
+    fn last_now(&self) -> Time {
+        self.last_now
     }
 
-    fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
-        self.run(now, true, Scope::Queue(owner), |op, tx| op.acquire(tx, owner, None))
-    }
-
-    fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, StoreError> {
-        self.run(now, true, Scope::Queue(owner), |op, tx| op.acquire(tx, owner, Some(request)))
-    }
-
-    fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError> {
-        self.run(now, true, Scope::Job(job), |op, tx| op.renew(tx, job, epoch))
-    }
-
-    fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Result<Completion, StoreError> {
-        self.run(now, true, Scope::Job(job), |op, tx| op.complete(tx, job, epoch, output))
-    }
-
-    fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
-        // Places the job in the queue (its ends are read, not locked).
-        self.run(now, true, Scope::Set, |op, tx| op.requeue(tx, job, epoch))
-    }
-
-    fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError> {
-        self.run(now, true, Scope::Set, |op, tx| op.release(tx, job, epoch))
-    }
-
-    fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
-        self.run(now, true, Scope::Set, |op, tx| op.expired(tx, as_of))
-    }
-
-    fn fence(
+    fn run<A>(
         &mut self,
         now: Time,
-        job: JobId,
-        expected: Epoch,
-        reclaimer: ReclaimerId,
-        as_of: Time,
-    ) -> Result<Fencing, StoreError> {
-        // One row, but the reclaim's own turn: a fence and the listing it follows are ordered by
-        // the whole lock, and fences are rare (an expired lease each).
-        self.run(now, true, Scope::Set, |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
+        advances: bool,
+        scope: Scope,
+        f: impl FnOnce(&Op, &mut PgTx) -> Result<A, StoreError>,
+    ) -> Result<A, StoreError> {
+        match self.transact(now, scope, f) {
+            Ok((answer, now)) => {
+                if advances {
+                    self.last_now = now;
+                }
+                Ok(answer)
+            }
+            Err(error) => {
+                // Outside a transaction (the commit failed), a ROLLBACK only warns.
+                let _ = self.runtime.block_on(self.client.batch_execute("ROLLBACK"));
+                Err(error)
+            }
+        }
     }
 
-    fn quarantine(
-        &mut self,
-        now: Time,
-        job: JobId,
-        epoch: Epoch,
-        recorded: OutputId,
-        rival: OutputId,
-    ) -> Result<Quarantine, StoreError> {
-        self.run(now, true, Scope::Job(job), |op, tx| op.quarantine(tx, job, epoch, recorded, rival))
+    fn read_job(&mut self, job: JobId) -> Result<Option<Row>, StoreError> {
+        self.query(schema::SELECT_JOB, &[&int(job.0)])?.first().map(job_row).transpose()
     }
 
-    fn job(&mut self, job: JobId) -> Result<Option<JobRecord>, StoreError> {
-        let rows = self.query(schema::SELECT_JOB, &[&int(job.0)])?;
-        let Some(row) = rows.first() else { return Ok(None) };
-        Ok(Some(job_row(row)?.record()?.1))
-    }
-
-    fn backlog(&mut self) -> Result<usize, StoreError> {
+    fn read_backlog(&mut self) -> Result<usize, StoreError> {
         let count: i64 = self.query(schema::SELECT_BACKLOG, &[])?[0].get(0);
         Ok(usize::try_from(count).expect("a count is not negative"))
     }
 
-    fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError> {
+    fn read_earliest(&mut self) -> Result<Option<Time>, StoreError> {
         let earliest: Option<i64> = self.query(schema::SELECT_EARLIEST, &[])?[0].get(0);
         Ok(earliest.map(|us| Time(us as u64)))
     }
 
-    fn events(&mut self) -> Result<Vec<String>, StoreError> {
+    fn read_events(&mut self) -> Result<Vec<String>, StoreError> {
         Ok(self.query(self.clock.log_order(), &[])?.iter().map(|row| row.get(0)).collect())
     }
 
-    fn append(
-        &mut self,
-        stamp: Stamp,
-        node: &str,
-        line: &mut dyn FnMut(Time) -> Option<String>,
-    ) -> Result<Option<Time>, StoreError> {
-        let (now, at) = stamp.split(self.last_now);
-        self.run(now, false, Scope::Line, |op, tx| op.append(tx, at, node, line))
-    }
-}
-
-impl LedgerStore for PostgresStore {
-    fn lookup(&mut self, now: Time, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
-        self.run(now, false, Scope::Op(op), |o, tx| o.lookup(tx, op, epoch))
-    }
-
-    fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError> {
-        self.run(now, false, Scope::Op(op), |o, tx| o.apply(tx, op, epoch, output))
-    }
-
-    fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
+    fn read_op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
         let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];
         Ok(self.query(schema::SELECT_OP, &key)?.first().map(op_record).unwrap_or_default())
     }

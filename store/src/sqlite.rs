@@ -8,11 +8,10 @@
 
 use crate::schema::{self, for_sqlite};
 use crate::sql::{bits, identity, int, Op, Row, Tx};
-use crate::{Caller, Clock, LedgerStore, Stamp, StoreError, TableStore};
+use crate::sql_store::{Scope, SqlStore};
+use crate::{Caller, Clock, StoreError};
 use lease_core::{
-    Acquired, Apply, Bugs, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, LastGrant, Lease, Lookup, OpId,
-    OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time,
-    WorkerId,
+    Bugs, Epoch, JobId, LastGrant, OpId, OpRecord, OutputId, RequestId, Rules, TableConfig, Time, WorkerId,
 };
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::Path;
@@ -62,34 +61,6 @@ impl SqliteStore {
         let rules = Rules { config, bugs };
         Ok(SqliteStore { conn, rules, caller: Caller::default(), clock: Clock::Caller, last_now: Time::ZERO })
     }
-
-    /// Runs one operation in one `BEGIN IMMEDIATE` transaction; an `Err` rolls it back. A table
-    /// operation (`advances`) that succeeds moves this handle's clock to `now`.
-    fn run<A>(
-        &mut self,
-        now: Time,
-        advances: bool,
-        f: impl FnOnce(&Op, &mut SqliteTx) -> Result<A, StoreError>,
-    ) -> Result<A, StoreError> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let now = match self.clock {
-            Clock::Caller => now,
-            // Read holding the write lock: no line can commit after this one with an earlier time.
-            Clock::Database => host_now().max(self.last_now),
-        };
-        let op = Op { rules: &self.rules, caller: &self.caller, last_now: self.last_now, now };
-        let answer = f(&op, &mut SqliteTx { conn: &tx })?;
-        tx.commit()?;
-        if advances {
-            self.last_now = now;
-        }
-        Ok(answer)
-    }
-
-    /// A read outside any decision.
-    fn read<A>(&mut self, f: impl FnOnce(&mut SqliteTx) -> Result<A, StoreError>) -> Result<A, StoreError> {
-        f(&mut SqliteTx { conn: &self.conn })
-    }
 }
 
 /// The host's clock, in microseconds since the Unix epoch: the table's clock of a file store on
@@ -132,7 +103,7 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
 }
 
 /// The statements of [`Tx`] on one SQLite transaction.
-struct SqliteTx<'c> {
+pub(crate) struct SqliteTx<'c> {
     conn: &'c Connection,
 }
 
@@ -297,111 +268,66 @@ impl Tx for SqliteTx<'_> {
     }
 }
 
-impl TableStore for SqliteStore {
-    fn config(&self) -> TableConfig {
-        self.rules.config
+impl SqlStore for SqliteStore {
+    type Tx<'t> = SqliteTx<'t>;
+
+    fn rules(&self) -> &Rules {
+        &self.rules
     }
 
     fn set_caller(&mut self, caller: Caller) {
         self.caller = caller;
     }
 
-    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
-        self.run(now, true, |op, tx| op.enqueue(tx, job))
+    fn last_now(&self) -> Time {
+        self.last_now
     }
 
-    fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
-        self.run(now, true, |op, tx| op.acquire(tx, owner, None))
-    }
-
-    fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, StoreError> {
-        self.run(now, true, |op, tx| op.acquire(tx, owner, Some(request)))
-    }
-
-    fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError> {
-        self.run(now, true, |op, tx| op.renew(tx, job, epoch))
-    }
-
-    fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Result<Completion, StoreError> {
-        self.run(now, true, |op, tx| op.complete(tx, job, epoch, output))
-    }
-
-    fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
-        self.run(now, true, |op, tx| op.requeue(tx, job, epoch))
-    }
-
-    fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError> {
-        self.run(now, true, |op, tx| op.release(tx, job, epoch))
-    }
-
-    fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
-        self.run(now, true, |op, tx| op.expired(tx, as_of))
-    }
-
-    fn fence(
+    /// One `BEGIN IMMEDIATE` transaction, whatever the scope: SQLite's write lock is the whole
+    /// database's.
+    fn run<A>(
         &mut self,
         now: Time,
-        job: JobId,
-        expected: Epoch,
-        reclaimer: ReclaimerId,
-        as_of: Time,
-    ) -> Result<Fencing, StoreError> {
-        self.run(now, true, |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
+        advances: bool,
+        _scope: Scope,
+        f: impl FnOnce(&Op, &mut SqliteTx) -> Result<A, StoreError>,
+    ) -> Result<A, StoreError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let now = match self.clock {
+            Clock::Caller => now,
+            // Read holding the write lock: no line can commit after this one with an earlier time.
+            Clock::Database => host_now().max(self.last_now),
+        };
+        let op = Op { rules: &self.rules, caller: &self.caller, last_now: self.last_now, now };
+        let answer = f(&op, &mut SqliteTx { conn: &tx })?;
+        tx.commit()?;
+        if advances {
+            self.last_now = now;
+        }
+        Ok(answer)
     }
 
-    fn quarantine(
-        &mut self,
-        now: Time,
-        job: JobId,
-        epoch: Epoch,
-        recorded: OutputId,
-        rival: OutputId,
-    ) -> Result<Quarantine, StoreError> {
-        self.run(now, true, |op, tx| op.quarantine(tx, job, epoch, recorded, rival))
+    fn read_job(&mut self, job: JobId) -> Result<Option<Row>, StoreError> {
+        SqliteTx { conn: &self.conn }.job(job)
     }
 
-    fn job(&mut self, job: JobId) -> Result<Option<JobRecord>, StoreError> {
-        let row = self.read(|tx| tx.job(job))?;
-        Ok(row.map(|row| row.record()).transpose()?.map(|(_, record)| record))
+    fn read_backlog(&mut self) -> Result<usize, StoreError> {
+        SqliteTx { conn: &self.conn }.backlog()
     }
 
-    fn backlog(&mut self) -> Result<usize, StoreError> {
-        self.read(|tx| tx.backlog())
-    }
-
-    fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError> {
+    fn read_earliest(&mut self) -> Result<Option<Time>, StoreError> {
         let mut statement = self.conn.prepare_cached(schema::SELECT_EARLIEST)?;
         let earliest: Option<i64> = statement.query_row([], |row| row.get(0))?;
         Ok(earliest.map(|us| Time(us as u64)))
     }
 
-    fn events(&mut self) -> Result<Vec<String>, StoreError> {
+    fn read_events(&mut self) -> Result<Vec<String>, StoreError> {
         let mut statement = self.conn.prepare_cached(self.clock.log_order())?;
         let lines = statement.query_map([], |row| row.get(0))?;
         Ok(lines.collect::<Result<_, _>>()?)
     }
 
-    fn append(
-        &mut self,
-        stamp: Stamp,
-        node: &str,
-        line: &mut dyn FnMut(Time) -> Option<String>,
-    ) -> Result<Option<Time>, StoreError> {
-        let (now, at) = stamp.split(self.last_now);
-        self.run(now, false, |op, tx| op.append(tx, at, node, line))
-    }
-}
-
-impl LedgerStore for SqliteStore {
-    fn lookup(&mut self, now: Time, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
-        self.run(now, false, |o, tx| o.lookup(tx, op, epoch))
-    }
-
-    fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError> {
-        self.run(now, false, |o, tx| o.apply(tx, op, epoch, output))
-    }
-
-    fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
+    fn read_op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
         let mut statement = self.conn.prepare_cached(&for_sqlite(schema::SELECT_OP))?;
         let record = statement.query_row([int(op.job.0), i64::from(op.step)], op_record).optional()?;
         Ok(record.unwrap_or_default())

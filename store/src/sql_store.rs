@@ -1,0 +1,176 @@
+//! The calls of [`TableStore`] and [`LedgerStore`] on a database, written once for every
+//! [`SqlStore`]: each call is one operation of [`Op`], run in one transaction of the store's, and
+//! the reads outside any decision are the store's own statements.
+//!
+//! SQLite and PostgreSQL differ only in how they run a transaction ([`SqlStore::run`]) and read;
+//! which call is an operation over which rows ([`Scope`]), and whether it moves the table's clock,
+//! is said here, once.
+
+use crate::sql::{Op, Row, Tx};
+use crate::{Caller, LedgerStore, Stamp, StoreError, TableStore};
+use lease_core::{
+    Acquired, Apply, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, Lease, Lookup, OpId, OpRecord, OutputId,
+    Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time, WorkerId,
+};
+
+/// What an operation decides over: the rows a store that locks rows (PostgreSQL) locks before it
+/// reads the clock. SQLite's `BEGIN IMMEDIATE` takes the whole database, whatever the scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Rows it does not lock (the backlog, the queue's ends, the expired leases): the log's whole
+    /// lock ([`crate::schema::LOCK_LOG`]).
+    Set,
+    /// An acquire for this worker: the queue's lock ([`crate::schema::LOCK_QUEUE`]), then the row
+    /// of the job it was last granted (by request) and the queue's head.
+    Queue(WorkerId),
+    /// One job's row.
+    Job(JobId),
+    /// One operation's ledger row.
+    Op(OpId),
+    /// No row: a caller's own line.
+    Line,
+}
+
+/// A store on a database: one transaction per operation, and the reads outside any decision.
+/// Every `SqlStore` is a [`TableStore`] and a [`LedgerStore`] (below).
+pub(crate) trait SqlStore {
+    /// The statements of one operation's transaction.
+    type Tx<'t>: Tx
+    where
+        Self: 't;
+
+    /// The table's rules.
+    fn rules(&self) -> &Rules;
+    /// Names the requester (and batch) of the calls that follow, for the history lines.
+    fn set_caller(&mut self, caller: Caller);
+    /// The latest table time an operation of this handle ran at.
+    fn last_now(&self) -> Time;
+    /// Runs one operation in one transaction over `scope`; an `Err` rolls it back. A table
+    /// operation (`advances`) that succeeds moves this handle's clock to its time.
+    fn run<A>(
+        &mut self,
+        now: Time,
+        advances: bool,
+        scope: Scope,
+        f: impl FnOnce(&Op, &mut Self::Tx<'_>) -> Result<A, StoreError>,
+    ) -> Result<A, StoreError>;
+
+    /// The job's row, read outside any decision.
+    fn read_job(&mut self, job: JobId) -> Result<Option<Row>, StoreError>;
+    /// Accepted jobs not yet terminal.
+    fn read_backlog(&mut self) -> Result<usize, StoreError>;
+    /// The earliest live expiry.
+    fn read_earliest(&mut self) -> Result<Option<Time>, StoreError>;
+    /// The log's lines, in its order ([`crate::Clock::log_order`]).
+    fn read_events(&mut self) -> Result<Vec<String>, StoreError>;
+    /// The operation's ledger row, empty if missing (and not created).
+    fn read_op(&mut self, op: OpId) -> Result<OpRecord, StoreError>;
+}
+
+impl<S: SqlStore> TableStore for S {
+    fn config(&self) -> TableConfig {
+        self.rules().config
+    }
+
+    fn set_caller(&mut self, caller: Caller) {
+        SqlStore::set_caller(self, caller);
+    }
+
+    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
+        self.run(now, true, Scope::Set, |op, tx| op.enqueue(tx, job))
+    }
+
+    fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
+        self.run(now, true, Scope::Queue(owner), |op, tx| op.acquire(tx, owner, None))
+    }
+
+    fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, StoreError> {
+        self.run(now, true, Scope::Queue(owner), |op, tx| op.acquire(tx, owner, Some(request)))
+    }
+
+    fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError> {
+        self.run(now, true, Scope::Job(job), |op, tx| op.renew(tx, job, epoch))
+    }
+
+    fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Result<Completion, StoreError> {
+        self.run(now, true, Scope::Job(job), |op, tx| op.complete(tx, job, epoch, output))
+    }
+
+    fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
+        // Places the job in the queue (its ends are read, not locked).
+        self.run(now, true, Scope::Set, |op, tx| op.requeue(tx, job, epoch))
+    }
+
+    fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError> {
+        self.run(now, true, Scope::Set, |op, tx| op.release(tx, job, epoch))
+    }
+
+    fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
+        self.run(now, true, Scope::Set, |op, tx| op.expired(tx, as_of))
+    }
+
+    fn fence(
+        &mut self,
+        now: Time,
+        job: JobId,
+        expected: Epoch,
+        reclaimer: ReclaimerId,
+        as_of: Time,
+    ) -> Result<Fencing, StoreError> {
+        // One row, but the reclaim's own turn: a fence and the listing it follows are ordered by
+        // the whole lock, and fences are rare (an expired lease each).
+        self.run(now, true, Scope::Set, |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
+    }
+
+    fn quarantine(
+        &mut self,
+        now: Time,
+        job: JobId,
+        epoch: Epoch,
+        recorded: OutputId,
+        rival: OutputId,
+    ) -> Result<Quarantine, StoreError> {
+        self.run(now, true, Scope::Job(job), |op, tx| op.quarantine(tx, job, epoch, recorded, rival))
+    }
+
+    fn job(&mut self, job: JobId) -> Result<Option<JobRecord>, StoreError> {
+        let Some(row) = self.read_job(job)? else { return Ok(None) };
+        Ok(Some(row.record()?.1))
+    }
+
+    fn backlog(&mut self) -> Result<usize, StoreError> {
+        self.read_backlog()
+    }
+
+    fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError> {
+        self.read_earliest()
+    }
+
+    fn events(&mut self) -> Result<Vec<String>, StoreError> {
+        self.read_events()
+    }
+
+    fn append(
+        &mut self,
+        stamp: Stamp,
+        node: &str,
+        line: &mut dyn FnMut(Time) -> Option<String>,
+    ) -> Result<Option<Time>, StoreError> {
+        let (now, at) = stamp.split(self.last_now());
+        self.run(now, false, Scope::Line, |op, tx| op.append(tx, at, node, line))
+    }
+}
+
+impl<S: SqlStore> LedgerStore for S {
+    fn lookup(&mut self, now: Time, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
+        self.run(now, false, Scope::Op(op), |o, tx| o.lookup(tx, op, epoch))
+    }
+
+    fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError> {
+        self.run(now, false, Scope::Op(op), |o, tx| o.apply(tx, op, epoch, output))
+    }
+
+    fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
+        self.read_op(op)
+    }
+}
