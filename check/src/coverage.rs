@@ -149,7 +149,8 @@ impl Situations {
 
     /// Counts what `entry` shows, against the facts before it.
     pub(crate) fn observe(&mut self, facts: &Facts, entry: &Entry) {
-        self.windows.observe(facts, entry, &mut self.coverage);
+        let coverage = &mut self.coverage;
+        self.windows.observe(facts, entry, &mut |window| coverage.bump(window));
         match &entry.event {
             Event::Adopted { job, .. } => self.adopted(entry.node, *job),
             Event::LostRace { .. } => self.coverage.bump(RECLAIMER_LOST_RACE),

@@ -18,7 +18,6 @@
 //! The drift margin is the run's `drift_margin_us` parameter, or ttl/8 (the scenarios' margin)
 //! for a history whose `run` line does not name one.
 
-use super::coverage::Coverage;
 use super::facts::Facts;
 use lease_core::{BatchId, Epoch, JobId, ReclaimerId};
 use lease_history::{CrashPoint, Entry, Event, Node, OutcomeKind, RefuseReason, RefusedRequest};
@@ -92,101 +91,101 @@ impl Windows {
             Event::Reclaimed { job, batch, new_epoch, expires_at_us, .. } => {
                 self.close_listing(*job, *batch);
                 self.fenced.insert(*job, *new_epoch);
-                self.copy_of(Asked::Fence(*batch, *job), coverage);
+                self.copy_of(Asked::Fence(*batch, *job), seen);
                 if t.saturating_sub(*expires_at_us) <= self.margin_us {
-                    coverage.bump(EXPIRY_BOUNDARY);
+                    seen(EXPIRY_BOUNDARY);
                 }
             }
             Event::LostRace { job, batch, .. } | Event::NotExpired { job, batch, .. } => {
                 self.close_listing(*job, *batch);
-                self.repeat(Asked::Fence(*batch, *job), coverage);
+                self.repeat(Asked::Fence(*batch, *job), seen);
             }
             Event::Renewed { job, epoch, .. } => {
-                self.hand_in(*job, coverage);
+                self.hand_in(*job, seen);
                 let before = facts.job(*job).and_then(|facts| facts.terms.get(epoch));
                 if before.is_some_and(|term| term.expires_at_us >= t && term.expires_at_us - t <= self.margin_us) {
-                    coverage.bump(EXPIRY_BOUNDARY);
+                    seen(EXPIRY_BOUNDARY);
                 }
             }
             Event::Refused { from, job, epoch, request, reason, .. } => {
                 let hand_in =
                     [RefusedRequest::Renew, RefusedRequest::Complete, RefusedRequest::Requeue, RefusedRequest::Release];
                 if hand_in.contains(request) {
-                    self.hand_in(*job, coverage);
+                    self.hand_in(*job, seen);
                 }
                 match request {
                     RefusedRequest::Renew => {
                         let term = facts.job(*job).and_then(|facts| facts.terms.get(epoch));
                         let lapsed = term.is_some_and(|term| term.expires_at_us <= t);
                         if *reason == RefuseReason::Expired || (*reason == RefuseReason::StaleEpoch && lapsed) {
-                            coverage.bump(RENEW_IN_FLIGHT);
+                            seen(RENEW_IN_FLIGHT);
                         }
                     }
-                    RefusedRequest::Complete => self.repeat(Asked::Complete(*from, *job, *epoch), coverage),
+                    RefusedRequest::Complete => self.repeat(Asked::Complete(*from, *job, *epoch), seen),
                     RefusedRequest::Requeue => {
-                        self.hand_back(facts, *job, *epoch, coverage);
-                        self.repeat(Asked::Requeue(*from, *job, *epoch), coverage);
+                        self.hand_back(facts, *job, *epoch, seen);
+                        self.repeat(Asked::Requeue(*from, *job, *epoch), seen);
                     }
-                    RefusedRequest::Quarantine => self.repeat(Asked::Quarantine(*from, *job, *epoch), coverage),
+                    RefusedRequest::Quarantine => self.repeat(Asked::Quarantine(*from, *job, *epoch), seen),
                     RefusedRequest::Release => {
-                        self.hand_back(facts, *job, *epoch, coverage);
-                        self.repeat(Asked::Release(*from, *job, *epoch), coverage);
+                        self.hand_back(facts, *job, *epoch, seen);
+                        self.repeat(Asked::Release(*from, *job, *epoch), seen);
                     }
                 }
             }
             Event::Terminal { from, job, outcome, epoch, .. } => {
-                self.hand_in(*job, coverage);
+                self.hand_in(*job, seen);
                 let asked = match outcome {
                     OutcomeKind::Completed => Asked::Complete(*from, *job, *epoch),
                     OutcomeKind::DeadLettered => {
-                        self.hand_back(facts, *job, *epoch, coverage);
+                        self.hand_back(facts, *job, *epoch, seen);
                         Asked::Requeue(*from, *job, *epoch)
                     }
                     OutcomeKind::Quarantined => Asked::Quarantine(*from, *job, *epoch),
                 };
-                self.copy_of(asked, coverage);
+                self.copy_of(asked, seen);
                 if let Node::Worker(worker) = from {
                     self.completed(*worker, *job);
                 }
                 self.applied.retain(|_, (applied, _)| applied != job);
             }
             Event::AlreadyCompleted { from, job, epoch, .. } => {
-                self.hand_in(*job, coverage);
-                self.repeat(Asked::Complete(*from, *job, *epoch), coverage);
+                self.hand_in(*job, seen);
+                self.repeat(Asked::Complete(*from, *job, *epoch), seen);
                 if let Node::Worker(worker) = from {
                     self.completed(*worker, *job);
                 }
             }
             Event::Requeued { from, job, epoch, .. } => {
-                self.hand_in(*job, coverage);
-                self.hand_back(facts, *job, *epoch, coverage);
-                self.copy_of(Asked::Requeue(*from, *job, *epoch), coverage);
+                self.hand_in(*job, seen);
+                self.hand_back(facts, *job, *epoch, seen);
+                self.copy_of(Asked::Requeue(*from, *job, *epoch), seen);
             }
             Event::Released { from, job, epoch, .. } => {
-                self.hand_in(*job, coverage);
-                self.hand_back(facts, *job, *epoch, coverage);
-                self.copy_of(Asked::Release(*from, *job, *epoch), coverage);
+                self.hand_in(*job, seen);
+                self.hand_back(facts, *job, *epoch, seen);
+                self.copy_of(Asked::Release(*from, *job, *epoch), seen);
             }
             Event::LookedUp { job, epoch, .. } if self.fenced.get(job).is_some_and(|fenced| epoch >= fenced) => {
                 self.fenced.remove(job);
             }
             Event::EffectApplied { from: from @ Node::Worker(worker), job, epoch, .. } => {
-                self.stale_call(*job, *epoch, coverage);
-                self.copy_of(Asked::Execute(*from, *job, *epoch), coverage);
+                self.stale_call(*job, *epoch, seen);
+                self.copy_of(Asked::Execute(*from, *job, *epoch), seen);
                 self.applied.insert(*worker, (*job, *epoch));
                 if self.cut.get(from).is_some_and(|&cuts| cuts > 0) {
-                    coverage.bump(EFFECT_TO_ACK);
+                    seen(EFFECT_TO_ACK);
                 }
             }
             Event::EffectRejected { from: from @ Node::Worker(_), job, epoch, .. }
             | Event::DependencyFailed { from: from @ Node::Worker(_), job, epoch, after_effect: false, .. } => {
-                self.stale_call(*job, *epoch, coverage);
-                self.repeat(Asked::Execute(*from, *job, *epoch), coverage);
+                self.stale_call(*job, *epoch, seen);
+                self.repeat(Asked::Execute(*from, *job, *epoch), seen);
             }
             // The failed answer of a call whose effect was applied (the line before): the same
             // call, not a copy.
             Event::DependencyFailed { from: Node::Worker(_), job, epoch, after_effect: true, .. } => {
-                self.stale_call(*job, *epoch, coverage);
+                self.stale_call(*job, *epoch, seen);
             }
             Event::Granted { owner: Node::Worker(worker), .. } => {
                 self.applied.remove(worker);
@@ -194,10 +193,10 @@ impl Windows {
             Event::Arrived { job, .. } => {
                 self.answered.insert(Asked::Enqueue(*job));
             }
-            Event::Duplicate { job } => self.repeat(Asked::Enqueue(*job), coverage),
-            Event::Crashed { target, .. } => self.struck(*target, coverage),
+            Event::Duplicate { job } => self.repeat(Asked::Enqueue(*job), seen),
+            Event::Crashed { target, .. } => self.struck(*target, seen),
             Event::Paused { target, point, .. } => {
-                self.struck(*target, coverage);
+                self.struck(*target, seen);
                 if let (Node::Worker(worker), Some(CrashPoint::BeforeRenewReply)) = (target, point) {
                     self.renew_stall.insert(*worker, t);
                 }
@@ -205,13 +204,13 @@ impl Windows {
             Event::Resumed { target: Node::Worker(worker) } => {
                 let stalled = self.renew_stall.remove(worker);
                 if stalled.is_some_and(|since| t - since >= self.margin_us) {
-                    coverage.bump(RENEW_IN_FLIGHT);
+                    seen(RENEW_IN_FLIGHT);
                 }
             }
             Event::Partitioned { target, peer } => {
                 if matches!(peer, None | Some(Node::Table)) {
                     *self.cut.entry(*target).or_insert(0) += 1;
-                    self.struck(*target, coverage);
+                    self.struck(*target, seen);
                 }
             }
             Event::Healed { target, peer } => {
@@ -224,7 +223,7 @@ impl Windows {
             Event::Delayed { message: lease_history::MessageKind::Renew, reply: true, len_us, .. }
                 if *len_us >= self.margin_us =>
             {
-                coverage.bump(RENEW_IN_FLIGHT);
+                seen(RENEW_IN_FLIGHT);
             }
             Event::FaultsHealed {} => self.cut.clear(),
             _ => {}
@@ -241,38 +240,38 @@ impl Windows {
     }
 
     /// A completion, renewal, requeue or dead-letter of `job` reached the table.
-    fn hand_in(&mut self, job: JobId, coverage: &mut Coverage) {
+    fn hand_in(&mut self, job: JobId, seen: &mut impl FnMut(&'static str)) {
         if self.listed.contains_key(&job) {
-            coverage.bump(LIST_TO_FENCE);
+            seen(LIST_TO_FENCE);
         }
     }
 
     /// A requeue of `job` under `epoch` reached the table.
-    fn hand_back(&mut self, facts: &Facts, job: JobId, epoch: Epoch, coverage: &mut Coverage) {
+    fn hand_back(&mut self, facts: &Facts, job: JobId, epoch: Epoch, seen: &mut impl FnMut(&'static str)) {
         let Some(facts) = facts.job(job) else { return };
         if facts.epoch > epoch || facts.terminal.is_some() {
-            coverage.bump(STALE_HAND_BACK);
+            seen(STALE_HAND_BACK);
         }
     }
 
     /// A worker's call under `epoch` reached the ledger.
-    fn stale_call(&mut self, job: JobId, epoch: Epoch, coverage: &mut Coverage) {
+    fn stale_call(&mut self, job: JobId, epoch: Epoch, seen: &mut impl FnMut(&'static str)) {
         if self.fenced.get(&job).is_some_and(|&fenced| epoch < fenced) {
-            coverage.bump(FENCE_TO_LOOKUP);
+            seen(FENCE_TO_LOOKUP);
         }
     }
 
     /// An answer that moved the state on: a later answer to the same request is to a copy.
-    fn copy_of(&mut self, asked: Asked, coverage: &mut Coverage) {
+    fn copy_of(&mut self, asked: Asked, seen: &mut impl FnMut(&'static str)) {
         if !self.answered.insert(asked) {
-            coverage.bump(LATE_DUPLICATE);
+            seen(LATE_DUPLICATE);
         }
     }
 
     /// An answer that changed nothing: to a copy, if the same request was answered before.
-    fn repeat(&mut self, asked: Asked, coverage: &mut Coverage) {
+    fn repeat(&mut self, asked: Asked, seen: &mut impl FnMut(&'static str)) {
         if self.answered.contains(&asked) {
-            coverage.bump(LATE_DUPLICATE);
+            seen(LATE_DUPLICATE);
         }
     }
 
@@ -284,10 +283,10 @@ impl Windows {
     }
 
     /// `target` crashed, paused or was cut off.
-    fn struck(&mut self, target: Node, coverage: &mut Coverage) {
+    fn struck(&mut self, target: Node, seen: &mut impl FnMut(&'static str)) {
         if let Node::Worker(worker) = target {
             if self.applied.remove(&worker).is_some() {
-                coverage.bump(EFFECT_TO_ACK);
+                seen(EFFECT_TO_ACK);
             }
         }
     }
@@ -369,5 +368,32 @@ mod tests {
         history.at(1_420).requeued(J3, E1, 1, None);
         history.at(1_430).refused(J3, E1, RefusedRequest::Requeue, RefuseReason::NotLeased);
         assert_eq!(reached(&history), [0, 0, 0, 0, 0, 1, 0]);
+    }
+
+    /// A reclaim of j2 `late_us` after its lease's expiry, in a history whose `run` line names
+    /// the drift margin `margin_us` (or none: ttl/8).
+    fn reclaim_late(late_us: u64, margin_us: Option<u64>) -> u64 {
+        let mut history = two_leases();
+        let lease_history::Event::Run { drift_margin_us, .. } = &mut history.entries[0].event else {
+            panic!("line 1 is the run")
+        };
+        *drift_margin_us = margin_us;
+        history.at(1_010 + late_us).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        history.at(1_010 + late_us).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        let boundary = super::WINDOWS.iter().position(|&name| name == super::EXPIRY_BOUNDARY).unwrap();
+        reached(&history)[boundary]
+    }
+
+    // Proves the expiry boundary is one drift margin wide, the margin the `run` line names: a
+    // reclaim 30 µs late is inside a margin of 40 µs and 50 µs late is outside it; with no margin
+    // named, the width is ttl/8 (125 µs of 1 000), so 50 µs late is inside and 130 µs late is not.
+    // A checker that ignored the typed field (or read it in the wrong unit) fails one of these.
+    #[test]
+    fn the_expiry_boundary_is_the_drift_margin_the_run_line_names() {
+        assert_eq!(reclaim_late(30, Some(40)), 1);
+        assert_eq!(reclaim_late(50, Some(40)), 0);
+        assert_eq!(reclaim_late(50, None), 1);
+        assert_eq!(reclaim_late(130, None), 0);
+        assert_eq!(reclaim_late(130, Some(200)), 1);
     }
 }

@@ -23,6 +23,7 @@
 //! an expected protocol outcome (a stale epoch, a lost race, a fenced write) is a typed value; an
 //! `Err` is a caller's misuse ([`TableError`], [`ConfigError`]).
 
+pub mod answers;
 pub mod bug;
 pub mod ids;
 pub mod ledger;
@@ -37,9 +38,10 @@ pub use ids::{BatchId, Epoch, JobId, OpId, OutputId, Owner, ReclaimerId, Request
 pub use ledger::{Apply, EffectLedger, Lookup, OpRecord};
 pub use reclaimer::{ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig};
 pub use rules::{Decision, JobRecord, JobState, LastGrant, Place, Rules};
-pub use table::{
-    Acquired, Completion, ConfigError, Enqueued, Fencing, Grant, Lease, LeaseTable, Outcome, Quarantine, Refusal,
-    Rejection, Release, Renewal, Requeue, TableConfig, TableError, Terminal, RECLAIM_TICK, RENEW_GRACE,
+pub use answers::{
+    Acquired, Completion, ConfigError, Enqueued, Fencing, Grant, Lease, Outcome, Quarantine, Refusal, Rejection,
+    Release, Renewal, Requeue, TableConfig, TableError, Terminal, RECLAIM_TICK, RENEW_GRACE,
 };
+pub use table::LeaseTable;
 pub use time::{Span, Time};
 pub use worker::{Abandon, Execution, Worker, WorkerAction, WorkerConfig, WorkerReply, WorkerRequest};

@@ -11,7 +11,7 @@
 use crate::bug::{Bug, Bugs};
 use crate::ids::{BatchId, Epoch, JobId, OpId, OutputId, ReclaimerId, RequestId};
 use crate::ledger::Lookup;
-use crate::table::{Completion, ConfigError, Fencing, Lease, Quarantine, Requeue};
+use crate::answers::{Completion, ConfigError, Fencing, Lease, Quarantine, Requeue};
 use crate::time::{Span, Time};
 use std::collections::VecDeque;
 

@@ -12,7 +12,7 @@
 
 use crate::bug::{Bug, Bugs};
 use crate::ids::{Epoch, JobId, OutputId, Owner, ReclaimerId, RequestId, WorkerId};
-use crate::table::{
+use crate::answers::{
     Acquired, Completion, Enqueued, Fencing, Grant, Lease, Outcome, Quarantine, Refusal, Rejection, Release, Renewal,
     Requeue, TableConfig, Terminal, RECLAIM_TICK, RENEW_GRACE,
 };

@@ -16,7 +16,7 @@
 use crate::bug::{Bug, Bugs};
 use crate::ids::{Epoch, JobId, OpId, OutputId, Owner, RequestId, WorkerId};
 use crate::ledger::{Apply, Lookup};
-use crate::table::{Acquired, Completion, ConfigError, Lease, Release, Renewal, Requeue};
+use crate::answers::{Acquired, Completion, ConfigError, Lease, Release, Renewal, Requeue};
 use crate::time::{Span, Time};
 use std::collections::VecDeque;
 

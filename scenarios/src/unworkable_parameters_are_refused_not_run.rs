@@ -8,7 +8,8 @@
 #[cfg(test)]
 mod tests {
     use lease_core::Span;
-    use lease_sim::scenarios::{Params, Scenario};
+    use lease_sim::scenarios::Scenario;
+    use lease_sim::world::Params;
     use lease_sim::world::{self, Verdict};
 
     fn refused(name: &str, break_it: impl Fn(&mut Params), needle: &str) {

@@ -86,18 +86,6 @@ pub(crate) fn world_span() -> tracing::Span {
     tracing::debug_span!(parent: None, "world")
 }
 
-/// The kind of `event` as the history spells it (`"kind"` in its JSON line), for the log line
-/// that shows it. Built by serialising the event: for logs only, where it is paid only when the
-/// line is printed.
-pub(crate) fn kind(event: &lease_history::Event) -> String {
-    match serde_json::to_value(event) {
-        Ok(serde_json::Value::Object(fields)) => {
-            fields.get("kind").and_then(|kind| kind.as_str()).unwrap_or("?").to_string()
-        }
-        _ => "?".to_string(),
-    }
-}
-
 /// The time on every log line: the running world's simulated time in microseconds, the clock of
 /// the history's `t_us` (`t_us=1234567`), or `t_us=-` outside a world.
 #[derive(Debug, Clone, Copy, Default)]

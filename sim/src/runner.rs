@@ -49,7 +49,7 @@ impl Target {
     }
 
     /// Every parameter of `seed`'s world.
-    pub fn params(self, seed: u64) -> crate::scenarios::Params {
+    pub fn params(self, seed: u64) -> crate::world::Params {
         let mut params = self.scenario.params(seed, self.bug);
         params.store = self.store;
         params

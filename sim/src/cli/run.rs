@@ -3,7 +3,7 @@
 use super::{coverage_line, print_figures, BadInput, EXIT_CRASH, EXIT_LIVENESS, EXIT_SAFETY};
 use crate::faults::plan::Plan;
 use crate::runner::Target;
-use crate::scenarios::Params;
+use crate::world::Params;
 use crate::world::Verdict;
 use lease_core::JobId;
 use lease_history::atomic::AtomicFile;

@@ -4,8 +4,8 @@
 //!   at which a node can be struck ([`Point`], [`Strike`]), and the rates a generator draws at.
 //! - [`plan`] is a run's faults as data: recorded from a seeded run, replayed exactly, edited by
 //!   hand, shrunk.
-//! - [`verbs`] deals them: `crash`, `restart`, `partition`, `repair`, `pause`, `resume`, `stall`,
-//!   `skew`, `slow`, `fail`.
+//! - The world deals them, with the verbs of its context (`lease_sim::world`'s `verbs`): `crash`,
+//!   `restart`, `partition`, `repair`, `pause`, `resume`, `stall`, `fail`, `degrade`, `restore`.
 //! - [`decide`] answers the question every node asks as it passes a protocol point or sends a
 //!   message, "does a fault strike here?", from the seed's streams or from a plan, and records
 //!   every answer that dealt one.
@@ -13,7 +13,6 @@
 pub mod decide;
 pub mod plan;
 pub mod shrink;
-pub mod verbs;
 
 use lease_history::{CrashPoint, Node, Rate};
 use rand::Rng;
@@ -70,6 +69,11 @@ pub enum Fault {
         /// The rates the dependency's faults are drawn at meanwhile.
         rates: Degradation,
     },
+}
+
+/// A dependency call's latency, `factor` times slower.
+pub fn slowed(latency_us: u64, factor: u64) -> u64 {
+    latency_us.saturating_mul(factor)
 }
 
 /// The rates of a faulty dependency, as the history's `dependency_degraded` line and a plan's

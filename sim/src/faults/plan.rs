@@ -21,7 +21,8 @@
 use super::decide::{Dealt, Keyed, Site, Visit};
 use super::{Degradation, Fault, Point};
 use crate::clock::{LocalClock, BASE_US, DRIFT_PPM_MAX};
-use crate::scenarios::Params;
+pub use crate::world::params::Arrival;
+use crate::world::params::Params;
 use crate::world::durable::StoreKind;
 use lease_core::{Bug, Epoch, JobId, ReclaimerConfig, Span, TableConfig, WorkerConfig};
 use lease_history::{MessageKind, Node, Rate};
@@ -115,16 +116,6 @@ impl World {
     pub fn idle_backoff_max_us(&self) -> u64 {
         self.end_us()
     }
-}
-
-/// One job offered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Arrival {
-    /// The job.
-    pub job: u64,
-    /// When it is offered (the generator waits for the table's answer before the next).
-    pub at_us: u64,
 }
 
 /// One line of the plan's faults.
@@ -751,7 +742,7 @@ impl Plan {
         for planned in &self.faults {
             match *planned {
                 Planned::Scheduled { at_us, fault } => params.schedule.push((at_us, fault)),
-                Planned::Skew { node, clock } => super::verbs::skew(&mut params, node, clock),
+                Planned::Skew { node, clock } => params.skew(node, clock),
                 Planned::Keyed(k) => keyed.push(k),
             }
         }

@@ -224,7 +224,7 @@ impl Search<'_> {
                 progress |= self.try_plan(candidate);
             }
         }
-        let calm = crate::scenarios::CALM_LATENCY_US;
+        let calm = crate::world::CALM_LATENCY_US;
         if self.best.world.network_latency_us != calm {
             let mut candidate = self.best.clone();
             candidate.world.network_latency_us = calm;

@@ -9,7 +9,6 @@
 use super::wire::Letter;
 use super::{bind, Envelope, Held};
 use crate::faults::decide::Question;
-use crate::faults::verbs;
 use crate::net::{ledger_addr, Reply, Request, TAG};
 use crate::world::ctx::Ctx;
 use crate::world::durable::answered;
@@ -87,7 +86,7 @@ async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, to: SocketAddr, letter: Lett
     let (call, latency_us) = ctx.call(op.job, epoch, id);
     ctx.sleep_us(latency_us).await;
     let execution = if ctx.call_fault(call, Question::FailBefore) {
-        verbs::fail(&ctx, caller, op, epoch, false)
+        ctx.fail(caller, op, epoch, false)
     } else {
         let output = output_of(ctx.params.seed, op, epoch, 0);
         let apply = apply(&ctx, caller, op, epoch, output);
@@ -98,7 +97,7 @@ async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, to: SocketAddr, letter: Lett
             let _ = apply_rival(&ctx, op, epoch, output);
         }
         if rival || ctx.call_fault(call, Question::LostReply) {
-            verbs::fail(&ctx, caller, op, epoch, true)
+            ctx.fail(caller, op, epoch, true)
         } else {
             Execution::Done { output, apply }
         }

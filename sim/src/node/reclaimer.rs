@@ -3,7 +3,6 @@
 
 use super::{bind, send, Inbox};
 use crate::faults::decide::Dealt;
-use crate::faults::verbs;
 use crate::faults::Point;
 use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
 use crate::world::ctx::Ctx;
@@ -33,7 +32,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
                     if let ReclaimRequest::ListExpired { .. } = request {
                         // A scan timed to land just after an expiry, when the seed aims one there.
                         if let Some(Dealt::Stall { len_us }) = ctx.at_point(node, Point::BeforeListing, None) {
-                            verbs::stall(&ctx, node, Point::BeforeListing, None, len_us).await;
+                            ctx.stall(node, Point::BeforeListing, None, len_us).await;
                         }
                     }
                     send(&ctx, &endpoint, to, wire_id(incarnation, id.0), Request::Reclaimer(n, request)).await;
@@ -68,9 +67,9 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         if let Some((point, job)) = struck {
             match ctx.at_point(node, point, Some(job)) {
                 Some(Dealt::Crash { restart_after_us }) => {
-                    return verbs::crash(&ctx, node, point.into(), Some(job), restart_after_us)
+                    return ctx.crash(node, point.into(), Some(job), restart_after_us)
                 }
-                Some(Dealt::Stall { len_us }) => verbs::stall(&ctx, node, point, Some(job), len_us).await,
+                Some(Dealt::Stall { len_us }) => ctx.stall(node, point, Some(job), len_us).await,
                 _ => {}
             }
         }

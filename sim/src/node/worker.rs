@@ -3,7 +3,6 @@
 
 use super::{bind, send, Inbox};
 use crate::faults::decide::Dealt;
-use crate::faults::verbs;
 use crate::faults::Point;
 use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
 use crate::world::ctx::Ctx;
@@ -33,14 +32,14 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
                             // The decision to execute is made now; a stall delays only the call.
                             ctx.record(node, Event::Executing { job: op.job, op, epoch });
                             if let Some(Dealt::Stall { len_us }) = strike {
-                                verbs::stall(&ctx, node, Point::BeforeEffect, Some(op.job), len_us).await;
+                                ctx.stall(node, Point::BeforeEffect, Some(op.job), len_us).await;
                             }
                             send(&ctx, &endpoint, ledger_addr(), wire, Request::Worker(n, request)).await;
                         }
                         WorkerRequest::Complete { job, .. } => {
                             let strike = ctx.at_point(node, Point::DuringAck, Some(job));
                             if let Some(Dealt::Stall { len_us }) = strike {
-                                verbs::stall(&ctx, node, Point::DuringAck, Some(job), len_us).await;
+                                ctx.stall(node, Point::DuringAck, Some(job), len_us).await;
                             }
                             send(&ctx, &endpoint, table_addr(), wire, Request::Worker(n, request)).await;
                             if let Some(Dealt::Crash { restart_after_us }) = strike {
@@ -56,7 +55,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
                                     return crash(&ctx, node, Point::BeforeRenew, job, restart_after_us)
                                 }
                                 Some(Dealt::Stall { len_us }) => {
-                                    verbs::stall(&ctx, node, Point::BeforeRenew, Some(job), len_us).await
+                                    ctx.stall(node, Point::BeforeRenew, Some(job), len_us).await
                                 }
                                 _ => {}
                             }
@@ -96,7 +95,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         if let Some((point, job)) = struck {
             match ctx.at_point(node, point, Some(job)) {
                 Some(Dealt::Crash { restart_after_us }) => return crash(&ctx, node, point, job, restart_after_us),
-                Some(Dealt::Stall { len_us }) => verbs::stall(&ctx, node, point, Some(job), len_us).await,
+                Some(Dealt::Stall { len_us }) => ctx.stall(node, point, Some(job), len_us).await,
                 _ => {}
             }
         }
@@ -125,7 +124,7 @@ fn effect_accepted(worker: &Worker, id: RequestId, reply: &WorkerReply) -> Optio
 
 /// Crashes this worker at `point`, working on `job`.
 fn crash(ctx: &Ctx, node: Node, point: Point, job: JobId, restart_after_us: u64) {
-    verbs::crash(ctx, node, point.into(), Some(job), restart_after_us)
+    ctx.crash(node, point.into(), Some(job), restart_after_us)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! kinds several of them use (scripted strikes, packet loss, pauses, clock drift). Each takes the
 //! scenario's stream, so the order of the calls is the order of the draws.
 
-use super::params::worker_timing;
+use crate::world::params::worker_timing;
 use super::Params;
 use crate::clock::{LocalClock, DRIFT_PPM_MAX};
 use crate::faults::{Fault, Point, Scripted, Strike};
@@ -137,7 +137,7 @@ pub(super) fn labelled_world(params: &mut Params, rng: &mut Xoshiro256PlusPlus, 
     params.restart_delay_us = lease_ttl.as_us();
     params.windows.near_us = lease_ttl.as_us() / 8;
     params.windows.far_us = lease_ttl.as_us() / 4;
-    params.latency_us = super::CALM_LATENCY_US;
+    params.latency_us = crate::world::CALM_LATENCY_US;
     params.dependency.latency_min_us = 60_000;
     params.dependency.latency_max_us = 100_000;
     params.arrival_mean_us = rng.gen_range(LABELLED_ARRIVAL_MEAN_US);

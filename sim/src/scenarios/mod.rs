@@ -18,7 +18,6 @@
 //! read from the history alone is measured against.
 
 mod draw;
-mod params;
 pub mod truth;
 
 mod arrival_surge;
@@ -43,8 +42,7 @@ mod surge;
 mod surge_and_crash_loop;
 mod swarm;
 
-pub use params::{Params, CALM_LATENCY_US};
-
+use crate::world::Params;
 use lease_check::report::Cause;
 use lease_core::Bug;
 use rand::SeedableRng;

@@ -4,8 +4,7 @@
 //! Nodes and fault verbs depend on this module, never on [`crate::world`], which spawns them.
 
 use crate::faults::decide::Decisions;
-use crate::faults::plan::Arrival;
-use crate::scenarios::Params;
+use super::params::{Arrival, Params, CALM_LATENCY_US};
 use lease_check::{Checkers, Violation};
 use lease_core::{Bugs, Time};
 use lease_history::{Entry, Event, Node};
@@ -101,7 +100,7 @@ impl Ctx {
     /// a plan edited elsewhere, or shrunk, leaves this message's latency as it was.
     pub fn latency_us(&self, key: &impl std::hash::Hash) -> u64 {
         let (min, max) =
-            if self.state().faults_on { self.params.latency_us } else { crate::scenarios::CALM_LATENCY_US };
+            if self.state().faults_on { self.params.latency_us } else { CALM_LATENCY_US };
         min + mix(self.params.seed, key) % (max.max(min) - min + 1)
     }
 
@@ -193,7 +192,7 @@ impl State {
         // Rendered only when a subscriber wants the event (see `crate::logs`).
         tracing::debug!(
             line,
-            kind = %crate::logs::kind(&entry.event),
+            kind = %kind(&entry.event),
             "{}",
             lease_history::render::render_line(entry).trim_start()
         );
@@ -214,4 +213,16 @@ pub(crate) fn mix(seed: u64, key: &impl std::hash::Hash) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
+}
+
+/// The kind of `event` as the history spells it (`"kind"` in its JSON line), for the log line
+/// that shows it. Built by serialising the event: for logs only, where it is paid only when the
+/// line is printed.
+fn kind(event: &lease_history::Event) -> String {
+    match serde_json::to_value(event) {
+        Ok(serde_json::Value::Object(fields)) => {
+            fields.get("kind").and_then(|kind| kind.as_str()).unwrap_or("?").to_string()
+        }
+        _ => "?".to_string(),
+    }
 }

@@ -14,12 +14,15 @@
 
 pub(crate) mod ctx;
 pub mod durable;
+pub mod params;
+pub(crate) mod strike;
+pub(crate) mod verbs;
+
+pub use params::{Arrival, Params, CALM_LATENCY_US};
 
 use crate::faults::decide::Decisions;
 use crate::faults::plan::Plan;
-use crate::faults::verbs;
 use crate::node;
-use crate::scenarios::Params;
 use ctx::{Ctx, State, SELF};
 use lease_check::{Checkers, Coverage, Violation};
 use lease_core::Bugs;
@@ -240,7 +243,7 @@ async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
             store: (params.store != durable::StoreKind::Memory).then(|| params.store.name().to_string()),
             drift_margin_us: Some(params.worker.drift_margin.as_us()),
             latency_us: Some([params.latency_us.0, params.latency_us.1]),
-            latency_calm_us: Some([crate::scenarios::CALM_LATENCY_US.0, crate::scenarios::CALM_LATENCY_US.1]),
+            latency_calm_us: Some([CALM_LATENCY_US.0, CALM_LATENCY_US.1]),
             params: params.describe(),
         },
     );
@@ -249,10 +252,10 @@ async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
         if !wait_until(ctx, at_us).await {
             return finish(ctx).await;
         }
-        verbs::inject(ctx, fault);
+        ctx.inject(fault);
     }
     if wait_until(ctx, params.fault_phase_us).await {
-        verbs::heal(ctx);
+        ctx.heal();
         let deadline = params.fault_phase_us + params.liveness_budget_us;
         while !ctx.violated() && !converged(ctx) && ctx.now().0 < deadline {
             ctx.sleep_us(SUPERVISOR_TICK_US).await;

@@ -3,15 +3,26 @@
 
 use crate::clock::LocalClock;
 use crate::faults::decide::Keyed;
-use crate::faults::plan::Arrival;
 use crate::faults::{
     CrashRates, Degradation, Dependency, Fault, Scripted, StallRates, Strike, Surge, WindowFaults, WINDOW_FAULT_MIN_US,
 };
 use lease_core::{Bug, ReclaimerConfig, Span, TableConfig, WorkerConfig};
+use lease_history::Node;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
 /// One-way network latency outside the fault phase.
 pub const CALM_LATENCY_US: (u64, u64) = (1_000, 10_000);
+
+/// One job offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Arrival {
+    /// The job.
+    pub job: u64,
+    /// When it is offered (the generator waits for the table's answer before the next).
+    pub at_us: u64,
+}
 
 /// Everything one run needs, chosen from the seed.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +34,7 @@ pub struct Params {
     /// The planted bug, if any.
     pub bug: Option<Bug>,
     /// Where the table and ledger keep their state.
-    pub store: crate::world::durable::StoreKind,
+    pub store: super::durable::StoreKind,
     /// Jobs the arrival generator offers.
     pub jobs: u32,
     /// Worker count.
@@ -80,6 +91,19 @@ pub struct Params {
 }
 
 impl Params {
+    /// Gives `node` its clock from the start of the run. Only workers and reclaimers keep clocks
+    /// of their own (the table's is the world's); a plan refuses a skew of any other node.
+    pub fn skew(&mut self, node: Node, clock: LocalClock) {
+        let clocks = match node {
+            Node::Worker(n) => self.worker_clocks.get_mut(n as usize),
+            Node::Reclaimer(n) => self.reclaimer_clocks.get_mut(n as usize),
+            _ => None,
+        };
+        if let Some(slot) = clocks {
+            *slot = clock;
+        }
+    }
+
     /// A calm world of 100 jobs, 2 workers and 1 reclaimer, with leases of 400 ms and no fault of
     /// any kind: what a scenario draws its own world over, and a plan its own.
     pub fn quiet(scenario: String, seed: u64, bug: Option<Bug>) -> Params {
@@ -88,7 +112,7 @@ impl Params {
             seed,
             scenario,
             bug,
-            store: crate::world::durable::StoreKind::Memory,
+            store: super::durable::StoreKind::Memory,
             jobs: 100,
             workers: 2,
             reclaimers: 1,
@@ -290,7 +314,7 @@ impl Params {
 }
 
 /// A worker's timing for leases of `lease_ttl`.
-pub(super) fn worker_timing(lease_ttl: Span) -> WorkerConfig {
+pub(crate) fn worker_timing(lease_ttl: Span) -> WorkerConfig {
     WorkerConfig {
         lease_ttl,
         heartbeat_every: lease_ttl / 4,
