@@ -69,8 +69,8 @@ pub(crate) struct Windows {
 }
 
 impl Windows {
-    /// Counts the windows `entry` shows, against the facts before it.
-    pub(crate) fn observe(&mut self, facts: &Facts, entry: &Entry, coverage: &mut Coverage) {
+    /// Tells `seen` each window `entry` shows, against the facts before it.
+    pub(crate) fn observe(&mut self, facts: &Facts, entry: &Entry, seen: &mut impl FnMut(&'static str)) {
         let t = entry.t_us;
         match &entry.event {
             Event::Run { lease_ttl_us, drift_margin_us, .. } => {

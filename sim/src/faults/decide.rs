@@ -162,6 +162,55 @@ impl Dealt {
             Dealt::Duplicate { .. } => Question::Duplicate,
         }
     }
+
+    /// The verb a plan spells it with.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Dealt::Crash { .. } => "crash",
+            Dealt::Stall { .. } => "stall",
+            Dealt::Slow { .. } => "slow",
+            Dealt::Fail { .. } => "fail",
+            Dealt::Rival => "rival",
+            Dealt::Lose => "lose",
+            Dealt::Delay { .. } => "delay",
+            Dealt::Duplicate { .. } => "duplicate",
+        }
+    }
+
+    /// How long it lasts from its visit: a crash until the restart, a stall or a hold its length,
+    /// a copy its gap; 0 for a fault of an instant.
+    pub fn len_us(self) -> u64 {
+        match self {
+            Dealt::Crash { restart_after_us: len_us }
+            | Dealt::Stall { len_us }
+            | Dealt::Delay { len_us }
+            | Dealt::Duplicate { gap_us: len_us } => len_us,
+            Dealt::Slow { .. } | Dealt::Fail { .. } | Dealt::Rival | Dealt::Lose => 0,
+        }
+    }
+
+    /// The same fault, smaller (half as long, or half as slow), as the shrinker tries it; `None`
+    /// when it cannot shrink.
+    pub fn shrunk(self) -> Option<Dealt> {
+        let half = |us: u64| (us > 1).then_some(us / 2);
+        Some(match self {
+            Dealt::Crash { restart_after_us } => Dealt::Crash { restart_after_us: half(restart_after_us)? },
+            Dealt::Stall { len_us } => Dealt::Stall { len_us: half(len_us)? },
+            Dealt::Delay { len_us } => Dealt::Delay { len_us: half(len_us)? },
+            Dealt::Duplicate { gap_us } => Dealt::Duplicate { gap_us: half(gap_us)? },
+            Dealt::Slow { factor } if factor > 2 => Dealt::Slow { factor: factor / 2 },
+            Dealt::Slow { .. } | Dealt::Fail { .. } | Dealt::Rival | Dealt::Lose => return None,
+        })
+    }
+
+    /// Whether a length or a factor it needs is 0: a plan refuses it.
+    pub fn is_void(self) -> bool {
+        match self {
+            Dealt::Stall { len_us } | Dealt::Delay { len_us } => len_us == 0,
+            Dealt::Slow { factor } => factor == 0,
+            Dealt::Crash { .. } | Dealt::Duplicate { .. } | Dealt::Fail { .. } | Dealt::Rival | Dealt::Lose => false,
+        }
+    }
 }
 
 /// A fault dealt at a visit, and when.

@@ -71,6 +71,66 @@ pub enum Fault {
     },
 }
 
+impl Fault {
+    /// The verb a plan spells it with.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Fault::Crash { .. } => "crash",
+            Fault::Partition { .. } | Fault::CutLink { .. } => "partition",
+            Fault::Pause { .. } => "pause",
+            Fault::Surge { .. } => "surge",
+            Fault::Degrade { .. } => "degrade",
+        }
+    }
+
+    /// The nodes it strikes: the dependency's faults strike the ledger, a surge no node.
+    pub fn nodes(self) -> Vec<Node> {
+        match self {
+            Fault::Partition { node, .. } | Fault::Pause { node, .. } | Fault::Crash { node, .. } => vec![node],
+            Fault::CutLink { a, b, .. } => vec![a, b],
+            Fault::Degrade { .. } => vec![Node::Ledger],
+            Fault::Surge { .. } => Vec::new(),
+        }
+    }
+
+    /// The same fault, half as long, as the shrinker tries it; `None` when it cannot shrink (a
+    /// length of 1 µs, or a window open until the heal).
+    pub fn shrunk(self) -> Option<Fault> {
+        let half = |us: u64| (us > 1).then_some(us / 2);
+        Some(match self {
+            Fault::Crash { node, down_us } => Fault::Crash { node, down_us: half(down_us)? },
+            Fault::Partition { node, len_us } => Fault::Partition { node, len_us: half(len_us)? },
+            Fault::CutLink { a, b, len_us } => Fault::CutLink { a, b, len_us: half(len_us)? },
+            Fault::Pause { node, len_us } => Fault::Pause { node, len_us: half(len_us)? },
+            Fault::Surge { len_us, factor } => Fault::Surge { len_us: half(len_us)?, factor },
+            Fault::Degrade { len_us, rates } => Fault::Degrade { len_us: Some(half(len_us?)?), rates },
+        })
+    }
+
+    /// The same fault on the nodes `renumber` maps its own to; `None` when one of them is gone.
+    pub fn renumbered(self, renumber: impl Fn(Node) -> Option<Node>) -> Option<Fault> {
+        Some(match self {
+            Fault::Crash { node, down_us } => Fault::Crash { node: renumber(node)?, down_us },
+            Fault::Partition { node, len_us } => Fault::Partition { node: renumber(node)?, len_us },
+            Fault::CutLink { a, b, len_us } => Fault::CutLink { a: renumber(a)?, b: renumber(b)?, len_us },
+            Fault::Pause { node, len_us } => Fault::Pause { node: renumber(node)?, len_us },
+            Fault::Surge { .. } | Fault::Degrade { .. } => self,
+        })
+    }
+
+    /// Whether a length or a factor it needs is 0: a plan refuses it.
+    pub fn is_void(self) -> bool {
+        match self {
+            Fault::Crash { down_us: len_us, .. }
+            | Fault::Partition { len_us, .. }
+            | Fault::CutLink { len_us, .. }
+            | Fault::Pause { len_us, .. } => len_us == 0,
+            Fault::Surge { len_us, factor } => len_us == 0 || factor == 0,
+            Fault::Degrade { len_us, rates } => len_us == Some(0) || rates.slow_factor == 0,
+        }
+    }
+}
+
 /// A dependency call's latency, `factor` times slower.
 pub fn slowed(latency_us: u64, factor: u64) -> u64 {
     latency_us.saturating_mul(factor)

@@ -21,9 +21,9 @@
 use super::decide::{Dealt, Keyed, Site, Visit};
 use super::{Degradation, Fault, Point};
 use crate::clock::{LocalClock, BASE_US, DRIFT_PPM_MAX};
+use crate::world::durable::StoreKind;
 pub use crate::world::params::Arrival;
 use crate::world::params::Params;
-use crate::world::durable::StoreKind;
 use lease_core::{Bug, Epoch, JobId, ReclaimerConfig, Span, TableConfig, WorkerConfig};
 use lease_history::{MessageKind, Node, Rate};
 use serde::{Deserialize, Serialize};
@@ -152,12 +152,7 @@ impl Planned {
     /// The nodes it names.
     pub fn nodes(&self) -> Vec<Node> {
         match *self {
-            Planned::Scheduled { fault, .. } => match fault {
-                Fault::Partition { node, .. } | Fault::Pause { node, .. } | Fault::Crash { node, .. } => vec![node],
-                Fault::CutLink { a, b, .. } => vec![a, b],
-                Fault::Degrade { .. } => vec![Node::Ledger],
-                Fault::Surge { .. } => Vec::new(),
-            },
+            Planned::Scheduled { fault, .. } => fault.nodes(),
             Planned::Skew { node, .. } => vec![node],
             Planned::Keyed(keyed) => keyed.visit.site.nodes(),
         }
@@ -174,22 +169,18 @@ impl Planned {
     /// The verb, as the plan spells it.
     pub fn verb(&self) -> &'static str {
         match self {
-            Planned::Scheduled { fault: Fault::Crash { .. }, .. } => "crash",
-            Planned::Scheduled { fault: Fault::Partition { .. } | Fault::CutLink { .. }, .. } => "partition",
-            Planned::Scheduled { fault: Fault::Pause { .. }, .. } => "pause",
-            Planned::Scheduled { fault: Fault::Surge { .. }, .. } => "surge",
-            Planned::Scheduled { fault: Fault::Degrade { .. }, .. } => "degrade",
+            Planned::Scheduled { fault, .. } => fault.verb(),
             Planned::Skew { .. } => "skew",
-            Planned::Keyed(keyed) => match keyed.dealt {
-                Dealt::Crash { .. } => "crash",
-                Dealt::Stall { .. } => "stall",
-                Dealt::Slow { .. } => "slow",
-                Dealt::Fail { .. } => "fail",
-                Dealt::Rival => "rival",
-                Dealt::Lose => "lose",
-                Dealt::Delay { .. } => "delay",
-                Dealt::Duplicate { .. } => "duplicate",
-            },
+            Planned::Keyed(keyed) => keyed.dealt.verb(),
+        }
+    }
+
+    /// Whether a length or a factor it needs is 0.
+    fn is_void(&self) -> bool {
+        match self {
+            Planned::Scheduled { fault, .. } => fault.is_void(),
+            Planned::Skew { .. } => false,
+            Planned::Keyed(keyed) => keyed.dealt.is_void(),
         }
     }
 }
@@ -674,20 +665,7 @@ impl Plan {
             for node in planned.nodes() {
                 known(node, what).or_else(|e| err(format!("fault {line}: {e}")))?;
             }
-            let zero = match planned {
-                Planned::Scheduled { fault: Fault::Crash { down_us: len_us, .. }, .. }
-                | Planned::Scheduled { fault: Fault::Partition { len_us, .. }, .. }
-                | Planned::Scheduled { fault: Fault::CutLink { len_us, .. }, .. }
-                | Planned::Scheduled { fault: Fault::Pause { len_us, .. }, .. } => *len_us == 0,
-                Planned::Scheduled { fault: Fault::Surge { len_us, factor }, .. } => *len_us == 0 || *factor == 0,
-                Planned::Scheduled { fault: Fault::Degrade { len_us, rates }, .. } => {
-                    *len_us == Some(0) || rates.slow_factor == 0
-                }
-                Planned::Keyed(Keyed { dealt: Dealt::Stall { len_us } | Dealt::Delay { len_us }, .. }) => *len_us == 0,
-                Planned::Keyed(Keyed { dealt: Dealt::Slow { factor }, .. }) => *factor == 0,
-                _ => false,
-            };
-            if zero {
+            if planned.is_void() {
                 return err(format!("fault {line}: a length or factor of 0"));
             }
             if let Planned::Scheduled { fault: Fault::CutLink { a, b, .. }, .. } = planned {

@@ -348,29 +348,13 @@ impl Change {
         let half = |us: u64| (us > 1).then_some(us / 2);
         match (self, planned) {
             (Change::Shorter, Planned::Scheduled { at_us, fault }) => {
-                let fault = match fault {
-                    Fault::Crash { node, down_us } => Fault::Crash { node, down_us: half(down_us)? },
-                    Fault::Partition { node, len_us } => Fault::Partition { node, len_us: half(len_us)? },
-                    Fault::CutLink { a, b, len_us } => Fault::CutLink { a, b, len_us: half(len_us)? },
-                    Fault::Pause { node, len_us } => Fault::Pause { node, len_us: half(len_us)? },
-                    Fault::Surge { len_us, factor } => Fault::Surge { len_us: half(len_us)?, factor },
-                    Fault::Degrade { len_us, rates } => Fault::Degrade { len_us: Some(half(len_us?)?), rates },
-                };
-                Some(Planned::Scheduled { at_us, fault })
+                Some(Planned::Scheduled { at_us, fault: fault.shrunk()? })
             }
             (Change::Earlier, Planned::Scheduled { at_us, fault }) => {
                 Some(Planned::Scheduled { at_us: half(at_us)?, fault })
             }
             (Change::Shorter, Planned::Keyed(keyed)) => {
-                let dealt = match keyed.dealt {
-                    Dealt::Crash { restart_after_us } => Dealt::Crash { restart_after_us: half(restart_after_us)? },
-                    Dealt::Stall { len_us } => Dealt::Stall { len_us: half(len_us)? },
-                    Dealt::Delay { len_us } => Dealt::Delay { len_us: half(len_us)? },
-                    Dealt::Duplicate { gap_us } => Dealt::Duplicate { gap_us: half(gap_us)? },
-                    Dealt::Slow { factor } if factor > 2 => Dealt::Slow { factor: factor / 2 },
-                    _ => return None,
-                };
-                Some(Planned::Keyed(Keyed { dealt, ..keyed }))
+                Some(Planned::Keyed(Keyed { dealt: keyed.dealt.shrunk()?, ..keyed }))
             }
             _ => None,
         }
@@ -477,16 +461,7 @@ fn without(plan: &Plan, gone: Node) -> Plan {
 
 fn renumbered(planned: Planned, renumber: &impl Fn(Node) -> Option<Node>) -> Option<Planned> {
     Some(match planned {
-        Planned::Scheduled { at_us, fault } => {
-            let fault = match fault {
-                Fault::Crash { node, down_us } => Fault::Crash { node: renumber(node)?, down_us },
-                Fault::Partition { node, len_us } => Fault::Partition { node: renumber(node)?, len_us },
-                Fault::CutLink { a, b, len_us } => Fault::CutLink { a: renumber(a)?, b: renumber(b)?, len_us },
-                Fault::Pause { node, len_us } => Fault::Pause { node: renumber(node)?, len_us },
-                Fault::Surge { .. } | Fault::Degrade { .. } => fault,
-            };
-            Planned::Scheduled { at_us, fault }
-        }
+        Planned::Scheduled { at_us, fault } => Planned::Scheduled { at_us, fault: fault.renumbered(renumber)? },
         Planned::Skew { node, clock } => Planned::Skew { node: renumber(node)?, clock },
         Planned::Keyed(keyed) => {
             let site = match keyed.visit.site {

@@ -2,10 +2,10 @@
 //! kinds several of them use (scripted strikes, packet loss, pauses, clock drift). Each takes the
 //! scenario's stream, so the order of the calls is the order of the draws.
 
-use crate::world::params::worker_timing;
 use super::Params;
 use crate::clock::{LocalClock, DRIFT_PPM_MAX};
 use crate::faults::{Fault, Point, Scripted, Strike};
+use crate::world::params::worker_timing;
 use lease_core::{Bug, JobId, ReclaimerConfig, Span, TableConfig};
 use lease_history::Node;
 use rand::Rng;

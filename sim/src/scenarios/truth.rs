@@ -23,7 +23,7 @@
 //! truth as its seed's.
 
 use super::Params;
-use crate::faults::decide::{Dealt, Keyed, Site};
+use crate::faults::decide::{Keyed, Site};
 use crate::faults::{CrashRates, Fault};
 use lease_check::report::Cause;
 use lease_history::Node;
@@ -126,16 +126,7 @@ fn keyed_fault(keyed: &Keyed) -> TrueFault {
         Site::Call { .. } => Cause::Dependency,
         site => cause_of(&site.nodes()),
     };
-    let (kind, len_us) = match keyed.dealt {
-        Dealt::Crash { restart_after_us } => ("crash", restart_after_us),
-        Dealt::Stall { len_us } => ("stall", len_us),
-        Dealt::Slow { .. } => ("slow", 0),
-        Dealt::Fail { .. } => ("fail", 0),
-        Dealt::Rival => ("rival", 0),
-        Dealt::Lose => ("lose", 0),
-        Dealt::Delay { len_us } => ("delay", len_us),
-        Dealt::Duplicate { gap_us } => ("duplicate", gap_us),
-    };
+    let (kind, len_us) = (keyed.dealt.verb(), keyed.dealt.len_us());
     TrueFault { cause, kind, from_us, to_us: from_us.saturating_add(len_us) }
 }
 

@@ -3,8 +3,8 @@
 //!
 //! Nodes and fault verbs depend on this module, never on [`crate::world`], which spawns them.
 
-use crate::faults::decide::Decisions;
 use super::params::{Arrival, Params, CALM_LATENCY_US};
+use crate::faults::decide::Decisions;
 use lease_check::{Checkers, Violation};
 use lease_core::{Bugs, Time};
 use lease_history::{Entry, Event, Node};
@@ -99,8 +99,7 @@ impl Ctx {
     /// and the message (sender, receiver, kind, job and wire id), not a draw from a shared stream:
     /// a plan edited elsewhere, or shrunk, leaves this message's latency as it was.
     pub fn latency_us(&self, key: &impl std::hash::Hash) -> u64 {
-        let (min, max) =
-            if self.state().faults_on { self.params.latency_us } else { CALM_LATENCY_US };
+        let (min, max) = if self.state().faults_on { self.params.latency_us } else { CALM_LATENCY_US };
         min + mix(self.params.seed, key) % (max.max(min) - min + 1)
     }
 
