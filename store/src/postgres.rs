@@ -15,8 +15,8 @@
 
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::sql::{bits, identity, int, Op, Row, Tx};
-use crate::sql_store::{Scope, SqlStore};
-use crate::{Caller, Clock, StoreError};
+use crate::sql_store::{Scope, Session, SqlStore};
+use crate::{Clock, StoreError};
 use futures_util::future::{try_join, try_join3, try_join4, try_join_all};
 use futures_util::TryFutureExt;
 use lease_core::{
@@ -38,15 +38,12 @@ pub struct PostgresStore {
     prepared: BTreeMap<&'static str, Statement>,
     /// The `FOR UPDATE` forms of [`LOCKED`], by the text they lock (no text built per call).
     locked: BTreeMap<&'static str, Statement>,
-    rules: Rules,
-    caller: Caller,
-    clock: Clock,
-    last_now: Time,
+    session: Session,
 }
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresStore").field("rules", &self.rules).field("clock", &self.clock).finish()
+        f.debug_struct("PostgresStore").field("rules", &self.session.rules).field("clock", &self.session.clock).finish()
     }
 }
 
@@ -115,16 +112,7 @@ impl PostgresStore {
             .await?;
             Ok::<_, StoreError>((STATEMENTS.into_iter().zip(plain).collect(), LOCKED.into_iter().zip(locked).collect()))
         })?;
-        Ok(PostgresStore {
-            runtime,
-            client,
-            prepared,
-            locked,
-            rules: Rules { config, bugs },
-            caller: Caller::default(),
-            clock,
-            last_now: Time::ZERO,
-        })
+        Ok(PostgresStore { runtime, client, prepared, locked, session: Session::new(Rules { config, bugs }, clock) })
     }
 
     /// A statement prepared when the handle opened.
@@ -147,7 +135,8 @@ impl PostgresStore {
         // only ordered by it. So does every operation of a store with a bug planted: a planted
         // decision may write what the rules never do (complete a queued job, requeue on a
         // completion), which the narrower locks do not cover.
-        let whole = self.clock == Clock::Caller || self.rules.bugs != Bugs::NONE;
+        let session = &self.session;
+        let whole = session.clock == Clock::Caller || session.rules.bugs != Bugs::NONE;
         let lock = match scope {
             _ if whole => schema::LOCK_LOG,
             Scope::Set => schema::LOCK_LOG,
@@ -161,7 +150,7 @@ impl PostgresStore {
             client.batch_execute(lock).err_into(),
             self.prefetch(scope),
             async {
-                Ok::<_, StoreError>(match self.clock {
+                Ok::<_, StoreError>(match session.clock {
                     Clock::Caller => None,
                     Clock::Database => Some(client.query_one(self.statement(schema::SELECT_CLOCK), &[]).await?),
                 })
@@ -170,9 +159,9 @@ impl PostgresStore {
         let now = match clock {
             None => now,
             // The server's clock, never behind what this handle saw (a host clock may step back).
-            Some(row) => Time(row.get::<_, i64>(0) as u64).max(self.last_now),
+            Some(row) => Time(row.get::<_, i64>(0) as u64).max(session.last_now),
         };
-        let op = Op { rules: &self.rules, caller: &self.caller, last_now: self.last_now, now };
+        let op = session.op(now);
         let mut tx = PgTx { store: self, whole: lock == schema::LOCK_LOG, prefetched, writes: Vec::new() };
         let answer = f(&op, &mut tx)?;
         tx.commit()?;
@@ -489,16 +478,12 @@ impl Tx for PgTx<'_> {
 impl SqlStore for PostgresStore {
     type Tx<'t> = PgTx<'t>;
 
-    fn rules(&self) -> &Rules {
-        &self.rules
+    fn session(&self) -> &Session {
+        &self.session
     }
 
-    fn set_caller(&mut self, caller: Caller) {
-        self.caller = caller;
-    }
-
-    fn last_now(&self) -> Time {
-        self.last_now
+    fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
     }
 
     fn run<A>(
@@ -510,9 +495,7 @@ impl SqlStore for PostgresStore {
     ) -> Result<A, StoreError> {
         match self.transact(now, scope, f) {
             Ok((answer, now)) => {
-                if advances {
-                    self.last_now = now;
-                }
+                self.session.committed(now, advances);
                 Ok(answer)
             }
             Err(error) => {
@@ -538,7 +521,7 @@ impl SqlStore for PostgresStore {
     }
 
     fn read_events(&mut self) -> Result<Vec<String>, StoreError> {
-        Ok(self.query(self.clock.log_order(), &[])?.iter().map(|row| row.get(0)).collect())
+        Ok(self.query(self.session.clock.log_order(), &[])?.iter().map(|row| row.get(0)).collect())
     }
 
     fn read_op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {

@@ -7,7 +7,7 @@
 //! is said here, once.
 
 use crate::sql::{Op, Row, Tx};
-use crate::{Caller, LedgerStore, Stamp, StoreError, TableStore};
+use crate::{Caller, Clock, LedgerStore, Stamp, StoreError, TableStore};
 use lease_core::{
     Acquired, Apply, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, Lease, Lookup, OpId, OpRecord, OutputId,
     Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time, WorkerId,
@@ -31,6 +31,38 @@ pub(crate) enum Scope {
     Line,
 }
 
+/// What a handle of a store on a database keeps between its operations.
+#[derive(Debug)]
+pub(crate) struct Session {
+    /// The rules, with the table's limits and the planted bugs.
+    pub rules: Rules,
+    /// Who asks, for the history lines ([`TableStore::set_caller`]).
+    pub caller: Caller,
+    /// Whose clock is the table's.
+    pub clock: Clock,
+    /// The latest table time a table operation of this handle ran at; `now` must not be earlier.
+    pub last_now: Time,
+}
+
+impl Session {
+    /// A new handle's: no caller named, no time seen.
+    pub fn new(rules: Rules, clock: Clock) -> Session {
+        Session { rules, caller: Caller::default(), clock, last_now: Time::ZERO }
+    }
+
+    /// The store's side of an operation at the table's time `now`.
+    pub fn op(&self, now: Time) -> Op<'_> {
+        Op { rules: &self.rules, caller: &self.caller, last_now: self.last_now, now }
+    }
+
+    /// An operation at `now` committed: a table operation (`advances`) moves the clock to it.
+    pub fn committed(&mut self, now: Time, advances: bool) {
+        if advances {
+            self.last_now = now;
+        }
+    }
+}
+
 /// A store on a database: one transaction per operation, and the reads outside any decision.
 /// Every `SqlStore` is a [`TableStore`] and a [`LedgerStore`] (below).
 pub(crate) trait SqlStore {
@@ -39,12 +71,10 @@ pub(crate) trait SqlStore {
     where
         Self: 't;
 
-    /// The table's rules.
-    fn rules(&self) -> &Rules;
-    /// Names the requester (and batch) of the calls that follow, for the history lines.
-    fn set_caller(&mut self, caller: Caller);
-    /// The latest table time an operation of this handle ran at.
-    fn last_now(&self) -> Time;
+    /// What the handle keeps between operations.
+    fn session(&self) -> &Session;
+    /// What the handle keeps between operations, to change.
+    fn session_mut(&mut self) -> &mut Session;
     /// Runs one operation in one transaction over `scope`; an `Err` rolls it back. A table
     /// operation (`advances`) that succeeds moves this handle's clock to its time.
     fn run<A>(
@@ -69,11 +99,11 @@ pub(crate) trait SqlStore {
 
 impl<S: SqlStore> TableStore for S {
     fn config(&self) -> TableConfig {
-        self.rules().config
+        self.session().rules.config
     }
 
     fn set_caller(&mut self, caller: Caller) {
-        SqlStore::set_caller(self, caller);
+        self.session_mut().caller = caller;
     }
 
     fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
@@ -156,7 +186,7 @@ impl<S: SqlStore> TableStore for S {
         node: &str,
         line: &mut dyn FnMut(Time) -> Option<String>,
     ) -> Result<Option<Time>, StoreError> {
-        let (now, at) = stamp.split(self.last_now());
+        let (now, at) = stamp.split(self.session().last_now);
         self.run(now, false, Scope::Line, |op, tx| op.append(tx, at, node, line))
     }
 }

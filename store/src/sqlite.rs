@@ -8,8 +8,8 @@
 
 use crate::schema::{self, for_sqlite};
 use crate::sql::{bits, identity, int, Op, Row, Tx};
-use crate::sql_store::{Scope, SqlStore};
-use crate::{Caller, Clock, StoreError};
+use crate::sql_store::{Scope, Session, SqlStore};
+use crate::{Clock, StoreError};
 use lease_core::{
     Bugs, Epoch, JobId, LastGrant, OpId, OpRecord, OutputId, RequestId, Rules, TableConfig, Time, WorkerId,
 };
@@ -24,10 +24,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct SqliteStore {
     conn: Connection,
-    rules: Rules,
-    caller: Caller,
-    clock: Clock,
-    last_now: Time,
+    session: Session,
 }
 
 impl SqliteStore {
@@ -49,7 +46,9 @@ impl SqliteStore {
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        Ok(SqliteStore { clock, ..SqliteStore::with(conn, config, bugs)? })
+        let mut store = SqliteStore::with(conn, config, bugs)?;
+        store.session.clock = clock;
+        Ok(store)
     }
 
     fn with(mut conn: Connection, config: TableConfig, bugs: Bugs) -> Result<SqliteStore, StoreError> {
@@ -58,8 +57,7 @@ impl SqliteStore {
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         migrate(&mut conn)?;
         prepare_all(&conn)?;
-        let rules = Rules { config, bugs };
-        Ok(SqliteStore { conn, rules, caller: Caller::default(), clock: Clock::Caller, last_now: Time::ZERO })
+        Ok(SqliteStore { conn, session: Session::new(Rules { config, bugs }, Clock::Caller) })
     }
 }
 
@@ -271,16 +269,12 @@ impl Tx for SqliteTx<'_> {
 impl SqlStore for SqliteStore {
     type Tx<'t> = SqliteTx<'t>;
 
-    fn rules(&self) -> &Rules {
-        &self.rules
+    fn session(&self) -> &Session {
+        &self.session
     }
 
-    fn set_caller(&mut self, caller: Caller) {
-        self.caller = caller;
-    }
-
-    fn last_now(&self) -> Time {
-        self.last_now
+    fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
     }
 
     /// One `BEGIN IMMEDIATE` transaction, whatever the scope: SQLite's write lock is the whole
@@ -293,17 +287,14 @@ impl SqlStore for SqliteStore {
         f: impl FnOnce(&Op, &mut SqliteTx) -> Result<A, StoreError>,
     ) -> Result<A, StoreError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let now = match self.clock {
+        let now = match self.session.clock {
             Clock::Caller => now,
             // Read holding the write lock: no line can commit after this one with an earlier time.
-            Clock::Database => host_now().max(self.last_now),
+            Clock::Database => host_now().max(self.session.last_now),
         };
-        let op = Op { rules: &self.rules, caller: &self.caller, last_now: self.last_now, now };
-        let answer = f(&op, &mut SqliteTx { conn: &tx })?;
+        let answer = f(&self.session.op(now), &mut SqliteTx { conn: &tx })?;
         tx.commit()?;
-        if advances {
-            self.last_now = now;
-        }
+        self.session.committed(now, advances);
         Ok(answer)
     }
 
@@ -322,7 +313,7 @@ impl SqlStore for SqliteStore {
     }
 
     fn read_events(&mut self) -> Result<Vec<String>, StoreError> {
-        let mut statement = self.conn.prepare_cached(self.clock.log_order())?;
+        let mut statement = self.conn.prepare_cached(self.session.clock.log_order())?;
         let lines = statement.query_map([], |row| row.get(0))?;
         Ok(lines.collect::<Result<_, _>>()?)
     }
