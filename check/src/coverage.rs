@@ -34,7 +34,7 @@
 use super::facts::Facts;
 use super::windows::{self, Windows};
 use lease_core::{Epoch, JobId};
-use lease_history::{AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Node, OutcomeKind, RefuseReason};
+use lease_history::{AbandonReason, EffectRejectReason, Entry, Event, Node, OutcomeKind, Point, RefuseReason};
 use std::collections::{BTreeMap, BTreeSet};
 
 const ADOPTED_BY_WORKER: &str = "adopted_by_worker";
@@ -207,13 +207,13 @@ impl Situations {
         }
     }
 
-    fn crashed(&mut self, target: Node, point: CrashPoint, job: Option<JobId>) {
+    fn crashed(&mut self, target: Node, point: Point, job: Option<JobId>) {
         match target {
             Node::Worker(_) => self.coverage.bump(WORKER_CRASHED),
             Node::Reclaimer(_) => self.coverage.bump(RECLAIMER_CRASHED),
             _ => {}
         }
-        if let Some(job) = job.filter(|_| point == CrashPoint::AfterEffect) {
+        if let Some(job) = job.filter(|_| point == Point::AfterEffect) {
             self.crashed_after_effect.insert(job);
         }
     }
@@ -246,7 +246,7 @@ mod tests {
     use super::super::fixtures::*;
     use super::super::{check_history, Checkers, Invariant};
     use super::Coverage;
-    use lease_history::{AbandonReason, CrashPoint, EffectRejectReason, RefuseReason, RefusedRequest};
+    use lease_history::{AbandonReason, EffectRejectReason, Point, RefuseReason, RefusedRequest};
 
     // The default coverage names every situation, at zero, in SITUATIONS order.
     #[test]
@@ -286,7 +286,7 @@ mod tests {
         history.at(10).granted(J2, E1, w(2), 1_010);
         history.at(20).executing(w(1), J1, E1);
         history.at(30).applied(J1, E1, O7);
-        history.at(40).crashed(w(1), CrashPoint::AfterEffect, Some(J1));
+        history.at(40).crashed(w(1), Point::AfterEffect, Some(J1));
         // w2 renews, then pauses past its lease and wakes up to find it gone; r1 takes both
         // leases, and r2, listing after r1 took j1, loses the race for j2.
         history.at(500).renewed(J2, E1, 1_500);
@@ -316,8 +316,8 @@ mod tests {
         history.at(1_810).executing(w(4), J3, E1);
         history.at(1_820).applied(J3, E1, O8);
         history.at(1_830).effect_rejected(J3, E1, O9, EffectRejectReason::Conflict);
-        history.at(1_840).crashed(w(4), CrashPoint::BeforeEffect, None);
-        history.at(1_850).crashed(r(1), CrashPoint::MidReclaim, None);
+        history.at(1_840).crashed(w(4), Point::BeforeEffect, None);
+        history.at(1_850).crashed(r(1), Point::MidReclaim, None);
         history.at(2_800).reclaimed(J3, E1, 2_800, E2, batch(2, 1));
         history.at(2_810).looked_up(J3, E2, Some(O8), Some(O9), Some(batch(2, 1)));
         history.at(2_820).quarantined(J3, E2, [O8, O9], Some(batch(2, 1)));

@@ -10,7 +10,7 @@
 
 use lease_core::{BatchId, Epoch, JobId, OpId, OutputId, ReclaimerId};
 use lease_history::{
-    AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Node, OutcomeKind, RefuseReason, RefusedRequest,
+    AbandonReason, EffectRejectReason, Entry, Event, Node, OutcomeKind, Point, RefuseReason, RefusedRequest,
     RejectReason,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -416,7 +416,7 @@ impl History {
         self.push(reclaimer, Event::BatchStopped { batch, job, identities, untouched: 0 })
     }
 
-    pub fn crashed(&mut self, target: Node, point: CrashPoint, job: Option<JobId>) -> usize {
+    pub fn crashed(&mut self, target: Node, point: Point, job: Option<JobId>) -> usize {
         self.push(Node::World, Event::Crashed { target, point, job })
     }
 
@@ -477,7 +477,7 @@ pub(crate) fn crash_after_effect_story() -> History {
     assert_eq!(history.at(10).granted(J1, E1, w(1), 1_010), STORY_GRANTED);
     assert_eq!(history.at(20).executing(w(1), J1, E1), STORY_EXECUTING);
     assert_eq!(history.at(30).applied(J1, E1, O7), STORY_APPLIED);
-    assert_eq!(history.at(40).crashed(w(1), CrashPoint::AfterEffect, Some(J1)), 6);
+    assert_eq!(history.at(40).crashed(w(1), Point::AfterEffect, Some(J1)), 6);
     assert_eq!(history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010)]), STORY_LISTED);
     assert_eq!(history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0)), STORY_RECLAIMED);
     assert_eq!(history.at(1_020).looked_up(J1, E2, Some(O7), None, Some(batch(1, 0))), STORY_LOOKED_UP);

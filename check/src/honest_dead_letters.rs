@@ -274,7 +274,7 @@ mod tests {
     use super::super::{check_history, Invariant};
     use super::has_network_faults;
     use lease_core::Epoch;
-    use lease_history::{AbandonReason, CrashPoint};
+    use lease_history::{AbandonReason, Point};
 
     /// The known lost-work case: j1 granted `attempts` times, each grant abandoned `self_fenced`
     /// 10 us later without reaching the dependency (after a lookup, so that the grant itself was
@@ -429,7 +429,7 @@ mod tests {
         history.at(40).requeued(J1, E1, 1, None);
         // Attempt 2: w2 crashes holding it.
         history.at(50).granted(J1, E2, w(2), 1_050);
-        history.at(60).crashed(w(2), CrashPoint::AtRandom, None);
+        history.at(60).crashed(w(2), Point::AtRandom, None);
         history.at(1_050).reclaimed(J1, E2, 1_050, E3, batch(1, 0));
         history.at(1_060).looked_up(J1, E3, None, None, Some(batch(1, 0)));
         history.at(1_070).requeued(J1, E3, 2, Some(batch(1, 0)));
@@ -451,8 +451,8 @@ mod tests {
         history.at(0).arrived(J1);
         let granted = history.at(10).granted(J1, E1, w(1), 1_010);
         history.at(20).paused(w(2));
-        history.at(20).crashed(r(2), CrashPoint::AtRandom, None);
-        history.at(1_010).crashed(w(1), CrashPoint::AtRandom, None);
+        history.at(20).crashed(r(2), Point::AtRandom, None);
+        history.at(1_010).crashed(w(1), Point::AtRandom, None);
         history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
         let dead = history.at(1_030).dead_lettered(J1, E2, 1, Some(batch(1, 0)));

@@ -357,7 +357,7 @@ mod tests {
         let story = |restart_at_us: u64| {
             let mut history = History::new(2, 2);
             history.at(0).arrived(J1);
-            history.at(2).crashed(w(1), lease_history::CrashPoint::AtRandom, None);
+            history.at(2).crashed(w(1), lease_history::Point::AtRandom, None);
             if restart_at_us < 5 {
                 history.at(restart_at_us).restarted(w(1));
             }

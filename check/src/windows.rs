@@ -20,7 +20,7 @@
 
 use super::facts::Facts;
 use lease_core::{BatchId, Epoch, JobId, ReclaimerId};
-use lease_history::{CrashPoint, Entry, Event, Node, OutcomeKind, RefuseReason, RefusedRequest};
+use lease_history::{Entry, Event, Node, OutcomeKind, Point, RefuseReason, RefusedRequest};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub(crate) const LIST_TO_FENCE: &str = "window_list_to_fence";
@@ -197,7 +197,7 @@ impl Windows {
             Event::Crashed { target, .. } => self.struck(*target, seen),
             Event::Paused { target, point, .. } => {
                 self.struck(*target, seen);
-                if let (Node::Worker(worker), Some(CrashPoint::BeforeRenewReply)) = (target, point) {
+                if let (Node::Worker(worker), Some(Point::BeforeRenewReply)) = (target, point) {
                     self.renew_stall.insert(*worker, t);
                 }
             }

@@ -336,12 +336,12 @@ impl From<lease_core::Abandon> for AbandonReason {
     }
 }
 
-/// Where in the protocol a node crashed: `crashed`'s `point`. The protocol points are those of
-/// `lease-sim`'s `faults::Point`, which converts into this; `at_random` is a crash the fault
-/// schedule dealt, at no particular point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A protocol point: where a node is struck (`crashed`'s and `paused`'s `point`), as the
+/// simulator's fault plans, the live runner's strikes and the runtime's hooks all name it;
+/// `at_random` is a crash the fault schedule dealt, at no particular point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CrashPoint {
+pub enum Point {
     /// `before_effect`: a worker decided to call the dependency; the call had not left.
     BeforeEffect,
     /// `after_effect`: a worker's effect was accepted by the ledger; it had not acknowledged it.
@@ -365,19 +365,19 @@ pub enum CrashPoint {
     AtRandom,
 }
 
-impl CrashPoint {
+impl Point {
     /// The point as the history spells it.
     pub fn name(self) -> &'static str {
         match self {
-            CrashPoint::BeforeEffect => "before_effect",
-            CrashPoint::AfterEffect => "after_effect",
-            CrashPoint::DuringAck => "during_ack",
-            CrashPoint::MidReclaim => "mid_reclaim",
-            CrashPoint::BeforeRenew => "before_renew",
-            CrashPoint::BeforeRenewReply => "before_renew_reply",
-            CrashPoint::AfterListing => "after_listing",
-            CrashPoint::BeforeListing => "before_listing",
-            CrashPoint::AtRandom => "at_random",
+            Point::BeforeEffect => "before_effect",
+            Point::AfterEffect => "after_effect",
+            Point::DuringAck => "during_ack",
+            Point::MidReclaim => "mid_reclaim",
+            Point::BeforeRenew => "before_renew",
+            Point::BeforeRenewReply => "before_renew_reply",
+            Point::AfterListing => "after_listing",
+            Point::BeforeListing => "before_listing",
+            Point::AtRandom => "at_random",
         }
     }
 }
@@ -430,15 +430,7 @@ impl MessageKind {
     }
 }
 
-display_by_name!(
-    RejectReason,
-    EffectRejectReason,
-    RefusedRequest,
-    RefuseReason,
-    AbandonReason,
-    CrashPoint,
-    MessageKind
-);
+display_by_name!(RejectReason, EffectRejectReason, RefusedRequest, RefuseReason, AbandonReason, Point, MessageKind);
 
 /// One history line's payload. `kind` is the variant's snake_case name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -789,7 +781,7 @@ pub enum Event {
         target: Node,
         /// Where in the protocol: `before_effect`, `after_effect`, `during_ack`, `mid_reclaim`,
         /// `before_renew` or `at_random`.
-        point: CrashPoint,
+        point: Point,
         /// The job the node was working on, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         job: Option<JobId>,
@@ -806,7 +798,7 @@ pub enum Event {
         target: Node,
         /// Where in the protocol the stall struck, when a strike dealt it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        point: Option<CrashPoint>,
+        point: Option<Point>,
         /// The job the node was at, when a strike dealt it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         job: Option<JobId>,
@@ -1159,12 +1151,12 @@ mod tests {
             AbandonReason::Conflict,
         ]);
         spelled(&[
-            CrashPoint::BeforeEffect,
-            CrashPoint::AfterEffect,
-            CrashPoint::DuringAck,
-            CrashPoint::MidReclaim,
-            CrashPoint::BeforeRenew,
-            CrashPoint::AtRandom,
+            Point::BeforeEffect,
+            Point::AfterEffect,
+            Point::DuringAck,
+            Point::MidReclaim,
+            Point::BeforeRenew,
+            Point::AtRandom,
         ]);
     }
 }

@@ -25,7 +25,7 @@ pub mod truth;
 use child::ChildRole;
 use db::{host_now, Handle, Lines};
 use lease_core::{Bug, Bugs, JobId};
-use lease_history::{CrashPoint, Entry, Event, Node, Rate, HISTORY_VERSION};
+use lease_history::{Entry, Event, Node, Point, Rate, HISTORY_VERSION};
 use lease_store::Place;
 use plan::{FaultKind, LivePlan, Role, Shape, SignalStrike, StrikePoint};
 use std::collections::BTreeMap;
@@ -625,10 +625,10 @@ impl Orchestra {
     /// Kills or pauses the child at `key` now (at its signalled point, working on `job`).
     fn hit(&mut self, key: Key, strike: SignalStrike, job: Option<JobId>) {
         let point = match strike.point {
-            StrikePoint::AfterEffect => CrashPoint::AfterEffect,
-            StrikePoint::DuringAck => CrashPoint::DuringAck,
-            StrikePoint::MidReclaim => CrashPoint::MidReclaim,
-            StrikePoint::AtRandom => CrashPoint::AtRandom,
+            StrikePoint::AfterEffect => Point::AfterEffect,
+            StrikePoint::DuringAck => Point::DuringAck,
+            StrikePoint::MidReclaim => Point::MidReclaim,
+            StrikePoint::AtRandom => Point::AtRandom,
         };
         let target = key.node();
         let now_us = self.since_us();

@@ -13,7 +13,7 @@ pub const SCENARIO: Scenario = Scenario::CRASH_AFTER_EFFECT;
 mod tests {
     use super::SCENARIO;
     use crate::prove::{count, scripted, sweep_holds_and_covers};
-    use lease_history::{CrashPoint, Event, OutcomeKind};
+    use lease_history::{Point, Event, OutcomeKind};
 
     // The scripted crashes: each crashed job has one applied output, is adopted, and completes
     // once with exactly that output.
@@ -24,7 +24,7 @@ mod tests {
         let crashed: Vec<_> = history
             .iter()
             .filter_map(|e| match &e.event {
-                Event::Crashed { point: CrashPoint::AfterEffect, job: Some(job), .. } => Some(*job),
+                Event::Crashed { point: Point::AfterEffect, job: Some(job), .. } => Some(*job),
                 _ => None,
             })
             .collect();

@@ -44,7 +44,7 @@ mod tests {
     // before `faults_healed`.
     #[test]
     fn window_faults_strike_in_the_fault_phase_only() {
-        use lease_history::{CrashPoint, Event};
+        use lease_history::{Point, Event};
         let mut seen = std::collections::BTreeSet::new();
         let dealt = (0..200).map(|seed| SCENARIO.params(seed, None)).filter(|params| {
             let w = &params.windows;
@@ -58,9 +58,9 @@ mod tests {
                 let name = match &entry.event {
                     Event::Delayed { .. } => "delayed",
                     Event::Duplicated { .. } => "duplicated",
-                    Event::Paused { point: Some(CrashPoint::AfterListing), .. } => "after_listing",
-                    Event::Paused { point: Some(CrashPoint::MidReclaim), .. } => "after_fence",
-                    Event::Paused { point: Some(CrashPoint::BeforeRenewReply), .. } => "before_renew_reply",
+                    Event::Paused { point: Some(Point::AfterListing), .. } => "after_listing",
+                    Event::Paused { point: Some(Point::MidReclaim), .. } => "after_fence",
+                    Event::Paused { point: Some(Point::BeforeRenewReply), .. } => "before_renew_reply",
                     _ => continue,
                 };
                 assert!(index < healed, "seed {}: {name} on line {} after the heal", report.params.seed, index + 1);

@@ -14,7 +14,7 @@ use lease_core::{
     Lookup, OpId, OutputId, Quarantine, ReclaimerId, Renewal, Requeue, Span, TableConfig, Terminal, Time, WorkerId,
 };
 use lease_history::{
-    AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Listing, Node, RefuseReason, RefusedRequest,
+    AbandonReason, EffectRejectReason, Entry, Event, Listing, Node, Point, RefuseReason, RefusedRequest,
     HISTORY_VERSION,
 };
 use rand::{Rng, SeedableRng};
@@ -201,8 +201,7 @@ impl Driver {
         let (job, epoch, op) = (held.job, held.epoch, OpId::for_job(held.job));
         match (self.rng.gen_range(0..10), held.phase) {
             (0, phase) => {
-                let point =
-                    if matches!(phase, Phase::Done(_)) { CrashPoint::AfterEffect } else { CrashPoint::BeforeEffect };
+                let point = if matches!(phase, Phase::Done(_)) { Point::AfterEffect } else { Point::BeforeEffect };
                 self.record(Node::World, Event::Crashed { target: node, point, job: Some(job) });
                 self.drop_lease(worker);
             }

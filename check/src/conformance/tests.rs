@@ -6,7 +6,7 @@ use super::super::{check_history, Invariant, Violation};
 use super::{Conformance, Rule};
 use lease_core::{JobId, OpId};
 use lease_history::{
-    AbandonReason, CrashPoint, EffectRejectReason, Entry, Event, Listing, Node, RefuseReason, RefusedRequest,
+    AbandonReason, EffectRejectReason, Entry, Event, Listing, Node, Point, RefuseReason, RefusedRequest,
 };
 use std::collections::BTreeSet;
 
@@ -237,7 +237,7 @@ fn dead_letter_story() -> History {
     let mut story = History::with_attempts_max(1, 1, 1);
     story.at(0).arrived(J1);
     story.at(10).granted(J1, E1, w(1), 1_010);
-    story.at(20).crashed(w(1), CrashPoint::BeforeEffect, Some(J1));
+    story.at(20).crashed(w(1), Point::BeforeEffect, Some(J1));
     story.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
     story.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));
     story.at(1_030).dead_lettered(J1, E2, 1, Some(batch(1, 0)));

@@ -4,7 +4,7 @@
 use super::{Cause, Report};
 use crate::fixtures::crash_after_effect_story;
 use lease_core::{Epoch, JobId, OpId, OutputId};
-use lease_history::{CrashPoint, Entry, Event, Node, OutcomeKind};
+use lease_history::{Entry, Event, Node, OutcomeKind, Point};
 
 /// A queue served first come, first served by `workers`, for the synthetic histories: jobs arrive
 /// at `arrivals`; a job takes 2 ms of overhead plus `latency(t)` at the dependency; a worker is
@@ -30,11 +30,7 @@ impl Queue {
         let is_down =
             |w: u32, t: u64| self.down.iter().any(|&(worker, from, to)| worker == w && (from..to).contains(&t));
         for &(worker, from, to) in &self.down {
-            push(
-                from,
-                Node::World,
-                Event::Crashed { target: Node::Worker(worker), point: CrashPoint::AtRandom, job: None },
-            );
+            push(from, Node::World, Event::Crashed { target: Node::Worker(worker), point: Point::AtRandom, job: None });
             push(to, Node::World, Event::Restarted { target: Node::Worker(worker) });
         }
         for (index, &arrived) in self.arrivals.iter().enumerate() {

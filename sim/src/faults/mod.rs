@@ -14,7 +14,9 @@ pub mod decide;
 pub mod plan;
 pub mod shrink;
 
-use lease_history::{CrashPoint, Node, Rate};
+pub use lease_history::Point;
+
+use lease_history::{Node, Rate};
 use rand::Rng;
 
 /// A fault scheduled at a fixed simulated time during the fault phase.
@@ -273,53 +275,6 @@ impl WindowFaults {
             rng.gen_range(WINDOW_FAULT_MIN_US..near)
         } else {
             rng.gen_range(near..far)
-        }
-    }
-}
-
-/// A protocol point at which a node can be struck. A plan spells it in snake_case, as the
-/// history's `crashed` and `paused` lines do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Point {
-    /// A worker decided to call the dependency; the call has not left.
-    BeforeEffect,
-    /// A worker's effect was accepted by the ledger; it has not acknowledged completion.
-    AfterEffect,
-    /// A worker sent its completion; the answer has not come.
-    DuringAck,
-    /// A reclaimer fenced a lease; it has not finished with it.
-    MidReclaim,
-    /// A worker decided to heartbeat; the renewal has not left.
-    BeforeRenew,
-    /// A renewal's answer reached its worker, which has not taken it yet. Only stalls strike here.
-    BeforeRenewReply,
-    /// A reclaimer has its listing of expired leases and has not fenced them. Only stalls strike
-    /// here: they stretch the gap between a listing and its fences.
-    AfterListing,
-    /// A reclaimer decided to scan; the listing request has not left. Only holds strike here:
-    /// they time the scan to land just after an expiry.
-    BeforeListing,
-}
-
-impl Point {
-    /// The name used in the history's `crashed` lines.
-    pub fn name(self) -> &'static str {
-        CrashPoint::from(self).name()
-    }
-}
-
-impl From<Point> for CrashPoint {
-    fn from(point: Point) -> CrashPoint {
-        match point {
-            Point::BeforeEffect => CrashPoint::BeforeEffect,
-            Point::AfterEffect => CrashPoint::AfterEffect,
-            Point::DuringAck => CrashPoint::DuringAck,
-            Point::MidReclaim => CrashPoint::MidReclaim,
-            Point::BeforeRenew => CrashPoint::BeforeRenew,
-            Point::BeforeRenewReply => CrashPoint::BeforeRenewReply,
-            Point::AfterListing => CrashPoint::AfterListing,
-            Point::BeforeListing => CrashPoint::BeforeListing,
         }
     }
 }

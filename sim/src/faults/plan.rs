@@ -421,6 +421,11 @@ impl Line {
             Ok(Planned::Keyed(Keyed { fired_us, visit: Visit { site, occurrence }, dealt }))
         };
         let point_site = |verb: &str, node: Node, point: Point, job: Option<u64>| {
+            if point == Point::AtRandom {
+                return Err(format!(
+                    "`{verb}` at `at_random`: that is where a crash at `at_us` strikes, not a point a node passes"
+                ));
+            }
             if job.is_none() && point != Point::BeforeListing {
                 return Err(format!("`{verb}` at `{}` needs `job`", point.name()));
             }

@@ -66,9 +66,7 @@ pub(super) async fn main(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         };
         if let Some((point, job)) = struck {
             match ctx.at_point(node, point, Some(job)) {
-                Some(Dealt::Crash { restart_after_us }) => {
-                    return ctx.crash(node, point.into(), Some(job), restart_after_us)
-                }
+                Some(Dealt::Crash { restart_after_us }) => return ctx.crash(node, point, Some(job), restart_after_us),
                 Some(Dealt::Stall { len_us }) => ctx.stall(node, point, Some(job), len_us).await,
                 _ => {}
             }

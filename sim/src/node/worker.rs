@@ -124,7 +124,7 @@ fn effect_accepted(worker: &Worker, id: RequestId, reply: &WorkerReply) -> Optio
 
 /// Crashes this worker at `point`, working on `job`.
 fn crash(ctx: &Ctx, node: Node, point: Point, job: JobId, restart_after_us: u64) {
-    ctx.crash(node, point.into(), Some(job), restart_after_us)
+    ctx.crash(node, point, Some(job), restart_after_us)
 }
 
 #[cfg(test)]

@@ -105,7 +105,11 @@ impl Ctx {
             Point::AfterEffect => crash.after_effect,
             Point::DuringAck => crash.during_ack,
             Point::MidReclaim => crash.mid_reclaim,
-            Point::BeforeRenew | Point::BeforeRenewReply | Point::AfterListing | Point::BeforeListing => 0.0,
+            Point::BeforeRenew
+            | Point::BeforeRenewReply
+            | Point::AfterListing
+            | Point::BeforeListing
+            | Point::AtRandom => 0.0,
         };
         if chance(rng, crash_rate) {
             return Some(Dealt::Crash { restart_after_us });
@@ -119,7 +123,7 @@ impl Ctx {
             Point::BeforeRenewReply => (windows.before_renew_reply, true),
             Point::AfterListing => (windows.after_listing, true),
             Point::MidReclaim => (windows.after_fence, true),
-            Point::AfterEffect | Point::BeforeListing => (0.0, false),
+            Point::AfterEffect | Point::BeforeListing | Point::AtRandom => (0.0, false),
         };
         if !chance(rng, stall_rate) {
             return None;

@@ -15,7 +15,7 @@
 use super::ctx::Ctx;
 use crate::faults::{Degradation, Fault, Point};
 use lease_core::{Epoch, Execution, JobId, OpId};
-use lease_history::{CrashPoint, Event, Node};
+use lease_history::{Event, Node};
 use madsim::runtime::Handle;
 use std::sync::Arc;
 use tracing::Instrument;
@@ -24,7 +24,7 @@ impl Ctx {
     /// Crashes `node` (at protocol point `point` for `job`, or wherever it was), and has the world
     /// restart it after `restart_after_us`. A node crashed at a point must not touch the network
     /// again: its task is dropped at its next await. Nothing happens to a node already down.
-    pub(crate) fn crash(&self, node: Node, point: CrashPoint, job: Option<JobId>, restart_after_us: u64) {
+    pub(crate) fn crash(&self, node: Node, point: Point, job: Option<JobId>, restart_after_us: u64) {
         if self.is_down(node) {
             return;
         }
@@ -113,7 +113,7 @@ impl Ctx {
         if point == Point::BeforeListing {
             return self.sleep_us(len_us).await;
         }
-        self.record(Node::World, Event::Paused { target: node, point: Some(point.into()), job });
+        self.record(Node::World, Event::Paused { target: node, point: Some(point), job });
         self.sleep_us(len_us).await;
         self.record(Node::World, Event::Resumed { target: node });
     }
@@ -143,7 +143,7 @@ impl Ctx {
                     self.undo_later(len_us, move |ctx| ctx.resume(node));
                 }
             }
-            Fault::Crash { node, down_us } => self.crash(node, CrashPoint::AtRandom, None, down_us),
+            Fault::Crash { node, down_us } => self.crash(node, Point::AtRandom, None, down_us),
             Fault::Surge { len_us, factor } => {
                 self.record(Node::World, Event::SurgeStarted { factor, len_us });
                 self.undo_later(len_us, |ctx| ctx.record(Node::World, Event::SurgeEnded {}));
