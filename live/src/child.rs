@@ -15,11 +15,10 @@ use super::db::{host_now, Handle, Lines};
 use super::plan::{LivePlan, StrikePoint};
 use lease_core::Apply;
 use lease_core::{
-    Bug, Bugs, Execution, Fencing, JobId, Owner, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId,
+    Bug, Bugs, Execution, Fencing, JobId, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId,
     RequestId, Time, Worker, WorkerAction, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_history::{Event, Node};
-use lease_store::Caller;
 use std::io::{BufRead, Write};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
@@ -190,7 +189,6 @@ impl Child {
     fn worker(&mut self, plan: &LivePlan, bugs: Bugs, index: u32, life: u64, port: u16) -> Result<(), String> {
         let id = WorkerId(index);
         let node = Node::Worker(index);
-        self.store.set_caller(Caller { from: Some(Owner::Worker(id)), batch: None });
         let mut armed = None;
         while let Some(backlog) = plan.start_at_backlog {
             if let Next::Stop = self.take_commands(&mut armed) {
@@ -239,17 +237,14 @@ impl Child {
                         }
                         None
                     }
-                    WorkerRequest::Complete { job, epoch, output } => {
-                        if armed == Some(StrikePoint::DuringAck) {
-                            armed = None;
-                            if let Next::Stop = self.strike(StrikePoint::DuringAck, job) {
-                                return Ok(());
-                            }
+                    WorkerRequest::Complete { job, .. } if armed == Some(StrikePoint::DuringAck) => {
+                        armed = None;
+                        if let Next::Stop = self.strike(StrikePoint::DuringAck, job) {
+                            return Ok(());
                         }
-                        let now = self.clock.now();
-                        Some(WorkerReply::Completed(self.store.complete(now, job, epoch, output).map_err(e)?))
+                        Some(self.serve(id, life, request_id, request)?)
                     }
-                    other => Some(self.table(other, life, id, request_id)?),
+                    other => Some(self.serve(id, life, request_id, other)?),
                 };
                 if let Some(reply) = reply {
                     worker.handle_reply(self.clock.now(), request_id, reply);
@@ -282,30 +277,18 @@ impl Child {
         Err(format!("ran {STEPS_MAX} steps"))
     }
 
-    /// A worker's request to the table or the ledger's lookup, answered at once.
-    fn table(
+    /// A worker's request to the table or the ledger's lookup, answered by the store at once. A
+    /// retried acquire is known by its id, and a restarted worker's ids are its life's.
+    fn serve(
         &mut self,
-        request: WorkerRequest,
-        life: u64,
         id: WorkerId,
+        life: u64,
         request_id: RequestId,
+        request: WorkerRequest,
     ) -> Result<WorkerReply, String> {
         let now = self.clock.now();
-        let store = &mut self.store;
-        Ok(match request {
-            // A retried acquire is known by its id; a restarted worker's ids are its life's.
-            WorkerRequest::Acquire => {
-                WorkerReply::Acquired(store.acquire_for(now, id, RequestId(life << 40 | request_id.0)).map_err(e)?)
-            }
-            WorkerRequest::Renew { job, epoch } => WorkerReply::Renewed(store.renew(now, job, epoch).map_err(e)?),
-            WorkerRequest::Lookup { op, epoch } => WorkerReply::Looked(store.lookup(now, op, epoch).map_err(e)?),
-            WorkerRequest::Requeue { job, epoch } => WorkerReply::Requeued(store.requeue(now, job, epoch).map_err(e)?),
-            WorkerRequest::Release { job, epoch } => WorkerReply::Released(store.release(now, job, epoch).map_err(e)?),
-            WorkerRequest::Complete { job, epoch, output } => {
-                WorkerReply::Completed(store.complete(now, job, epoch, output).map_err(e)?)
-            }
-            WorkerRequest::Execute { .. } => unreachable!("an execute goes to the stub"),
-        })
+        let numbered = lease_store::life_request(life, request_id);
+        Ok(lease_store::serve_worker(&mut *self.store, now, id, numbered, request).map_err(e)?.reply)
     }
 
     fn reclaimer(&mut self, plan: &LivePlan, bugs: Bugs, index: u32, life: u64) -> Result<(), String> {
@@ -362,26 +345,8 @@ impl Child {
 
     /// A reclaimer's request, answered by the store at once, under the batch's name.
     fn reclaim(&mut self, id: ReclaimerId, request: ReclaimRequest) -> Result<ReclaimReply, String> {
-        let batch = request.batch();
-        let store = &mut self.store;
-        store.set_caller(Caller { from: Some(Owner::Reclaimer(id)), batch: Some(batch) });
         let now = self.clock.now();
-        Ok(match request {
-            ReclaimRequest::ListExpired { as_of, .. } => ReclaimReply::Listed(store.expired(now, as_of).map_err(e)?),
-            ReclaimRequest::Fence { lease, as_of, .. } => {
-                ReclaimReply::Fenced(store.fence(now, lease.job, lease.epoch, id, as_of).map_err(e)?)
-            }
-            ReclaimRequest::Lookup { op, epoch, .. } => ReclaimReply::Looked(store.lookup(now, op, epoch).map_err(e)?),
-            ReclaimRequest::Complete { job, epoch, output, .. } => {
-                ReclaimReply::Completed(store.complete(now, job, epoch, output).map_err(e)?)
-            }
-            ReclaimRequest::Requeue { job, epoch, .. } => {
-                ReclaimReply::Requeued(store.requeue(now, job, epoch).map_err(e)?)
-            }
-            ReclaimRequest::Quarantine { job, epoch, recorded, rival, .. } => {
-                ReclaimReply::Quarantined(store.quarantine(now, job, epoch, recorded, rival).map_err(e)?)
-            }
-        })
+        Ok(lease_store::serve_reclaimer(&mut *self.store, now, id, request).map_err(e)?.reply)
     }
 
     /// Offers each job of the plan at its time.

@@ -52,6 +52,11 @@
 //! with failures injected, and checks that every job ended exactly once: the `service` example
 //! is its command line, and docs/stores.md, "The example: a service", walks through it.
 //!
+//! **Serving a request.** [`serve_worker`] and [`serve_reclaimer`] are the one mapping from a
+//! request of `lease-core`'s `Worker` or `Reclaimer` to its store call, and from the answer to
+//! the reply (with the answer's history line): the simulator's table and ledger nodes, the live
+//! runner's processes and [`service`] serve through them.
+//!
 //! **Schema versions.** [`schema::MIGRATIONS`] moves a database from its version to the newest
 //! this build knows, one transaction per migration; a database at a version this build does not
 //! know is refused with [`StoreError::UnknownSchema`] and left untouched.
@@ -61,6 +66,7 @@ mod memory;
 mod place;
 mod postgres;
 pub mod schema;
+mod serve;
 pub mod service;
 mod sql;
 mod sql_store;
@@ -70,6 +76,7 @@ pub use crate::postgres::PostgresStore;
 pub use caller::Caller;
 pub use memory::MemoryStore;
 pub use place::{Place, StoreKind};
+pub use serve::{life_request, serve_reclaimer, serve_worker, Served, LIFE_SHIFT};
 pub use sqlite::SqliteStore;
 
 use lease_core::{
@@ -109,6 +116,18 @@ pub enum StoreError {
         found: i64,
         /// The newest version this build knows.
         known: i64,
+    },
+    /// An `Execute` sent to the store ([`serve_worker`]): it is a call to the dependency, which the
+    /// caller makes; the store only records its output ([`LedgerStore::apply`]).
+    #[error(
+        "the execute of operation {op:?} under epoch {epoch:?} is a call to the dependency, not a store request: \
+         the caller makes it (and records its output with LedgerStore::apply)"
+    )]
+    Execute {
+        /// The operation.
+        op: OpId,
+        /// The epoch it would run under.
+        epoch: Epoch,
     },
     /// A row that no statement of this crate writes.
     #[error("corrupt row: {0}")]

@@ -40,8 +40,8 @@
 use crate::{Caller, Clock, Place, Store, StoreError};
 use lease_core::{
     Apply, Bugs, ConfigError, Enqueued, Epoch, Execution, JobId, JobState, OpId, Outcome, OutputId, Owner,
-    ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, Span, TableConfig, Time,
-    Worker, WorkerAction, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
+    ReclaimAction, Reclaimer, ReclaimerConfig, ReclaimerId, RequestId, Span, TableConfig, Time, Worker, WorkerAction,
+    WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_history::{Entry, Event, Node};
 use std::collections::BTreeMap;
@@ -516,15 +516,21 @@ fn work(id: WorkerId, shared: Shared) -> Result<Tally, ServiceError> {
     handle.store.set_caller(Caller { from: Some(Owner::Worker(id)), batch: None });
     let mut tally = Tally::default();
     let mut worker = Worker::new(id, options.worker(), Bugs::NONE, clock.now())?;
+    let mut life = 1;
     bounded(shared, || {
         while let Some(action) = worker.poll() {
             match action {
                 WorkerAction::Send(request_id, request) => {
-                    match serve_worker(&mut handle, id, options, &mut tally, request)? {
+                    // Numbered apart from the worker's other lives, which number theirs from 0 too.
+                    let numbered = crate::life_request(life, request_id);
+                    match answer(&mut handle, id, numbered, options, &mut tally, request)? {
                         Some(reply) => worker.handle_reply(clock.now(), request_id, reply),
                         // Crashed: everything volatile is gone, and the lease is left to expire. The
                         // process restarts as a new life, with nothing but its id.
-                        None => worker = Worker::new(id, options.worker(), Bugs::NONE, clock.now())?,
+                        None => {
+                            worker = Worker::new(id, options.worker(), Bugs::NONE, clock.now())?;
+                            life += 1;
+                        }
                     }
                 }
                 WorkerAction::Adopted { job, op, output, epoch } => {
@@ -548,61 +554,42 @@ fn work(id: WorkerId, shared: Shared) -> Result<Tally, ServiceError> {
     Ok(tally)
 }
 
-/// Answers one worker request on the store: the "network" is this call. `None`: the worker
+/// Answers one worker request: the "network" is this call. The store serves every request but
+/// an `Execute` ([`crate::serve_worker`]), which is the mock dependency's. `None`: the worker
 /// crashed before it heard the answer.
-fn serve_worker(
+fn answer(
     handle: &mut Handle,
     owner: WorkerId,
+    request_id: RequestId,
     options: &Options,
     tally: &mut Tally,
     request: WorkerRequest,
 ) -> Result<Option<WorkerReply>, StoreError> {
-    let reply = match request {
-        // A plain acquire, not `acquire_for`: this network never loses an answer, so no acquire is
-        // ever sent again; and a worker's new life numbers its requests from 0 again, which the
-        // table would take for its previous life's retry and answer with that life's grant.
-        WorkerRequest::Acquire => WorkerReply::Acquired(handle.call(|store, now| store.acquire(now, owner))?),
-        WorkerRequest::Renew { job, epoch } => {
-            WorkerReply::Renewed(handle.call(|store, now| store.renew(now, job, epoch))?)
+    let WorkerRequest::Execute { op, epoch } = request else {
+        let served = handle.call(|store, now| crate::serve_worker(store, now, owner, request_id, request))?;
+        return Ok(Some(served.reply));
+    };
+    // The worker's own line before it calls the dependency, as the simulator's and the live
+    // runner's workers write it: the log then shows every call the ledger answers.
+    handle.line(Node::Worker(owner.0), Event::Executing { job: op.job, op, epoch })?;
+    let output = call_dependency(op, epoch, options.effect_latency);
+    tally.effects_run += 1;
+    // The dependency records its output under the worker's name (the handle's caller).
+    let apply = handle.call(|store, now| store.apply(now, op, epoch, output))?;
+    let reply = match (options.fault(op.job, epoch), apply) {
+        (Some(Injected::CrashAfterEffect), Apply::Applied) => {
+            tally.crashes += 1;
+            return Ok(None);
         }
-        WorkerRequest::Lookup { op, epoch } => {
-            WorkerReply::Looked(handle.call(|store, now| store.lookup(now, op, epoch))?)
+        (Some(Injected::LostReply), _) => {
+            tally.lost_replies += 1;
+            // The dependency's own line, as the simulator's and the live runner's write it:
+            // without it the log shows a requeue with no failure to explain it.
+            let from = Node::Worker(owner.0);
+            handle.line(Node::Ledger, Event::DependencyFailed { from, job: op.job, op, epoch, after_effect: true })?;
+            WorkerReply::Executed(Execution::Failed)
         }
-        WorkerRequest::Execute { op, epoch } => {
-            // The worker's own line before it calls the dependency, as the simulator's and the
-            // live runner's workers write it: the log then shows every call the ledger answers.
-            handle.line(Node::Worker(owner.0), Event::Executing { job: op.job, op, epoch })?;
-            let output = call_dependency(op, epoch, options.effect_latency);
-            tally.effects_run += 1;
-            let apply = handle.call(|store, now| store.apply(now, op, epoch, output))?;
-            match (options.fault(op.job, epoch), apply) {
-                (Some(Injected::CrashAfterEffect), Apply::Applied) => {
-                    tally.crashes += 1;
-                    return Ok(None);
-                }
-                (Some(Injected::LostReply), _) => {
-                    tally.lost_replies += 1;
-                    // The dependency's own line, as the simulator's and the live runner's write
-                    // it: without it the log shows a requeue with no failure to explain it.
-                    let from = Node::Worker(owner.0);
-                    handle.line(
-                        Node::Ledger,
-                        Event::DependencyFailed { from, job: op.job, op, epoch, after_effect: true },
-                    )?;
-                    WorkerReply::Executed(Execution::Failed)
-                }
-                _ => WorkerReply::Executed(Execution::Done { output, apply }),
-            }
-        }
-        WorkerRequest::Complete { job, epoch, output } => {
-            WorkerReply::Completed(handle.call(|store, now| store.complete(now, job, epoch, output))?)
-        }
-        WorkerRequest::Requeue { job, epoch } => {
-            WorkerReply::Requeued(handle.call(|store, now| store.requeue(now, job, epoch))?)
-        }
-        WorkerRequest::Release { job, epoch } => {
-            WorkerReply::Released(handle.call(|store, now| store.release(now, job, epoch))?)
-        }
+        _ => WorkerReply::Executed(Execution::Done { output, apply }),
     };
     Ok(Some(reply))
 }
@@ -623,11 +610,8 @@ fn reclaim(id: ReclaimerId, shared: Shared) -> Result<Tally, ServiceError> {
         while let Some(action) = reclaimer.poll() {
             match action {
                 ReclaimAction::Send(request_id, request) => {
-                    // The history names the reclaimer and the batch on every line of it.
-                    let caller = Caller { from: Some(Owner::Reclaimer(id)), batch: Some(request.batch()) };
-                    handle.store.set_caller(caller);
-                    let reply = handle.call(|store, now| serve_reclaimer(store, now, id, request))?;
-                    reclaimer.handle_reply(clock.now(), request_id, reply);
+                    let served = handle.call(|store, now| crate::serve_reclaimer(store, now, id, request))?;
+                    reclaimer.handle_reply(clock.now(), request_id, served.reply);
                 }
                 ReclaimAction::Adopted { job, op, output, epoch, .. } => {
                     tally.reclaimer_adoptions += 1;
@@ -650,29 +634,6 @@ fn reclaim(id: ReclaimerId, shared: Shared) -> Result<Tally, ServiceError> {
         Ok(false)
     })?;
     Ok(tally)
-}
-
-/// Answers one reclaimer request on the store, at the table's time `now`.
-fn serve_reclaimer(
-    store: &mut dyn Store,
-    now: Time,
-    id: ReclaimerId,
-    request: ReclaimRequest,
-) -> Result<ReclaimReply, StoreError> {
-    Ok(match request {
-        ReclaimRequest::ListExpired { as_of, .. } => ReclaimReply::Listed(store.expired(now, as_of)?),
-        ReclaimRequest::Fence { lease, as_of, .. } => {
-            ReclaimReply::Fenced(store.fence(now, lease.job, lease.epoch, id, as_of)?)
-        }
-        ReclaimRequest::Lookup { op, epoch, .. } => ReclaimReply::Looked(store.lookup(now, op, epoch)?),
-        ReclaimRequest::Complete { job, epoch, output, .. } => {
-            ReclaimReply::Completed(store.complete(now, job, epoch, output)?)
-        }
-        ReclaimRequest::Requeue { job, epoch, .. } => ReclaimReply::Requeued(store.requeue(now, job, epoch)?),
-        ReclaimRequest::Quarantine { job, epoch, recorded, rival, .. } => {
-            ReclaimReply::Quarantined(store.quarantine(now, job, epoch, recorded, rival)?)
-        }
-    })
 }
 
 /// What [`judge`] found.

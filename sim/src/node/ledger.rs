@@ -13,10 +13,12 @@ use crate::net::{ledger_addr, Reply, Request, TAG};
 use crate::world::ctx::Ctx;
 use crate::world::durable::answered;
 use lease_core::{
-    Apply, Epoch, Execution, Lookup, OpId, OutputId, ReclaimReply, ReclaimRequest, WorkerReply, WorkerRequest,
+    Apply, Epoch, Execution, OpId, OutputId, ReclaimRequest, ReclaimerId, RequestId, Time, WorkerId, WorkerReply,
+    WorkerRequest,
 };
 use lease_history::answers::{self, Asker};
 use lease_history::Node;
+use lease_store::{serve_reclaimer, serve_worker, Served, Store, StoreError};
 use madsim::net::Endpoint;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,11 +56,11 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
         let id = envelope.id;
         let letter = Letter::request(&envelope.body, Node::Ledger);
         let reply = match envelope.body {
-            Request::Worker(n, WorkerRequest::Lookup { op, epoch }) => {
-                Reply::Worker(WorkerReply::Looked(lookup(&ctx, Node::Worker(n), op, epoch, None)))
+            Request::Worker(n, request @ WorkerRequest::Lookup { .. }) => {
+                Reply::Worker(lookup(&ctx, |store, now| serve_worker(store, now, WorkerId(n), RequestId(id), request)))
             }
-            Request::Reclaimer(n, ReclaimRequest::Lookup { batch, op, epoch }) => {
-                Reply::Reclaimer(ReclaimReply::Looked(lookup(&ctx, Node::Reclaimer(n), op, epoch, Some(batch))))
+            Request::Reclaimer(n, request @ ReclaimRequest::Lookup { .. }) => {
+                Reply::Reclaimer(lookup(&ctx, |store, now| serve_reclaimer(store, now, ReclaimerId(n), request)))
             }
             Request::Worker(_, WorkerRequest::Execute { op, epoch }) => {
                 let call = execute(ctx.clone(), endpoint.clone(), from, letter, id, op, epoch);
@@ -72,12 +74,14 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
     }
 }
 
-fn lookup(ctx: &Ctx, from: Node, op: OpId, epoch: Epoch, batch: Option<lease_core::BatchId>) -> Lookup {
+/// Serves a lookup on the ledger, through `serve` ([`lease_store::serve_worker`] or
+/// [`lease_store::serve_reclaimer`]), and records its line.
+fn lookup<R>(ctx: &Ctx, serve: impl FnOnce(&mut dyn Store, Time) -> Result<Served<R>, StoreError>) -> R {
     let now = ctx.now();
     let mut state = ctx.state();
-    let lookup = answered(state.durable.by(from, batch).lookup(now, op, epoch));
-    state.record_at(now, Node::Ledger, answers::lookup(&Asker { from, batch }, op, epoch, &lookup));
-    lookup
+    let served = answered(serve(state.durable.store(), now));
+    state.record_at(now, Node::Ledger, served.event);
+    served.reply
 }
 
 /// One call to the dependency, on its own task so that slow calls overlap.

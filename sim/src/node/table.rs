@@ -24,12 +24,11 @@ use crate::clock::on_table_scale;
 use crate::net::{table_addr, Envelope, INCARNATION_SHIFT, TAG};
 use crate::net::{Reply, Request};
 use crate::world::ctx::Ctx;
-use crate::world::durable::{answered, Durable};
-use lease_core::{
-    Acquired, Enqueued, ReclaimReply, ReclaimRequest, ReclaimerId, RequestId, WorkerId, WorkerReply, WorkerRequest,
-};
-use lease_history::answers::{self, Asker};
-use lease_history::{Event, Node};
+use crate::world::durable::answered;
+use lease_core::{Acquired, Enqueued, ReclaimRequest, ReclaimerId, RequestId, WorkerId, WorkerReply, WorkerRequest};
+use lease_history::answers;
+use lease_history::Node;
+use lease_store::{serve_reclaimer, serve_worker};
 use std::collections::{BTreeMap, VecDeque};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
@@ -245,8 +244,10 @@ fn acquire_letter(n: u32) -> Letter {
     Letter::request(&Request::Worker(n, WorkerRequest::Acquire), Node::Table)
 }
 
-/// Answers one request to the table; `id` is its wire id, the same for every copy. Each answer's
-/// line is lease-history's ([`lease_history::answers`]), as every store writes it.
+/// Answers one request to the table; `id` is its wire id, the same for every copy. A worker's
+/// or a reclaimer's request is served as every caller of a store serves it
+/// ([`lease_store::serve_worker`], [`lease_store::serve_reclaimer`]), which gives the line the
+/// store wrote with the answer: the world's history records that line.
 fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
     let now = ctx.now();
     let mut state = ctx.state();
@@ -261,82 +262,32 @@ fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
             (Reply::Enqueued(rejection), answers::enqueued(job, &enqueued))
         }
         Request::Worker(n, request) => {
-            let (reply, event) = serve_worker(ctx, table, n, id, request);
-            (Reply::Worker(reply), event)
+            let at_ledger = matches!(request, WorkerRequest::Lookup { .. } | WorkerRequest::Execute { .. });
+            assert!(!at_ledger, "harness bug: {request:?} routed to the table");
+            // The wire id carries the worker's incarnation: a restarted worker's requests are new.
+            let served = answered(serve_worker(table.store(), now, WorkerId(n), RequestId(id), request));
+            (Reply::Worker(served.reply), served.event)
         }
         Request::Reclaimer(n, request) => {
-            let (reply, event) = serve_reclaimer(ctx, table, n, request);
-            (Reply::Reclaimer(reply), event)
+            assert!(!matches!(request, ReclaimRequest::Lookup { .. }), "harness bug: {request:?} routed to the table");
+            let served = answered(serve_reclaimer(table.store(), now, ReclaimerId(n), on_table_scale_of(request)));
+            (Reply::Reclaimer(served.reply), served.event)
         }
     };
     state.record_at(now, Node::Table, event);
     reply
 }
 
-fn serve_worker(ctx: &Ctx, durable: &mut Durable, n: u32, id: u64, request: WorkerRequest) -> (WorkerReply, Event) {
-    let now = ctx.now();
-    let from = Node::Worker(n);
-    let asker = Asker::node(from);
-    let table = durable.by(from, None);
+/// A reclaimer's request with its `as_of` put on the table's scale ([`on_table_scale`]).
+fn on_table_scale_of(request: ReclaimRequest) -> ReclaimRequest {
     match request {
-        WorkerRequest::Acquire => {
-            // The wire id carries the worker's incarnation: a restarted worker's requests are new.
-            let acquired = answered(table.acquire_for(now, WorkerId(n), RequestId(id)));
-            let event = answers::acquired(from, &acquired);
-            (WorkerReply::Acquired(acquired), event)
+        ReclaimRequest::ListExpired { batch, as_of } => {
+            ReclaimRequest::ListExpired { batch, as_of: on_table_scale(as_of) }
         }
-        WorkerRequest::Renew { job, epoch } => {
-            let renewal = answered(table.renew(now, job, epoch));
-            (WorkerReply::Renewed(renewal), answers::renewal(&asker, job, epoch, &renewal))
+        ReclaimRequest::Fence { batch, lease, as_of } => {
+            ReclaimRequest::Fence { batch, lease, as_of: on_table_scale(as_of) }
         }
-        WorkerRequest::Complete { job, epoch, output } => {
-            let completion = answered(table.complete(now, job, epoch, output));
-            let event = answers::completion(&asker, job, epoch, output, &completion);
-            (WorkerReply::Completed(completion), event)
-        }
-        WorkerRequest::Requeue { job, epoch } => {
-            let requeue = answered(table.requeue(now, job, epoch));
-            (WorkerReply::Requeued(requeue), answers::requeue(&asker, job, epoch, &requeue))
-        }
-        WorkerRequest::Release { job, epoch } => {
-            let release = answered(table.release(now, job, epoch));
-            (WorkerReply::Released(release), answers::release(&asker, job, epoch, &release))
-        }
-        WorkerRequest::Lookup { .. } | WorkerRequest::Execute { .. } => {
-            panic!("harness bug: {request:?} routed to the table")
-        }
-    }
-}
-
-fn serve_reclaimer(ctx: &Ctx, durable: &mut Durable, n: u32, request: ReclaimRequest) -> (ReclaimReply, Event) {
-    let now = ctx.now();
-    let from = Node::Reclaimer(n);
-    let asker = Asker::in_batch(from, request.batch());
-    let table = durable.by(from, Some(request.batch()));
-    match request {
-        ReclaimRequest::ListExpired { as_of, .. } => {
-            let leases = answered(table.expired(now, on_table_scale(as_of)));
-            let event = answers::listed(&asker, &leases);
-            (ReclaimReply::Listed(leases), event)
-        }
-        ReclaimRequest::Fence { lease, as_of, .. } => {
-            let fencing = answered(table.fence(now, lease.job, lease.epoch, ReclaimerId(n), on_table_scale(as_of)));
-            (ReclaimReply::Fenced(fencing), answers::fencing(&asker, lease.job, lease.epoch, &fencing))
-        }
-        ReclaimRequest::Complete { job, epoch, output, .. } => {
-            let completion = answered(table.complete(now, job, epoch, output));
-            let event = answers::completion(&asker, job, epoch, output, &completion);
-            (ReclaimReply::Completed(completion), event)
-        }
-        ReclaimRequest::Requeue { job, epoch, .. } => {
-            let requeue = answered(table.requeue(now, job, epoch));
-            (ReclaimReply::Requeued(requeue), answers::requeue(&asker, job, epoch, &requeue))
-        }
-        ReclaimRequest::Quarantine { job, epoch, recorded, rival, .. } => {
-            let quarantine = answered(table.quarantine(now, job, epoch, recorded, rival));
-            (ReclaimReply::Quarantined(quarantine), answers::quarantine(&asker, job, epoch, &quarantine))
-        }
-        ReclaimRequest::Lookup { .. } => panic!("harness bug: {request:?} routed to the table"),
+        other => other,
     }
 }
 

@@ -62,6 +62,12 @@ impl Durable {
         &mut *self.store
     }
 
+    /// The store, for a call that names its requester itself ([`lease_store::serve_worker`],
+    /// [`lease_store::serve_reclaimer`]).
+    pub fn store(&mut self) -> &mut dyn Store {
+        &mut *self.store
+    }
+
     /// The job's live lease, if leased.
     pub fn lease(&mut self, job: JobId) -> Option<Lease> {
         self.store.job(job).unwrap_or_else(|error| panic!("store: {error}"))?.lease()

@@ -1,0 +1,199 @@
+//! Serving a request of `lease-core`'s state machines on a store: the one mapping from a
+//! worker's or a reclaimer's request to a store call, and from the store's answer to the reply the
+//! state machine takes back. The simulator's table and ledger nodes, the live runner's processes
+//! and [`crate::service`] all serve through [`serve_worker`] and [`serve_reclaimer`].
+//!
+//! What stays with the caller is what no store call does: the transport, a call to the dependency
+//! (an `Execute`), the lines of the caller's own (a worker's `executing`), and faults.
+
+use crate::{Caller, Store, StoreError};
+use lease_core::{
+    Owner, ReclaimReply, ReclaimRequest, ReclaimerId, RequestId, Time, WorkerId, WorkerReply, WorkerRequest,
+};
+use lease_history::answers;
+use lease_history::{Event, Node};
+
+/// The bits of a request id a worker's life numbers its own requests in ([`life_request`]).
+pub const LIFE_SHIFT: u32 = 40;
+
+/// A reply, and the event of the history line the store wrote for it in the same transaction (the
+/// line a caller that keeps its own history, as the simulator does, records).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Served<R> {
+    /// The reply for the state machine.
+    pub reply: R,
+    /// The answer's line, as [`lease_history::answers`] makes it and the store logs it.
+    pub event: Event,
+}
+
+/// Worker request `id` of the worker's life `life` (1, then one more per restart), told apart
+/// from every other life's: a new life numbers its requests from 0 again, and the table answers a
+/// retried acquire by its id ([`crate::TableStore::acquire_for`]), so an id must be its life's.
+pub fn life_request(life: u64, id: RequestId) -> RequestId {
+    assert!(id.0 < 1 << LIFE_SHIFT, "request {} past a life's numbering", id.0);
+    assert!(life < 1 << (64 - LIFE_SHIFT), "life {life} past the request numbering");
+    RequestId(life << LIFE_SHIFT | id.0)
+}
+
+/// Serves worker `worker`'s request `request`, numbered `id`, on `store` at the table's time
+/// `now`, naming the worker on the store's lines. `id` must tell the worker's lives apart (see
+/// [`life_request`]): an acquire is answered by it ([`crate::TableStore::acquire_for`]), so a
+/// retried copy whose grant still stands gets that grant again.
+///
+/// An `Execute` is refused ([`StoreError::Execute`]): it is a call to the dependency, which the
+/// caller makes.
+pub fn serve_worker(
+    store: &mut dyn Store,
+    now: Time,
+    worker: WorkerId,
+    id: RequestId,
+    request: WorkerRequest,
+) -> Result<Served<WorkerReply>, StoreError> {
+    let caller = Caller { from: Some(Owner::Worker(worker)), batch: None };
+    store.set_caller(caller);
+    let asker = caller.asker();
+    let served = match request {
+        WorkerRequest::Acquire => {
+            let acquired = store.acquire_for(now, worker, id)?;
+            Served {
+                event: answers::acquired(Node::Worker(worker.0), &acquired),
+                reply: WorkerReply::Acquired(acquired),
+            }
+        }
+        WorkerRequest::Renew { job, epoch } => {
+            let renewal = store.renew(now, job, epoch)?;
+            Served { event: answers::renewal(&asker, job, epoch, &renewal), reply: WorkerReply::Renewed(renewal) }
+        }
+        WorkerRequest::Lookup { op, epoch } => {
+            let lookup = store.lookup(now, op, epoch)?;
+            Served { event: answers::lookup(&asker, op, epoch, &lookup), reply: WorkerReply::Looked(lookup) }
+        }
+        WorkerRequest::Execute { op, epoch } => return Err(StoreError::Execute { op, epoch }),
+        WorkerRequest::Complete { job, epoch, output } => {
+            let completion = store.complete(now, job, epoch, output)?;
+            let event = answers::completion(&asker, job, epoch, output, &completion);
+            Served { event, reply: WorkerReply::Completed(completion) }
+        }
+        WorkerRequest::Requeue { job, epoch } => {
+            let requeue = store.requeue(now, job, epoch)?;
+            Served { event: answers::requeue(&asker, job, epoch, &requeue), reply: WorkerReply::Requeued(requeue) }
+        }
+        WorkerRequest::Release { job, epoch } => {
+            let release = store.release(now, job, epoch)?;
+            Served { event: answers::release(&asker, job, epoch, &release), reply: WorkerReply::Released(release) }
+        }
+    };
+    Ok(served)
+}
+
+/// Serves reclaimer `reclaimer`'s request on `store` at the table's time `now`, naming the
+/// reclaimer and the request's batch on the store's lines. The request's `as_of` is passed as it
+/// is: a caller whose reclaimers keep other clocks puts it on the table's scale first.
+pub fn serve_reclaimer(
+    store: &mut dyn Store,
+    now: Time,
+    reclaimer: ReclaimerId,
+    request: ReclaimRequest,
+) -> Result<Served<ReclaimReply>, StoreError> {
+    let caller = Caller { from: Some(Owner::Reclaimer(reclaimer)), batch: Some(request.batch()) };
+    store.set_caller(caller);
+    let asker = caller.asker();
+    let served = match request {
+        ReclaimRequest::ListExpired { as_of, .. } => {
+            let leases = store.expired(now, as_of)?;
+            Served { event: answers::listed(&asker, &leases), reply: ReclaimReply::Listed(leases) }
+        }
+        ReclaimRequest::Fence { lease, as_of, .. } => {
+            let fencing = store.fence(now, lease.job, lease.epoch, reclaimer, as_of)?;
+            let event = answers::fencing(&asker, lease.job, lease.epoch, &fencing);
+            Served { event, reply: ReclaimReply::Fenced(fencing) }
+        }
+        ReclaimRequest::Lookup { op, epoch, .. } => {
+            let lookup = store.lookup(now, op, epoch)?;
+            Served { event: answers::lookup(&asker, op, epoch, &lookup), reply: ReclaimReply::Looked(lookup) }
+        }
+        ReclaimRequest::Complete { job, epoch, output, .. } => {
+            let completion = store.complete(now, job, epoch, output)?;
+            let event = answers::completion(&asker, job, epoch, output, &completion);
+            Served { event, reply: ReclaimReply::Completed(completion) }
+        }
+        ReclaimRequest::Requeue { job, epoch, .. } => {
+            let requeue = store.requeue(now, job, epoch)?;
+            Served { event: answers::requeue(&asker, job, epoch, &requeue), reply: ReclaimReply::Requeued(requeue) }
+        }
+        ReclaimRequest::Quarantine { job, epoch, recorded, rival, .. } => {
+            let quarantine = store.quarantine(now, job, epoch, recorded, rival)?;
+            let event = answers::quarantine(&asker, job, epoch, &quarantine);
+            Served { event, reply: ReclaimReply::Quarantined(quarantine) }
+        }
+    };
+    Ok(served)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MemoryStore, SqliteStore};
+    use lease_core::{Acquired, BatchId, Bugs, Epoch, JobId, OpId, OutputId, Span, TableConfig};
+
+    /// The line `store` logged last, and the line of `served`'s event at `now`: they must be one.
+    fn logged_as_served<R>(store: &mut dyn Store, now: Time, served: &Served<R>) {
+        let last = store.events().expect("the log reads").pop().expect("a line was logged");
+        assert_eq!(last, answers::line(now.0, served.event.clone()));
+    }
+
+    // Proves that a served request's event is the line the store wrote for it, on the in-memory
+    // store and on SQLite, for a worker's requests (acquire, lookup, completion) and a reclaimer's
+    // (listing, fence, lookup, requeue), and that an `Execute` is refused as the dependency's.
+    #[test]
+    fn a_served_event_is_the_line_the_store_wrote() {
+        let config = TableConfig { capacity: 4, lease_ttl: Span::from_ms(10), batch_max: 2, attempts_max: 3 };
+        let stores: [Box<dyn Store>; 2] = [
+            Box::new(MemoryStore::new(config, Bugs::NONE).unwrap()),
+            Box::new(SqliteStore::open_in_memory(config, Bugs::NONE).unwrap()),
+        ];
+        for mut store in stores {
+            let store = &mut *store;
+            let (worker, reclaimer) = (WorkerId(1), ReclaimerId(2));
+            let (job, op) = (JobId(7), OpId::for_job(JobId(7)));
+            let _ = store.enqueue(Time(1), job).unwrap();
+            let acquired = serve_worker(store, Time(2), worker, life_request(1, RequestId(0)), WorkerRequest::Acquire);
+            let acquired = acquired.unwrap();
+            logged_as_served(store, Time(2), &acquired);
+            let WorkerReply::Acquired(Acquired::Granted(grant)) = acquired.reply else { panic!("{acquired:?}") };
+            let epoch = grant.lease.epoch;
+            let looked = serve_worker(store, Time(3), worker, RequestId(1), WorkerRequest::Lookup { op, epoch });
+            logged_as_served(store, Time(3), &looked.unwrap());
+            let execute = WorkerRequest::Execute { op, epoch };
+            let refused = serve_worker(store, Time(4), worker, RequestId(2), execute);
+            assert!(matches!(refused, Err(StoreError::Execute { .. })), "{refused:?}");
+            let batch = BatchId { reclaimer, seq: 0 };
+            let expired_at = Time(2) + Span::from_ms(10);
+            let list = ReclaimRequest::ListExpired { batch, as_of: expired_at };
+            let listed = serve_reclaimer(store, expired_at, reclaimer, list).unwrap();
+            logged_as_served(store, expired_at, &listed);
+            assert_eq!(listed.reply, ReclaimReply::Listed(vec![grant.lease]));
+            let fence = ReclaimRequest::Fence { batch, lease: grant.lease, as_of: expired_at };
+            let fenced = serve_reclaimer(store, expired_at, reclaimer, fence).unwrap();
+            logged_as_served(store, expired_at, &fenced);
+            let next = Epoch(epoch.0 + 1);
+            let lookup = ReclaimRequest::Lookup { batch, op, epoch: next };
+            let looked = serve_reclaimer(store, expired_at, reclaimer, lookup).unwrap();
+            logged_as_served(store, expired_at, &looked);
+            let requeue = ReclaimRequest::Requeue { batch, job, epoch: next };
+            let requeued = serve_reclaimer(store, expired_at, reclaimer, requeue).unwrap();
+            logged_as_served(store, expired_at, &requeued);
+            let complete = WorkerRequest::Complete { job, epoch, output: OutputId(9) };
+            let late = serve_worker(store, expired_at, worker, RequestId(3), complete).unwrap();
+            logged_as_served(store, expired_at, &late);
+        }
+    }
+
+    // Proves that a life's request ids are its own: the same request of two lives is two ids.
+    #[test]
+    fn each_life_numbers_its_requests_apart() {
+        assert_ne!(life_request(1, RequestId(0)), life_request(2, RequestId(0)));
+        assert_eq!(life_request(1, RequestId(5)), RequestId(1 << LIFE_SHIFT | 5));
+    }
+}
