@@ -287,6 +287,13 @@ impl Worker {
         self.held.map(|held| (held.job, held.epoch))
     }
 
+    /// The local time at which the worker stops acting on the lease it holds (its estimate of
+    /// expiry less the drift margin; each renewal moves it later), if it holds one. A runtime
+    /// hands it to the code that acts on the lease as its deadline.
+    pub fn act_until(&self) -> Option<Time> {
+        self.held.map(|held| held.act_until)
+    }
+
     /// The request a reply under `id` would answer now: the renewal or the main request in flight
     /// under that id. `None` for a late reply (to a request the worker is done with), which
     /// [`Worker::handle_reply`] ignores.

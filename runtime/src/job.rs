@@ -1,0 +1,124 @@
+//! What a handler sees and returns: the [`Job`] context, its [`Cancel`] signal, the
+//! [`HandlerError`] kinds, and an output's identity ([`output_id`]).
+
+use futures::channel::oneshot;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use lease_core::{Epoch, JobId, OpId, OutputId, Time};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One job as the handler runs it, under one lease.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The job.
+    pub id: JobId,
+    /// The operation: the idempotency key to hand to the dependency. The same for every attempt.
+    pub op: OpId,
+    /// The lease's epoch: the fencing token to hand to the dependency.
+    pub epoch: Epoch,
+    /// The job's payload: empty until the stores keep one (issue 24; see
+    /// [`crate::Client::payload`]).
+    pub payload: Vec<u8>,
+    /// Fires when the runtime stops acting on the lease (self-fenced, lease lost, shut down).
+    pub cancel: Cancel,
+    deadline: Arc<AtomicU64>,
+}
+
+impl Job {
+    pub(crate) fn new(op: OpId, epoch: Epoch, payload: Vec<u8>, cancel: Cancel, deadline: Arc<AtomicU64>) -> Job {
+        Job { id: op.job, op, epoch, payload, cancel, deadline }
+    }
+
+    /// The local time until which the runtime acts on the lease: its estimate of expiry less the
+    /// drift margin. Heartbeats move it later while the handler runs; past it, [`Job::cancel`]
+    /// fires.
+    pub fn deadline(&self) -> Time {
+        Time(self.deadline.load(Ordering::Relaxed))
+    }
+}
+
+/// A cancellation signal: a future that resolves once the runtime gives the lease up. The
+/// runtime fires it, then drops the handler's future.
+#[derive(Debug, Clone)]
+pub struct Cancel {
+    fired: Shared<oneshot::Receiver<()>>,
+    flag: Arc<AtomicBool>,
+}
+
+/// The runtime's end of a [`Cancel`].
+#[derive(Debug)]
+pub(crate) struct Trigger {
+    sender: oneshot::Sender<()>,
+    flag: Arc<AtomicBool>,
+}
+
+impl Cancel {
+    pub(crate) fn new() -> (Trigger, Cancel) {
+        let (sender, receiver) = oneshot::channel();
+        let flag = Arc::new(AtomicBool::new(false));
+        (Trigger { sender, flag: Arc::clone(&flag) }, Cancel { fired: receiver.shared(), flag })
+    }
+
+    /// Whether the signal has fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the signal fires (never, if the handler finishes first and the runtime
+    /// drops the signal unfired).
+    pub fn cancelled(&self) -> BoxFuture<'static, ()> {
+        let fired = self.fired.clone();
+        Box::pin(async move {
+            if fired.await.is_err() {
+                futures::future::pending::<()>().await;
+            }
+        })
+    }
+}
+
+impl Trigger {
+    /// Fires the signal.
+    pub(crate) fn fire(self) {
+        self.flag.store(true, Ordering::SeqCst);
+        let _receiver_gone = self.sender.send(());
+    }
+}
+
+/// Why a handler produced no output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerError {
+    /// Try again: the job is requeued, its attempt counted (dead-lettered after `attempts_max`).
+    Retryable(String),
+    /// Never worth trying again. The core has no dead-letter-now request yet, so this takes the
+    /// requeue path too, as [`HandlerError::Retryable`] does: the job dead-letters once its
+    /// attempts run out, not at once.
+    Permanent(String),
+}
+
+/// What a handler returns: the output's bytes, or why there are none.
+pub type Outcome = Result<Vec<u8>, HandlerError>;
+
+/// The user's code: what the runtime runs for a job it holds and whose output the ledger does not
+/// hold. Any `Fn(Job) -> impl Future<Output = Outcome>` is one.
+pub trait Handler: Send + Sync + 'static {
+    /// Runs the job.
+    fn call(&self, job: Job) -> BoxFuture<'static, Outcome>;
+}
+
+impl<F, Fut> Handler for F
+where
+    F: Fn(Job) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    fn call(&self, job: Job) -> BoxFuture<'static, Outcome> {
+        Box::pin(self(job))
+    }
+}
+
+/// An output's identity, as the ledger records it: the xxh3 64-bit hash of its bytes, stable
+/// across processes, builds and platforms. The same bytes always name the same output, so an
+/// effect repeated with the same result is `already_applied`, and a different result a conflict.
+pub fn output_id(bytes: &[u8]) -> OutputId {
+    OutputId(xxhash_rust::xxh3::xxh3_64(bytes))
+}

@@ -1,0 +1,89 @@
+//! # lease-runtime: the loop a service runs, and the code the simulator sweeps
+//!
+//! A service writes a handler, an async function from a [`Job`] to its output's bytes; the
+//! runtime does the protocol around it, by driving `lease-core`'s sans-IO state machines: it
+//! acquires, looks the operation up and adopts a recorded output instead of running the handler,
+//! heartbeats while the handler runs however long it takes, self-fences before its local
+//! estimate of expiry (the handler's [`Cancel`] fires and nothing is recorded under the lost
+//! lease), records the output under the epoch, and completes. A reclaimer runtime drives the
+//! reclaimer beside it.
+//!
+//! ```no_run
+//! # async fn service(runtime: lease_runtime::Runtime, config: lease_core::WorkerConfig) {
+//! use lease_runtime::{Job, WorkerOptions};
+//! let options = WorkerOptions::new((0..4).map(lease_core::WorkerId).collect(), config);
+//! let handler = |job: Job| async move {
+//!     // Hand job.op (the idempotency key) and job.epoch (the fencing token) to the dependency.
+//!     Ok(format!("rendered {}", job.id).into_bytes())
+//! };
+//! let tally = runtime.work(options, handler, futures::future::pending()).await;
+//! # }
+//! ```
+//!
+//! **The contract.** The runtime is written against three seams ([`Clock`], [`Client`], [`Hook`])
+//! and the `futures` crate only: no executor, no spawn, no `cfg(madsim)`, no tokio in its loop,
+//! no simulator branch. A service runs it on tokio over a `lease-store` store
+//! (`store::StoreClient` and `store::HostClock`, feature `store`); the simulator runs it on
+//! madsim, over its network, with its node's drifting clock and a hook that stalls and crashes at
+//! protocol points. One future drives every job in flight of a process ([`WorkerOptions::slots`],
+//! one worker machine each).
+//!
+//! See [`worker`] for the loop, the protocol around the handler and the graceful shutdown, and
+//! [`reclaimer`] for the reclaimer's.
+
+pub mod job;
+pub mod reclaimer;
+pub mod seam;
+pub mod worker;
+
+pub use job::{output_id, Cancel, Handler, HandlerError, Job, Outcome};
+pub use reclaimer::{ReclaimTally, ReclaimerOptions};
+pub use seam::{Client, Clock, Hook, NoHook, Point};
+pub use worker::{WorkerOptions, WorkerTally, SHUTDOWN_RELEASE, SLOTS_MAX};
+
+use lease_core::{ConfigError, WorkerId};
+use std::sync::Arc;
+
+/// The seams a runtime runs on: a clock, a client and a hook, shared by every worker and
+/// reclaimer runtime of a process. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    clock: Arc<dyn Clock>,
+    client: Arc<dyn Client>,
+    hook: Arc<dyn Hook>,
+}
+
+impl Runtime {
+    /// A runtime on `clock` and `client`, whose protocol points pass at once ([`NoHook`]).
+    pub fn new(clock: Arc<dyn Clock>, client: Arc<dyn Client>) -> Runtime {
+        Runtime { clock, client, hook: Arc::new(NoHook) }
+    }
+
+    /// The same runtime with `hook` at its protocol points (the simulator's faults).
+    pub fn with_hook(self, hook: Arc<dyn Hook>) -> Runtime {
+        Runtime { hook, ..self }
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("now", &self.clock.now()).finish_non_exhaustive()
+    }
+}
+
+/// Options a runtime cannot run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OptionsError {
+    /// A timing the core refuses.
+    #[error(transparent)]
+    Timing(#[from] ConfigError),
+    /// No slot, or more than [`SLOTS_MAX`].
+    #[error("a worker runtime drives 1 to {SLOTS_MAX} slots, not {count}")]
+    Slots {
+        /// The slots asked for.
+        count: usize,
+    },
+    /// One worker id named for two slots: the table would take their acquires for one worker's.
+    #[error("worker {0} is named for two slots: each slot is a worker of its own")]
+    SlotTwice(WorkerId),
+}

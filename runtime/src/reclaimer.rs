@@ -1,0 +1,188 @@
+//! The reclaimer runtime: one [`lease_core::Reclaimer`] machine driven on the same seams as the
+//! workers. The machine scans on its cadence, takes bounded batches, and adopts, requeues,
+//! dead-letters or quarantines; the runtime carries its one request at a time to the
+//! [`crate::Client`], writes its lines (`adopted`, `batch_stopped`) and passes its protocol points.
+//! On the shutdown signal it stops at once: a lease it fenced and had not finished with expires,
+//! and is reclaimed again.
+
+use crate::seam::{bounded, Point};
+use crate::{OptionsError, Runtime};
+use futures::future::{BoxFuture, Fuse, FutureExt};
+use lease_core::{
+    Bugs, Fencing, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, RequestId,
+};
+use lease_history::{Event, Node};
+use std::future::Future;
+
+/// What a reclaimer runtime runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReclaimerOptions {
+    /// The reclaimer.
+    pub id: ReclaimerId,
+    /// Its timing.
+    pub reclaimer: ReclaimerConfig,
+    /// The number of its first batch: a reclaimer that restarts numbers its batches past those of
+    /// its previous lives, or two batches would share one id.
+    pub first_batch: u64,
+    /// A planted bug in the machine (for the simulator's mutants only); [`Bugs::NONE`].
+    pub bugs: Bugs,
+}
+
+impl ReclaimerOptions {
+    /// Reclaimer `id` on `reclaimer`'s timing, its batches numbered from 0, no planted bug.
+    pub fn new(id: ReclaimerId, reclaimer: ReclaimerConfig) -> ReclaimerOptions {
+        ReclaimerOptions { id, reclaimer, first_batch: 0, bugs: Bugs::NONE }
+    }
+}
+
+/// What a reclaimer runtime did, counted as it happened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReclaimTally {
+    /// Scans sent.
+    pub scans: u64,
+    /// Fences won: leases taken over.
+    pub fenced: u64,
+    /// Outputs adopted.
+    pub adopted: u64,
+    /// Batches stopped on two outputs for one operation: each an alert for an operator.
+    pub stopped: u64,
+    /// Fences lost to another reclaimer or worker.
+    pub lost_races: u64,
+    /// Requests given up after their retries.
+    pub gave_up: u64,
+}
+
+/// What woke the loop.
+enum Wake {
+    Answer(RequestId, ReclaimRequest, Option<ReclaimReply>),
+    Shutdown,
+    Timeout,
+}
+
+impl Runtime {
+    /// Runs the reclaimer until `shutdown` resolves. Fails only on unworkable options.
+    pub fn reclaim(
+        &self,
+        options: ReclaimerOptions,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = Result<ReclaimTally, OptionsError>> + Send + 'static {
+        let seams = self.clone();
+        async move {
+            let now = seams.clock.now();
+            let mut machine = Reclaimer::numbering_batches_from(
+                options.id,
+                options.reclaimer,
+                options.bugs,
+                now,
+                options.first_batch,
+            )?;
+            let mut tally = ReclaimTally::default();
+            let mut shutdown = shutdown.boxed().fuse();
+            let mut call: Option<BoxFuture<'static, Wake>> = None;
+            loop {
+                while let Some(action) = machine.poll() {
+                    if let Some(sent) = seams.reclaim_action(&options, &mut tally, action).await {
+                        call = Some(sent); // A copy sent again replaces the one it retries.
+                    }
+                }
+                match seams.wait(&mut call, &mut shutdown, machine.poll_timeout()).await {
+                    Wake::Answer(id, request, reply) => {
+                        call = None;
+                        let Some(reply) = reply else { continue };
+                        seams.pass_point(&machine, options.id, id, request, &reply, &mut tally).await;
+                        machine.handle_reply(seams.clock.now(), id, reply);
+                    }
+                    Wake::Shutdown => return Ok(tally),
+                    Wake::Timeout => machine.handle_timeout(seams.clock.now()),
+                }
+            }
+        }
+    }
+
+    /// Acts on one of the machine's actions; a request becomes the call returned.
+    async fn reclaim_action(
+        &self,
+        options: &ReclaimerOptions,
+        tally: &mut ReclaimTally,
+        action: ReclaimAction,
+    ) -> Option<BoxFuture<'static, Wake>> {
+        let node = Node::Reclaimer(options.id.0);
+        match action {
+            ReclaimAction::Send(id, request) => {
+                if let ReclaimRequest::ListExpired { .. } = request {
+                    tally.scans += 1;
+                    self.hook.at(node, Point::BeforeListing, None).await;
+                }
+                let deadline = self.clock.now() + options.reclaimer.request_timeout;
+                let answer = bounded(&*self.clock, deadline, self.client.reclaimer(options.id, id, request));
+                return Some(Box::pin(answer.map(move |reply| Wake::Answer(id, request, reply))));
+            }
+            ReclaimAction::Adopted { job, op, output, epoch, .. } => {
+                tally.adopted += 1;
+                self.client.line(node, Event::Adopted { job, op, output, epoch }).await;
+            }
+            ReclaimAction::BatchStopped { batch, job, recorded, rival, untouched } => {
+                tally.stopped += 1;
+                let stopped = Event::BatchStopped { batch, job, identities: [recorded, rival], untouched };
+                self.client.line(node, stopped).await;
+            }
+            ReclaimAction::LostRace { .. } => tally.lost_races += 1,
+            ReclaimAction::GaveUp { .. } => tally.gave_up += 1,
+        }
+        None
+    }
+
+    /// Waits for the call's answer, the machine's timeout, or the shutdown signal.
+    async fn wait(
+        &self,
+        call: &mut Option<BoxFuture<'static, Wake>>,
+        shutdown: &mut Fuse<BoxFuture<'static, ()>>,
+        timeout_at: lease_core::Time,
+    ) -> Wake {
+        let answer = async move {
+            match call {
+                Some(call) => call.await,
+                None => futures::future::pending().await,
+            }
+        };
+        let (answer, timeout) = (answer.fuse(), self.clock.sleep_until(timeout_at).fuse());
+        futures::pin_mut!(answer, timeout);
+        let mut shutdown = &mut *shutdown;
+        futures::select_biased! {
+            wake = answer => wake,
+            () = shutdown => Wake::Shutdown,
+            () = timeout => Wake::Timeout,
+        }
+    }
+
+    /// The points an answer passes before the machine takes it: a listing that found expired
+    /// leases (`after_listing`), a fence won (`mid_reclaim`); only for the request awaited.
+    async fn pass_point(
+        &self,
+        machine: &Reclaimer,
+        reclaimer: ReclaimerId,
+        id: RequestId,
+        request: ReclaimRequest,
+        reply: &ReclaimReply,
+        tally: &mut ReclaimTally,
+    ) {
+        if machine.awaiting(id) != Some(request) {
+            return;
+        }
+        let point = match (request, reply) {
+            (ReclaimRequest::ListExpired { .. }, ReclaimReply::Listed(leases)) => {
+                leases.first().map(|lease| (Point::AfterListing, lease.job))
+            }
+            (ReclaimRequest::Fence { lease, .. }, ReclaimReply::Fenced(Fencing::Won { lease: ours, .. }))
+                if lease.job == ours.job =>
+            {
+                tally.fenced += 1;
+                Some((Point::MidReclaim, ours.job))
+            }
+            _ => None,
+        };
+        if let Some((point, job)) = point {
+            self.hook.at(Node::Reclaimer(reclaimer.0), point, Some(job)).await;
+        }
+    }
+}

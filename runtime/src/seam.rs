@@ -1,0 +1,102 @@
+//! The three seams the runtime is written against: a [`Clock`], a [`Client`] and a [`Hook`].
+//! Each is a small object-safe trait whose calls return a [`BoxFuture`], so that a service puts
+//! tokio and a store behind them and the simulator puts madsim's clock and network.
+
+use futures::future::{self, BoxFuture};
+use lease_core::{
+    Apply, Epoch, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId, RequestId, Time, WorkerId,
+    WorkerReply, WorkerRequest,
+};
+use lease_history::{Event, Node};
+
+/// A protocol point where a fault can strike ([`Hook::at`]): the history's own.
+pub use lease_history::Point;
+
+/// The node's local clock: the only way the runtime learns the time or waits.
+pub trait Clock: Send + Sync {
+    /// The local time now. Never goes backwards.
+    fn now(&self) -> Time;
+    /// A future that resolves once [`Clock::now`] has reached `at` (at once if it has).
+    fn sleep_until(&self, at: Time) -> BoxFuture<'static, ()>;
+}
+
+/// The table and ledger calls. `None` is no answer (lost, or the caller gave up): the core's
+/// retry handles it. The runtime bounds every call by the request's timeout, so a call that never
+/// resolves is dropped then, not leaked.
+pub trait Client: Send + Sync {
+    /// Worker `worker`'s request `id`, anything but an `Execute` (the runtime makes that call: it
+    /// is the handler). `id` is the same for every copy of a request sent again: the table
+    /// answers a retried acquire by it (`acquire_for`).
+    fn worker(
+        &self,
+        worker: WorkerId,
+        id: RequestId,
+        request: WorkerRequest,
+    ) -> BoxFuture<'static, Option<WorkerReply>>;
+
+    /// Records `output`, which the handler produced for `op` under `epoch`, in the ledger
+    /// (`LedgerStore::apply`): the ledger's answer.
+    fn record(&self, worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>>;
+
+    /// Reclaimer `reclaimer`'s request `id`.
+    fn reclaimer(
+        &self,
+        reclaimer: ReclaimerId,
+        id: RequestId,
+        request: ReclaimRequest,
+    ) -> BoxFuture<'static, Option<ReclaimReply>>;
+
+    /// The job's payload. The default is empty: the stores keep no payload yet.
+    fn payload(&self, _job: JobId) -> BoxFuture<'static, Vec<u8>> {
+        Box::pin(future::ready(Vec::new()))
+    }
+
+    /// Writes a line of the runtime's own (`executing`, `adopted`, `abandoned`, `batch_stopped`)
+    /// under `node`: lines no table or ledger call writes. The default writes nothing.
+    fn line(&self, _node: Node, _event: Event) -> BoxFuture<'static, ()> {
+        Box::pin(future::ready(()))
+    }
+}
+
+/// Protocol points, where the simulator stalls or crashes a node. The runtime awaits the future
+/// [`Hook::at`] returns, at the point, in its one loop: a stall there is a pause of the whole
+/// process (every job in flight waits), and a crash is a future that never resolves, whose task
+/// the simulator drops. Where each point is awaited:
+///
+/// - `before_effect`: after the worker's `executing` line, before the handler is started;
+/// - `after_effect`: the ledger recorded the output (`applied`), before the worker takes it;
+/// - `during_ack`: the completion was answered, before the worker takes the answer;
+/// - `before_renew`: before a heartbeat is sent;
+/// - `before_renew_reply`: a heartbeat was answered, before the worker takes the answer;
+/// - `before_listing`: before a reclaimer's scan is sent;
+/// - `after_listing`: a scan listed expired leases, before the reclaimer fences them;
+/// - `mid_reclaim`: a fence was won, before the reclaimer takes it.
+pub trait Hook: Send + Sync {
+    /// The future to await at `point`, on `node`, working on `job`.
+    fn at(&self, node: Node, point: Point, job: Option<JobId>) -> BoxFuture<'static, ()>;
+}
+
+/// The hook of a service: every point passes at once.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHook;
+
+impl Hook for NoHook {
+    fn at(&self, _node: Node, _point: Point, _job: Option<JobId>) -> BoxFuture<'static, ()> {
+        Box::pin(future::ready(()))
+    }
+}
+
+/// `call`, or `None` once `clock` reaches `deadline`: a call is never awaited past its timeout.
+pub(crate) fn bounded<T: Send + 'static>(
+    clock: &dyn Clock,
+    deadline: Time,
+    call: BoxFuture<'static, Option<T>>,
+) -> BoxFuture<'static, Option<T>> {
+    let timeout = clock.sleep_until(deadline);
+    Box::pin(async move {
+        match future::select(call, timeout).await {
+            future::Either::Left((answer, _)) => answer,
+            future::Either::Right(((), _)) => None,
+        }
+    })
+}

@@ -1,0 +1,527 @@
+//! The worker runtime: `slots` [`lease_core::Worker`] machines, one per job in flight, driven in
+//! one future around the handler.
+//!
+//! **The loop.** Each turn: every machine whose timeout is due takes the time
+//! (`handle_timeout`); every machine's actions are drained, each request becoming a call on the
+//! [`Client`] (bounded by the request's timeout) or, for an `Execute`, the handler; then the loop
+//! waits for whichever comes first: a call's or a handler's end, the earliest timeout, or the
+//! shutdown signal. Nothing is spawned: the calls and handlers in flight are one
+//! `FuturesUnordered` polled by the loop, so the loop runs on any executor.
+//!
+//! **Around the handler.** An `Execute` runs the handler once per request: the machine sends an
+//! `Execute` that timed out again under the same id, and while a handler runs for that id the
+//! copy is ignored (the effect is never started twice because a request timed out); once the
+//! handler is done, a copy records its output again rather than run it again. Meanwhile the
+//! machine heartbeats, however long the handler takes. When the handler ends, the machine takes
+//! the time first: a lease it has stopped acting on records nothing. The output (its identity,
+//! [`crate::output_id`] of its bytes) is recorded under the epoch ([`Client::record`]) and the
+//! ledger's answer goes back to the machine, which completes. When the machine abandons the
+//! lease (self-fenced, lost, fenced, conflict), the handler's [`crate::Cancel`] fires and the
+//! handler is dropped. Lookup-then-adopt and a conflict's hand-over to a reclaimer are the
+//! machine's.
+//!
+//! **Shutdown.** Once the signal resolves, no slot acquires again (a grant that answers an
+//! acquire already sent is released at once); jobs in flight may finish for `grace`. Then every
+//! handler still running is cancelled and its lease released (back at the queue's head, no
+//! attempt counted), unless an output was already recorded under it: that lease is left to
+//! expire, and a reclaimer adopts the output.
+
+use crate::job::{Cancel, Handler, Job, Outcome, Trigger};
+use crate::seam::{bounded, Client, Clock, Hook, Point};
+use crate::{OptionsError, Runtime};
+use futures::future::{AbortHandle, Abortable, BoxFuture, Fuse, FutureExt};
+use futures::stream::{FuturesUnordered, StreamExt};
+use lease_core::{
+    Acquired, Apply, Bugs, Completion, Epoch, Execution, JobId, OpId, OutputId, Release, RequestId, Span, Time, Worker,
+    WorkerAction, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
+};
+use lease_history::{Event, Node};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The most slots (jobs in flight) one worker runtime drives.
+pub const SLOTS_MAX: usize = 1_024;
+
+/// The id of a release the runtime sends on its own at shutdown (no machine waits on it, so it
+/// needs no number of a machine's): far above any a machine reaches, and below a store's
+/// per-life numbering (`lease_store::LIFE_SHIFT`).
+pub const SHUTDOWN_RELEASE: RequestId = RequestId(u32::MAX as u64);
+
+/// What a worker runtime runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerOptions {
+    /// One worker machine per id: as many jobs in flight at once. Distinct, 1 to [`SLOTS_MAX`],
+    /// and no other process's: the table tells a retried acquire by its worker and request id.
+    pub slots: Vec<WorkerId>,
+    /// Every machine's timing.
+    pub worker: WorkerConfig,
+    /// How long jobs in flight may still finish after the shutdown signal.
+    pub grace: Span,
+    /// A planted bug in the machines (for the simulator's mutants only); [`Bugs::NONE`].
+    pub bugs: Bugs,
+}
+
+impl WorkerOptions {
+    /// `slots` machines on `worker`'s timing, a grace of one lease ttl, no planted bug.
+    pub fn new(slots: Vec<WorkerId>, worker: WorkerConfig) -> WorkerOptions {
+        WorkerOptions { slots, grace: worker.lease_ttl, worker, bugs: Bugs::NONE }
+    }
+
+    fn validate(&self) -> Result<(), OptionsError> {
+        self.worker.validate()?;
+        if self.slots.is_empty() || self.slots.len() > SLOTS_MAX {
+            return Err(OptionsError::Slots { count: self.slots.len() });
+        }
+        let mut ids = self.slots.clone();
+        ids.sort();
+        if let Some(pair) = ids.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(OptionsError::SlotTwice(pair[0]));
+        }
+        Ok(())
+    }
+}
+
+/// What a worker runtime did, counted as it happened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerTally {
+    /// Handler calls started.
+    pub handled: u64,
+    /// Outputs sent to the ledger ([`Client::record`] calls, copies included).
+    pub recorded: u64,
+    /// Jobs the table completed for this runtime (an idempotent repeat included).
+    pub completed: u64,
+    /// Outputs adopted from the ledger instead of a handler call.
+    pub adopted: u64,
+    /// Leases the machines stopped acting on (self-fenced, lost, fenced, conflict, declined).
+    pub abandoned: u64,
+    /// Handlers cancelled: their lease was abandoned, or shutdown's grace ran out.
+    pub cancelled: u64,
+    /// Leases handed back, the table agreeing: grants declined, and leases given up at shutdown.
+    pub released: u64,
+    /// Leases held at shutdown with an output recorded: left to expire for a reclaimer to adopt.
+    pub left: u64,
+}
+
+/// One `Execute` of one lease: its handler, then its output.
+struct Effect {
+    id: RequestId,
+    op: OpId,
+    epoch: Epoch,
+    /// Present while the handler runs.
+    running: Option<(Trigger, AbortHandle)>,
+    /// The handler's output, once it returned one.
+    output: Option<OutputId>,
+    /// A record call is in flight.
+    recording: bool,
+}
+
+/// One machine and what the runtime keeps beside it.
+struct Slot {
+    id: WorkerId,
+    worker: Worker,
+    effect: Option<Effect>,
+    /// The lease under which an output was last sent to the ledger: never released.
+    recorded_lease: Option<(JobId, Epoch)>,
+    /// Acquire calls in flight.
+    acquiring: u32,
+    /// Draining, this slot asks for nothing more.
+    closed: bool,
+    /// The machine's `act_until`, as the handler's [`Job::deadline`] reads it.
+    deadline: Arc<AtomicU64>,
+}
+
+/// What a call or a handler in flight ended with.
+enum Done {
+    Answer {
+        slot: usize,
+        id: RequestId,
+        request: WorkerRequest,
+        reply: Option<WorkerReply>,
+    },
+    Handled {
+        slot: usize,
+        id: RequestId,
+        outcome: Outcome,
+    },
+    Recorded {
+        slot: usize,
+        id: RequestId,
+        output: OutputId,
+        apply: Option<Apply>,
+    },
+    /// A handler dropped (cancelled), or an answer nobody waits on.
+    Nothing,
+}
+
+/// What woke the loop.
+enum Wake {
+    Done(Done),
+    Shutdown,
+    Timeout,
+}
+
+struct Run<H> {
+    seams: Runtime,
+    options: WorkerOptions,
+    handler: Arc<H>,
+    slots: Vec<Slot>,
+    tally: WorkerTally,
+    inflight: FuturesUnordered<BoxFuture<'static, Done>>,
+    /// Set by the shutdown signal: when the grace runs out.
+    drain_until: Option<Time>,
+}
+
+impl Runtime {
+    /// Runs `options.slots` jobs at a time through `handler` until `shutdown` resolves, then
+    /// drains (see the module doc). Fails only on unworkable options.
+    pub fn work<H: Handler>(
+        &self,
+        options: WorkerOptions,
+        handler: H,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = Result<WorkerTally, OptionsError>> + Send + 'static {
+        let seams = self.clone();
+        async move {
+            options.validate()?;
+            let now = seams.clock.now();
+            let mut slots = Vec::with_capacity(options.slots.len());
+            for &id in &options.slots {
+                let worker = Worker::new(id, options.worker, options.bugs, now)?;
+                let deadline = Arc::new(AtomicU64::new(0));
+                slots.push(Slot {
+                    id,
+                    worker,
+                    effect: None,
+                    recorded_lease: None,
+                    acquiring: 0,
+                    closed: false,
+                    deadline,
+                });
+            }
+            let handler = Arc::new(handler);
+            let tally = WorkerTally::default();
+            let mut run =
+                Run { seams, options, handler, slots, tally, inflight: FuturesUnordered::new(), drain_until: None };
+            run.main(shutdown.boxed().fuse()).await;
+            Ok(run.tally)
+        }
+    }
+}
+
+impl<H: Handler> Run<H> {
+    fn clock(&self) -> &dyn Clock {
+        &*self.seams.clock
+    }
+
+    fn client(&self) -> &dyn Client {
+        &*self.seams.client
+    }
+
+    fn hook(&self) -> &dyn Hook {
+        &*self.seams.hook
+    }
+
+    async fn main(&mut self, mut shutdown: Fuse<BoxFuture<'static, ()>>) {
+        loop {
+            self.take_time();
+            self.drain().await;
+            let now = self.clock().now();
+            if self.drain_until.is_some_and(|until| now >= until) || (self.drain_until.is_some() && self.idle()) {
+                break;
+            }
+            match self.wait(&mut shutdown).await {
+                Wake::Done(done) => self.on_done(done).await,
+                Wake::Shutdown => self.drain_until = Some(self.clock().now() + self.options.grace),
+                Wake::Timeout => {}
+            }
+        }
+        self.finish().await;
+    }
+
+    /// Waits for a call's or handler's end, the earliest timeout, or the shutdown signal.
+    async fn wait(&mut self, shutdown: &mut Fuse<BoxFuture<'static, ()>>) -> Wake {
+        let open = self.slots.iter().filter(|slot| !slot.closed);
+        let wake_at = open.map(|slot| slot.worker.poll_timeout()).chain(self.drain_until).min();
+        let timeout = match wake_at {
+            Some(at) => self.seams.clock.sleep_until(at),
+            None => Box::pin(futures::future::pending()),
+        };
+        let inflight = &mut self.inflight;
+        let next = async move {
+            match inflight.next().await {
+                Some(done) => done,
+                None => futures::future::pending().await,
+            }
+        };
+        // The signal is fused: once it fired, it stays pending.
+        let (next, timeout) = (next.fuse(), timeout.fuse());
+        futures::pin_mut!(next, timeout);
+        let mut shutdown = &mut *shutdown;
+        futures::select_biased! {
+            done = next => Wake::Done(done),
+            () = shutdown => Wake::Shutdown,
+            () = timeout => Wake::Timeout,
+        }
+    }
+
+    /// Every open machine whose timeout is due takes the time.
+    fn take_time(&mut self) {
+        let now = self.clock().now();
+        for slot in self.slots.iter_mut().filter(|slot| !slot.closed) {
+            if now >= slot.worker.poll_timeout() {
+                slot.worker.handle_timeout(now);
+            }
+        }
+    }
+
+    /// Acts on every machine's actions until none is left.
+    async fn drain(&mut self) {
+        for slot in 0..self.slots.len() {
+            while let Some(action) = self.slots[slot].worker.poll() {
+                if !self.slots[slot].closed {
+                    self.act(slot, action).await;
+                }
+            }
+            let held = &self.slots[slot];
+            held.deadline.store(held.worker.act_until().map_or(0, |at| at.0), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether draining is done: every slot closed, or holding nothing and asking for nothing.
+    fn idle(&self) -> bool {
+        self.slots.iter().all(|slot| slot.closed || (slot.worker.holding().is_none() && slot.acquiring == 0))
+    }
+
+    async fn act(&mut self, slot: usize, action: WorkerAction) {
+        let node = Node::Worker(self.slots[slot].id.0);
+        match action {
+            WorkerAction::Send(id, request) => self.send(slot, id, request).await,
+            WorkerAction::Adopted { job, op, output, epoch } => {
+                self.tally.adopted += 1;
+                self.client().line(node, Event::Adopted { job, op, output, epoch }).await;
+            }
+            WorkerAction::Abandoned { job, epoch, why } => {
+                self.tally.abandoned += 1;
+                self.stop_effect(slot, job, epoch);
+                self.client().line(node, Event::Abandoned { job, epoch, why: why.into() }).await;
+            }
+        }
+    }
+
+    async fn send(&mut self, slot: usize, id: RequestId, request: WorkerRequest) {
+        let node = Node::Worker(self.slots[slot].id.0);
+        match request {
+            WorkerRequest::Execute { op, epoch } => return self.execute(slot, id, op, epoch).await,
+            WorkerRequest::Acquire if self.drain_until.is_some() => {
+                self.slots[slot].closed = true;
+                return;
+            }
+            WorkerRequest::Acquire => self.slots[slot].acquiring += 1,
+            WorkerRequest::Renew { job, .. } => self.hook().at(node, Point::BeforeRenew, Some(job)).await,
+            _ => {}
+        }
+        self.call(slot, id, request);
+    }
+
+    /// Sends `request` to the client, bounded by its timeout.
+    fn call(&mut self, slot: usize, id: RequestId, request: WorkerRequest) {
+        let config = self.options.worker;
+        let wait = match request {
+            WorkerRequest::Acquire => config.request_timeout + config.acquire_wait,
+            _ => config.request_timeout,
+        };
+        let deadline = self.clock().now() + wait;
+        let call = self.client().worker(self.slots[slot].id, id, request);
+        let answer = bounded(self.clock(), deadline, call);
+        self.inflight.push(Box::pin(answer.map(move |reply| Done::Answer { slot, id, request, reply })));
+    }
+
+    /// The machine's `Execute` `id`: the handler, once (see the module doc).
+    async fn execute(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch) {
+        if let Some(effect) = self.slots[slot].effect.as_ref().filter(|effect| effect.id == id) {
+            // A copy sent again because the request timed out: never a second handler call.
+            if let (Some(output), false) = (effect.output, effect.recording) {
+                self.record(slot, id, output);
+            }
+            return;
+        }
+        let node = Node::Worker(self.slots[slot].id.0);
+        self.client().line(node, Event::Executing { job: op.job, op, epoch }).await;
+        self.hook().at(node, Point::BeforeEffect, Some(op.job)).await;
+        // A stall at the point may have outlived the lease: the machine takes the time first.
+        let execute = WorkerRequest::Execute { op, epoch };
+        let now = self.clock().now();
+        self.slots[slot].worker.handle_timeout(now);
+        if self.slots[slot].worker.awaiting(id) != Some(execute) {
+            return;
+        }
+        let (trigger, cancel) = Cancel::new();
+        let (abort, registration) = AbortHandle::new_pair();
+        let payload = self.client().payload(op.job);
+        let (handler, deadline) = (Arc::clone(&self.handler), Arc::clone(&self.slots[slot].deadline));
+        let run = async move { handler.call(Job::new(op, epoch, payload.await, cancel, deadline)).await };
+        let run = Abortable::new(run, registration).map(move |ended| match ended {
+            Ok(outcome) => Done::Handled { slot, id, outcome },
+            Err(_aborted) => Done::Nothing,
+        });
+        self.inflight.push(Box::pin(run));
+        let running = Some((trigger, abort));
+        self.slots[slot].effect = Some(Effect { id, op, epoch, running, output: None, recording: false });
+        self.tally.handled += 1;
+    }
+
+    /// Sends the effect's output to the ledger.
+    fn record(&mut self, slot: usize, id: RequestId, output: OutputId) {
+        let held = &mut self.slots[slot];
+        let effect = held.effect.as_mut().expect("recording an effect");
+        assert_eq!(effect.id, id, "recording another request's output");
+        assert!(effect.running.is_none(), "recording while the handler runs");
+        effect.recording = true;
+        let (op, epoch) = (effect.op, effect.epoch);
+        held.recorded_lease = Some((op.job, epoch));
+        self.tally.recorded += 1;
+        let deadline = self.clock().now() + self.options.worker.request_timeout;
+        let call = self.client().record(self.slots[slot].id, op, epoch, output);
+        let answer = bounded(self.clock(), deadline, call);
+        self.inflight.push(Box::pin(answer.map(move |apply| Done::Recorded { slot, id, output, apply })));
+    }
+
+    /// The lease `job`/`epoch` is abandoned: its handler, if running, is cancelled and dropped.
+    fn stop_effect(&mut self, slot: usize, job: JobId, epoch: Epoch) {
+        let held = &mut self.slots[slot];
+        let Some(effect) = held.effect.take_if(|effect| effect.op.job == job && effect.epoch == epoch) else {
+            return;
+        };
+        if let Some((trigger, abort)) = effect.running {
+            trigger.fire();
+            abort.abort();
+            self.tally.cancelled += 1;
+        }
+    }
+
+    async fn on_done(&mut self, done: Done) {
+        match done {
+            Done::Answer { slot, id, request, reply } => self.on_answer(slot, id, request, reply).await,
+            Done::Handled { slot, id, outcome } => self.on_handled(slot, id, outcome),
+            Done::Recorded { slot, id, output, apply } => self.on_recorded(slot, id, output, apply).await,
+            Done::Nothing => {}
+        }
+    }
+
+    async fn on_answer(&mut self, slot: usize, id: RequestId, request: WorkerRequest, reply: Option<WorkerReply>) {
+        if request == WorkerRequest::Acquire {
+            self.slots[slot].acquiring -= 1;
+        }
+        let Some(reply) = reply else { return }; // No answer: the machine's retry handles it.
+        if let WorkerReply::Released(release) = reply {
+            // No machine waits on a release.
+            self.tally.released += u64::from(matches!(release, Release::Released { .. }));
+            return;
+        }
+        if self.slots[slot].closed {
+            return;
+        }
+        let awaited = self.slots[slot].worker.awaiting(id) == Some(request);
+        if let (true, Some(_), WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant))) =
+            (awaited, self.drain_until, reply)
+        {
+            // Shutting down: a grant that answers an acquire sent before goes straight back.
+            self.slots[slot].closed = true;
+            let release = WorkerRequest::Release { job: grant.lease.job, epoch: grant.lease.epoch };
+            self.call(slot, SHUTDOWN_RELEASE, release);
+            return;
+        }
+        let node = Node::Worker(self.slots[slot].id.0);
+        let point = match (request, reply) {
+            (WorkerRequest::Renew { job, .. }, WorkerReply::Renewed(_)) if awaited => {
+                Some((Point::BeforeRenewReply, job))
+            }
+            (WorkerRequest::Complete { job, .. }, WorkerReply::Completed(completion)) if awaited => {
+                let done = matches!(completion, Completion::Completed(_) | Completion::AlreadyCompleted);
+                self.tally.completed += u64::from(done);
+                Some((Point::DuringAck, job))
+            }
+            _ => None,
+        };
+        if let Some((point, job)) = point {
+            self.hook().at(node, point, Some(job)).await;
+        }
+        // Read the clock after any stall: the machine takes the answer when it wakes.
+        let now = self.clock().now();
+        self.slots[slot].worker.handle_reply(now, id, reply);
+    }
+
+    fn on_handled(&mut self, slot: usize, id: RequestId, outcome: Outcome) {
+        let held = &mut self.slots[slot];
+        let Some(effect) = held.effect.as_mut().filter(|effect| effect.id == id) else { return };
+        effect.running = None;
+        let execute = WorkerRequest::Execute { op: effect.op, epoch: effect.epoch };
+        // The time first: a lease the machine has stopped acting on records nothing.
+        held.worker.handle_timeout(self.seams.clock.now());
+        if held.worker.awaiting(id) != Some(execute) {
+            return;
+        }
+        match outcome {
+            Ok(bytes) => {
+                let output = crate::output_id(&bytes);
+                effect.output = Some(output);
+                self.record(slot, id, output);
+            }
+            Err(_) => {
+                // Retryable and Permanent alike: the core has no dead-letter-now request yet.
+                held.effect = None;
+                held.worker.handle_reply(self.seams.clock.now(), id, WorkerReply::Executed(Execution::Failed));
+            }
+        }
+    }
+
+    async fn on_recorded(&mut self, slot: usize, id: RequestId, output: OutputId, apply: Option<Apply>) {
+        let held = &mut self.slots[slot];
+        let Some(effect) = held.effect.as_mut().filter(|effect| effect.id == id) else { return };
+        effect.recording = false;
+        // No answer: the machine sends the execute again, and the output is recorded again.
+        let Some(apply) = apply else { return };
+        let (job, epoch) = (effect.op.job, effect.epoch);
+        if held.worker.awaiting(id) != Some(WorkerRequest::Execute { op: effect.op, epoch }) {
+            return;
+        }
+        held.effect = None;
+        if apply == Apply::Applied && held.worker.holding() == Some((job, epoch)) {
+            let node = Node::Worker(held.id.0);
+            self.hook().at(node, Point::AfterEffect, Some(job)).await;
+        }
+        let reply = WorkerReply::Executed(Execution::Done { output, apply });
+        let now = self.clock().now();
+        self.slots[slot].worker.handle_reply(now, id, reply);
+    }
+
+    /// The grace is over (or nothing is left): cancel what still runs, release what can be.
+    async fn finish(&mut self) {
+        let mut releases = Vec::new();
+        for slot in 0..self.slots.len() {
+            let Some((job, epoch)) = self.slots[slot].worker.holding().filter(|_| !self.slots[slot].closed) else {
+                continue;
+            };
+            self.stop_effect(slot, job, epoch);
+            if self.slots[slot].recorded_lease == Some((job, epoch)) {
+                self.tally.left += 1;
+                continue;
+            }
+            let deadline = self.clock().now() + self.options.worker.request_timeout;
+            let release = WorkerRequest::Release { job, epoch };
+            let call = self.client().worker(self.slots[slot].id, SHUTDOWN_RELEASE, release);
+            releases.push(bounded(self.clock(), deadline, call));
+        }
+        // Grants released while draining may still be in flight.
+        let pending: Vec<_> = std::mem::take(&mut self.inflight).collect().await;
+        for done in pending {
+            if let Done::Answer { reply: Some(WorkerReply::Released(Release::Released { .. })), .. } = done {
+                self.tally.released += 1;
+            }
+        }
+        for reply in futures::future::join_all(releases).await {
+            self.tally.released += u64::from(matches!(reply, Some(WorkerReply::Released(Release::Released { .. }))));
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! The worker and reclaimer runtimes on the in-memory client and the manual clock: each test is a
+//! deterministic discrete-event run (the clock jumps to the next timer when nothing can run).
+
+mod common;
+
+use common::{drive, reclaimer_config, runtime, worker_config, ManualClock, MemoryClient};
+use futures::channel::oneshot;
+use futures::future::{self, BoxFuture, FutureExt};
+use lease_core::{Epoch, JobId, JobState, OpId, Outcome, ReclaimerId, Span, Time, WorkerId};
+use lease_history::{Event, Node};
+use lease_runtime::{output_id, Cancel, Clock, Hook, Job, Point, ReclaimerOptions, WorkerOptions};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+fn slots(count: u32) -> Vec<WorkerId> {
+    (0..count).map(WorkerId).collect()
+}
+
+fn reclaimer() -> ReclaimerOptions {
+    ReclaimerOptions::new(ReclaimerId(0), reclaimer_config())
+}
+
+/// The output a test handler produces for `job` on its `call`-th run.
+fn output_bytes(job: JobId, call: u64) -> Vec<u8> {
+    format!("document {job}, run {call}").into_bytes()
+}
+
+// Proves heartbeats carry a long handler: its one call sleeps five lease ttls (5 s on a 1 s
+// lease) while the machine renews; the lease is never lost or reclaimed, the handler is called
+// once, its output is recorded once under epoch 1, and the job completes with it. Fails if the
+// runtime stops driving the machine while the handler runs (the lease expires and is reclaimed)
+// or starts the handler again on the execute's retries.
+#[test]
+fn a_handler_five_ttls_long_keeps_its_lease_by_heartbeats_and_runs_once() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let calls = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let (clock, calls) = (clock.clone(), Arc::clone(&calls));
+        move |job: Job| {
+            let (clock, calls) = (clock.clone(), Arc::clone(&calls));
+            async move {
+                let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                clock.sleep_until(clock.now() + Span::from_secs(5)).await;
+                Ok(output_bytes(job.id, call))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, client.all_ended(1));
+    let reclaim = runtime.reclaim(reclaimer(), client.all_ended(1));
+    let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the handler ran once");
+    assert_eq!(worked.handled, 1);
+    assert_eq!((worked.abandoned, worked.cancelled, reclaimed.fenced), (0, 0, 0), "{worked:?} {reclaimed:?}");
+    let renewed = client.seen(|seen| seen.renewed);
+    assert!(renewed >= 15, "5 s of heartbeats every 300 ms: {renewed} renewals");
+    let output = output_id(&output_bytes(JobId(0), 1));
+    let records = client.seen(|seen| seen.records.iter().map(|record| (record.1, record.2)).collect::<Vec<_>>());
+    assert_eq!(records, vec![(Epoch(1), output)]);
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output }, Epoch(1)));
+    assert!(clock.now() >= Time(5_000_000), "the handler's five seconds passed: {}", clock.now());
+}
+
+// Proves a request timing out never starts the handler again: the handler runs for three
+// request timeouts (so the machine sends its execute again three times meanwhile), then the
+// ledger records the output but its answer is lost, so the machine sends the execute once more:
+// the runtime records the same output again rather than run the handler again. The handler runs
+// once, the output goes to the ledger twice (applied, then already applied), the job completes.
+#[test]
+fn an_execute_sent_again_records_again_and_never_reruns_the_handler() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    client.plant(|faults| faults.lose_record_answers = 1);
+    let calls = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let (clock, calls) = (clock.clone(), Arc::clone(&calls));
+        move |job: Job| {
+            let (clock, calls) = (clock.clone(), Arc::clone(&calls));
+            async move {
+                let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                clock.sleep_until(clock.now() + Span::from_ms(650)).await;
+                Ok(output_bytes(job.id, call))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, client.all_ended(1));
+    let worked = drive(&clock, work).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the handler ran once");
+    assert_eq!((worked.handled, worked.recorded, worked.completed), (1, 2, 1), "{worked:?}");
+    let applies = client.seen(|seen| seen.records.iter().map(|record| record.3).collect::<Vec<_>>());
+    assert_eq!(applies, vec![lease_core::Apply::Applied, lease_core::Apply::AlreadyApplied]);
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!(terminal.outcome, Outcome::Completed { output: output_id(&output_bytes(JobId(0), 1)) });
+}
+
+// Proves self-fencing cancels a hung handler and writes nothing under the lost lease: the table
+// stops answering the first lease's renewals, the handler of that lease hangs; the machine
+// self-fences before its estimate of expiry, the handler's cancellation fires and it is dropped;
+// the reclaimer fences the expired lease, finds nothing recorded and requeues; a second run
+// completes the job. Nothing is recorded under epoch 1, the job ends once.
+#[test]
+fn a_handler_hung_past_the_self_fence_is_cancelled_and_its_job_ends_once() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    client.plant(|faults| faults.lose_renewals_of = Some((JobId(0), Epoch(1))));
+    let cancels: Arc<Mutex<Vec<(Epoch, Cancel, Time)>>> = Arc::default();
+    let calls = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let (cancels, calls) = (Arc::clone(&cancels), Arc::clone(&calls));
+        move |job: Job| {
+            let (cancels, calls) = (Arc::clone(&cancels), Arc::clone(&calls));
+            async move {
+                let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                cancels.lock().unwrap().push((job.epoch, job.cancel.clone(), job.deadline()));
+                if job.epoch == Epoch(1) {
+                    future::pending::<()>().await;
+                }
+                Ok(output_bytes(job.id, call))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, client.all_ended(1));
+    let reclaim = runtime.reclaim(reclaimer(), client.all_ended(1));
+    let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "a second run after the reclaim");
+    let cancels = cancels.lock().unwrap();
+    assert_eq!(cancels.len(), 2);
+    let (epoch, first, deadline) = &cancels[0];
+    assert_eq!(*epoch, Epoch(1));
+    assert!(first.is_cancelled(), "the hung handler's cancellation fired");
+    assert_eq!(*deadline, Time(800_000), "acted on until the lease's ttl less the margin");
+    assert!(!cancels[1].1.is_cancelled(), "the second run was not cancelled");
+    assert_eq!((worked.cancelled, worked.abandoned, reclaimed.fenced), (1, 1, 1), "{worked:?} {reclaimed:?}");
+    let abandoned = client.seen(|seen| {
+        seen.lines.iter().any(|line| matches!(line, (Node::Worker(0), Event::Abandoned { epoch: Epoch(1), .. })))
+    });
+    assert!(abandoned, "the worker wrote its abandoned line");
+    let epochs = client.seen(|seen| seen.records.iter().map(|record| record.1).collect::<Vec<_>>());
+    assert!(!epochs.is_empty() && !epochs.contains(&Epoch(1)), "nothing recorded under the lost lease: {epochs:?}");
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!(terminal.outcome, Outcome::Completed { output: output_id(&output_bytes(JobId(0), 2)) });
+}
+
+// Proves concurrency: four slots and eight jobs whose handlers each take a second: four handlers
+// run at once (counted as they enter and leave), never more, and every job completes once.
+#[test]
+fn four_slots_run_four_handlers_at_once() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(8);
+    let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let handler = {
+        let (clock, running, most) = (clock.clone(), Arc::clone(&running), Arc::clone(&most));
+        move |job: Job| {
+            let (clock, running, most) = (clock.clone(), Arc::clone(&running), Arc::clone(&most));
+            async move {
+                let now_running = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now_running, Ordering::SeqCst);
+                clock.sleep_until(clock.now() + Span::from_secs(1)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok(output_bytes(job.id, 1))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let work = runtime.work(WorkerOptions::new(slots(4), worker_config()), handler, client.all_ended(8));
+    let worked = drive(&clock, work).unwrap();
+    assert_eq!(most.load(Ordering::SeqCst), 4, "four handlers ran at once");
+    assert_eq!((worked.handled, worked.completed), (8, 8), "{worked:?}");
+    assert!(clock.now() < Time(2_500_000), "two rounds of four, not eight in turn: {}", clock.now());
+}
+
+// Proves graceful shutdown loses nothing: two slots, four jobs; job 1's handler hangs, the others
+// take 200 ms. The signal comes at 300 ms, while job 2 runs: job 2 finishes within the grace
+// (500 ms), no slot acquires again, and at the grace's end job 1's handler is cancelled and its
+// lease released. Every job is then completed or queued (none leased, none lost), and the
+// released job counts no attempt.
+#[test]
+fn graceful_shutdown_finishes_or_releases_every_job() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(4);
+    let cancels: Arc<Mutex<Vec<(JobId, Cancel)>>> = Arc::default();
+    let handler = {
+        let (clock, cancels) = (clock.clone(), Arc::clone(&cancels));
+        move |job: Job| {
+            let (clock, cancels) = (clock.clone(), Arc::clone(&cancels));
+            async move {
+                cancels.lock().unwrap().push((job.id, job.cancel.clone()));
+                if job.id == JobId(1) {
+                    job.cancel.cancelled().await;
+                    panic!("a cancelled handler is dropped, never polled again");
+                }
+                clock.sleep_until(clock.now() + Span::from_ms(200)).await;
+                Ok(output_bytes(job.id, 1))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let shutdown = clock.sleep_until(Time(300_000));
+    let options = WorkerOptions { grace: Span::from_ms(500), ..WorkerOptions::new(slots(2), worker_config()) };
+    let worked = drive(&clock, runtime.work(options, handler, shutdown)).unwrap();
+    assert_eq!((worked.completed, worked.released, worked.cancelled, worked.left), (2, 1, 1, 0), "{worked:?}");
+    let states = client.states(4);
+    let completed = |state: &JobState| matches!(state, JobState::Terminal(_));
+    assert!(completed(&states[0]) && completed(&states[2]), "jobs 0 and 2 finished: {states:?}");
+    assert_eq!(states[1], JobState::Queued, "job 1 was released");
+    assert_eq!(states[3], JobState::Queued, "job 3 was never taken");
+    assert_eq!(client.table(|table| table.attempts(JobId(1))), Some(0), "a release counts no attempt");
+    let cancels = cancels.lock().unwrap();
+    let started: Vec<JobId> = cancels.iter().map(|(job, _)| *job).collect();
+    assert_eq!(started, vec![JobId(0), JobId(1), JobId(2)], "nothing started after the signal");
+    assert!(cancels[1].1.is_cancelled() && !cancels[0].1.is_cancelled() && !cancels[2].1.is_cancelled());
+    assert!(clock.now() >= Time(800_000), "the grace was waited out: {}", clock.now());
+}
+
+/// A hook that crashes the node at one point: its future never resolves, and the test drops the
+/// node when `crashed` fires, as the simulator kills it.
+struct CrashAt {
+    point: Point,
+    crashed: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl Hook for CrashAt {
+    fn at(&self, _node: Node, point: Point, _job: Option<JobId>) -> BoxFuture<'static, ()> {
+        if point != self.point {
+            return Box::pin(future::ready(()));
+        }
+        if let Some(crashed) = self.crashed.lock().unwrap().take() {
+            let _ = crashed.send(());
+        }
+        Box::pin(future::pending())
+    }
+}
+
+// Proves a crash after the effect is adopted, not repeated: the worker's node crashes at
+// after_effect (the ledger holds its output, the job is not completed) and is dropped; the
+// reclaimer fences the expired lease, finds the output and completes the job with it. The
+// handler ran once; the job completed with the first run's output under the reclaimer's epoch.
+#[test]
+fn a_crash_after_the_effect_is_adopted_by_the_reclaimer_not_repeated() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let (crashed, dead) = oneshot::channel();
+    let hook = Arc::new(CrashAt { point: Point::AfterEffect, crashed: Mutex::new(Some(crashed)) });
+    let calls = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let calls = Arc::clone(&calls);
+        move |job: Job| {
+            let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            async move { Ok(output_bytes(job.id, call)) }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let crashing = runtime.clone().with_hook(hook);
+    let work = crashing.work(WorkerOptions::new(slots(1), worker_config()), handler, future::pending());
+    let node = future::select(work.boxed(), dead);
+    let reclaim = runtime.reclaim(reclaimer(), client.all_ended(1));
+    let (ended, reclaimed) = drive(&clock, future::join(node, reclaim));
+    assert!(matches!(ended, future::Either::Right(_)), "the worker's node crashed");
+    let reclaimed = reclaimed.unwrap();
+    assert_eq!((reclaimed.fenced, reclaimed.adopted), (1, 1), "{reclaimed:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the effect ran once");
+    let output = output_id(&output_bytes(JobId(0), 1));
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output }, Epoch(2)));
+    assert_eq!(client.ledger(|ledger| ledger.recorded(OpId::for_job(JobId(0)))), Some(output));
+}
