@@ -143,7 +143,7 @@ pub enum Rejection {
     },
 }
 
-/// The answer to [`LeaseTable::enqueue`].
+/// The answer to [`LeaseTable::enqueue`](crate::LeaseTable::enqueue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Enqueued {
@@ -158,7 +158,8 @@ pub enum Enqueued {
     Rejected(Rejection),
 }
 
-/// The answer to [`LeaseTable::acquire`] and [`LeaseTable::acquire_for`].
+/// The answer to [`LeaseTable::acquire`](crate::LeaseTable::acquire) and
+/// [`LeaseTable::acquire_for`](crate::LeaseTable::acquire_for).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Acquired {
@@ -192,7 +193,7 @@ pub enum Refusal {
     AlreadyTerminal,
 }
 
-/// The answer to [`LeaseTable::renew`].
+/// The answer to [`LeaseTable::renew`](crate::LeaseTable::renew).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Renewal {
@@ -241,7 +242,7 @@ pub struct Terminal {
     pub outcome: Outcome,
 }
 
-/// The answer to [`LeaseTable::complete`].
+/// The answer to [`LeaseTable::complete`](crate::LeaseTable::complete).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Completion {
@@ -260,7 +261,7 @@ pub enum Completion {
     Refused(Refusal),
 }
 
-/// The answer to [`LeaseTable::requeue`].
+/// The answer to [`LeaseTable::requeue`](crate::LeaseTable::requeue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Requeue {
@@ -275,7 +276,7 @@ pub enum Requeue {
     Refused(Refusal),
 }
 
-/// The answer to [`LeaseTable::release`].
+/// The answer to [`LeaseTable::release`](crate::LeaseTable::release).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Release {
@@ -288,7 +289,7 @@ pub enum Release {
     Refused(Refusal),
 }
 
-/// The answer to [`LeaseTable::fence`].
+/// The answer to [`LeaseTable::fence`](crate::LeaseTable::fence).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Fencing {
@@ -311,7 +312,7 @@ pub enum Fencing {
     },
 }
 
-/// The answer to [`LeaseTable::quarantine`].
+/// The answer to [`LeaseTable::quarantine`](crate::LeaseTable::quarantine).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Quarantine {

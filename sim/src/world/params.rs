@@ -168,7 +168,7 @@ impl Params {
     /// Puts the windows of the faults on no single node into the schedule, so that the
     /// supervisor writes them on the history and a plan keeps them: the dependency's
     /// (`Fault::Degrade`, when any of its rates is above zero) and the surge's (`Fault::Surge`).
-    /// [`Scenario::params`](super::Scenario::params) calls it after every draw, so it changes no
+    /// [`Scenario::params`](crate::scenarios::Scenario::params) calls it after every draw, so it changes no
     /// scenario's draws.
     pub fn schedule_windows(&mut self) {
         let rates = Degradation::of(&self.dependency);
