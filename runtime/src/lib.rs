@@ -23,7 +23,7 @@
 //! **The contract.** The runtime is written against three seams ([`Clock`], [`Client`], [`Hook`])
 //! and the `futures` crate only: no executor, no spawn, no `cfg(madsim)`, no tokio in its loop,
 //! no simulator branch. A service runs it on tokio over a `lease-store` store
-//! (`store::StoreClient` and `store::HostClock`, feature `store`); the simulator runs it on
+//! ([`store::StoreClient`], [`store::HostClock`], feature `store`); the simulator runs it on
 //! madsim, over its network, with its node's drifting clock and a hook that stalls and crashes at
 //! protocol points. One future drives every job in flight of a process ([`WorkerOptions::slots`],
 //! one worker machine each).
@@ -34,6 +34,8 @@
 pub mod job;
 pub mod reclaimer;
 pub mod seam;
+#[cfg(feature = "store")]
+pub mod store;
 pub mod worker;
 
 pub use job::{output_id, Cancel, Handler, HandlerError, Job, Outcome};

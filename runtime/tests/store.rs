@@ -1,0 +1,356 @@
+//! The runtime on real stores, inside `#[tokio::main]`-style runtimes (`#[tokio::test]`), on the
+//! host's clock: SQLite (a temporary file) and PostgreSQL (a scratch schema on
+//! `LEASE_PG_URL`, by default the local server; a missing server is said plainly, and fails the
+//! test under `LEASE_PG_REQUIRED=1`). The same three behaviours run on each.
+
+use futures::future::{self, BoxFuture};
+use lease_core::{
+    Epoch, JobId, JobState, OpId, Outcome, OutputId, ReclaimReply, ReclaimRequest, ReclaimerConfig, ReclaimerId,
+    RequestId, Span, TableConfig, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
+};
+use lease_history::{Event, Node};
+use lease_runtime::store::{HostClock, StoreClient};
+use lease_runtime::{output_id, Cancel, Client, Job, ReclaimerOptions, Runtime, WorkerOptions};
+use lease_store::Place;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const TTL: Span = Span::from_ms(400);
+
+fn table() -> TableConfig {
+    TableConfig { capacity: 64, lease_ttl: TTL, batch_max: 8, attempts_max: 3 }
+}
+
+/// Heartbeats every 120 ms, an 80 ms margin, requests timing out after 80 ms.
+fn worker_config() -> WorkerConfig {
+    WorkerConfig {
+        lease_ttl: TTL,
+        heartbeat_every: Span::from_ms(120),
+        drift_margin: TTL / 5,
+        request_timeout: TTL / 5,
+        idle_backoff: TTL / 20,
+        acquire_wait: Span::ZERO,
+    }
+}
+
+fn reclaimer() -> ReclaimerOptions {
+    let config = ReclaimerConfig { scan_every: TTL / 4, request_timeout: TTL / 5, retries_max: 3 };
+    ReclaimerOptions::new(ReclaimerId(0), config)
+}
+
+fn slots(count: u32) -> Vec<WorkerId> {
+    (0..count).map(WorkerId).collect()
+}
+
+fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// A client on a store, and how to tidy up after it.
+struct Opened {
+    client: StoreClient,
+    clock: HostClock,
+    _scratch: Scratch,
+}
+
+/// What a test leaves behind: a SQLite file, or a PostgreSQL schema, removed on drop.
+enum Scratch {
+    File(std::path::PathBuf),
+    Schema { url: String, name: String },
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        match self {
+            Scratch::File(path) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut path = path.clone().into_os_string();
+                    path.push(suffix);
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            Scratch::Schema { url, name } => {
+                // The synchronous admin client runs a runtime of its own: on a thread of its own.
+                let (url, sql) = (url.clone(), format!("DROP SCHEMA IF EXISTS {name} CASCADE"));
+                let dropped = std::thread::spawn(move || {
+                    let mut admin = postgres::Client::connect(&url, postgres::NoTls)?;
+                    admin.batch_execute(&sql)
+                });
+                let _ = dropped.join();
+            }
+        }
+    }
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+fn unique(stem: &str) -> String {
+    format!("{stem}_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+async fn sqlite(test: &str) -> Option<Opened> {
+    let path = std::env::temp_dir().join(format!("{}.sqlite", unique(&format!("lease_runtime_{test}"))));
+    let scratch = Scratch::File(path.clone());
+    let clock = HostClock::start();
+    let client = StoreClient::open(&Place::Sqlite { path }, table(), clock, 1).await.expect("open SQLite");
+    Some(Opened { client, clock, _scratch: scratch })
+}
+
+async fn postgres(test: &str) -> Option<Opened> {
+    let url = std::env::var("LEASE_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
+    let required = std::env::var("LEASE_PG_REQUIRED").is_ok_and(|value| value == "1");
+    let name = unique(&format!("lease_runtime_{test}"));
+    let scratch = Scratch::Schema { url: url.clone(), name: name.clone() };
+    let clock = HostClock::start();
+    let place = Place::Postgres { url: url.clone(), schema: name };
+    match StoreClient::open(&place, table(), clock, 1).await {
+        Ok(client) => Some(Opened { client, clock, _scratch: scratch }),
+        Err(error) if !required => {
+            say(&format!("{test} on PostgreSQL: NOT RUN: no server answers at {url} ({error}); set LEASE_PG_URL"));
+            None
+        }
+        Err(error) => panic!("{test}: no PostgreSQL server at {url} ({error}), and LEASE_PG_REQUIRED=1"),
+    }
+}
+
+async fn enqueue(client: &StoreClient, count: u64) {
+    for job in 0..count {
+        let answer = client.enqueue(JobId(job)).await.expect("enqueue");
+        assert!(matches!(answer, lease_core::Enqueued::Accepted { .. }), "{answer:?}");
+    }
+}
+
+async fn states(client: &StoreClient, count: u64) -> Vec<(JobState, u32)> {
+    let records =
+        client.call(move |store, _| (0..count).map(|job| store.job(JobId(job))).collect::<Result<Vec<_>, _>>());
+    let records = records.await.expect("read the jobs");
+    records.into_iter().map(|record| record.expect("every job is known")).map(|r| (r.state, r.attempts)).collect()
+}
+
+/// Resolves once jobs `0..count` have all ended, or panics after `limit`.
+fn all_ended(
+    client: &StoreClient,
+    count: u64,
+    limit: Duration,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let client = client.clone();
+    async move {
+        let started = std::time::Instant::now();
+        loop {
+            let ended = states(&client, count).await.iter().all(|(state, _)| matches!(state, JobState::Terminal(_)));
+            if ended {
+                return;
+            }
+            assert!(started.elapsed() < limit, "the jobs did not end within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn output_bytes(job: JobId, call: u64) -> Vec<u8> {
+    format!("document {job}, run {call}").into_bytes()
+}
+
+fn completed_with(state: &JobState) -> Option<OutputId> {
+    match state {
+        JobState::Terminal(terminal) => match terminal.outcome {
+            Outcome::Completed { output } => Some(output),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A client that loses the answers to one lease's renewals (the table takes them).
+struct LosingRenewals {
+    inner: StoreClient,
+    lease: (JobId, Epoch),
+}
+
+impl Client for LosingRenewals {
+    fn worker(
+        &self,
+        worker: WorkerId,
+        id: RequestId,
+        request: WorkerRequest,
+    ) -> BoxFuture<'static, Option<WorkerReply>> {
+        let answer = self.inner.worker(worker, id, request);
+        let lost = matches!(request, WorkerRequest::Renew { job, epoch } if (job, epoch) == self.lease);
+        Box::pin(async move { answer.await.filter(|_| !lost) })
+    }
+
+    fn record(
+        &self,
+        worker: WorkerId,
+        op: OpId,
+        epoch: Epoch,
+        output: OutputId,
+    ) -> BoxFuture<'static, Option<lease_core::Apply>> {
+        self.inner.record(worker, op, epoch, output)
+    }
+
+    fn reclaimer(
+        &self,
+        reclaimer: ReclaimerId,
+        id: RequestId,
+        request: ReclaimRequest,
+    ) -> BoxFuture<'static, Option<ReclaimReply>> {
+        self.inner.reclaimer(reclaimer, id, request)
+    }
+
+    fn line(&self, node: Node, event: Event) -> BoxFuture<'static, ()> {
+        self.inner.line(node, event)
+    }
+}
+
+// A handler five ttls long (2 s on a 400 ms lease) keeps its lease by heartbeats: it runs once,
+// nothing is reclaimed, and the job completes with its output. The store's log holds exactly
+// one applied effect and at least ten renewals.
+async fn long_handler_keeps_its_lease(opened: Opened) {
+    let Opened { client, clock, .. } = opened;
+    enqueue(&client, 1).await;
+    let calls = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let calls = Arc::clone(&calls);
+        move |job: Job| {
+            let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                tokio::time::sleep(Duration::from_micros(5 * TTL.as_us())).await;
+                Ok(output_bytes(job.id, call))
+            }
+        }
+    };
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    let limit = Duration::from_secs(10);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, all_ended(&client, 1, limit));
+    let reclaim = runtime.reclaim(reclaimer(), all_ended(&client, 1, limit));
+    let (worked, reclaimed) = future::join(work, reclaim).await;
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the handler ran once");
+    assert_eq!((worked.abandoned, worked.cancelled, reclaimed.fenced), (0, 0, 0), "{worked:?} {reclaimed:?}");
+    let states = states(&client, 1).await;
+    assert_eq!(completed_with(&states[0].0), Some(output_id(&output_bytes(JobId(0), 1))), "{states:?}");
+    let log = client.call(|store, _| store.events()).await.unwrap();
+    let count = |kind: &str| log.iter().filter(|line| line.contains(&format!(r#""kind":"{kind}""#))).count();
+    assert_eq!(count("effect_applied"), 1, "one effect");
+    assert!(count("renewed") >= 10, "2 s of heartbeats every 120 ms: {} renewals", count("renewed"));
+    assert_eq!(client.errors().count, 0, "{:?}", client.errors());
+}
+
+// A handler hung past the self-fence (its lease's renewals unanswered) is cancelled; the
+// reclaimer fences the expired lease and requeues it (nothing was recorded); the second run
+// completes the job, once, with the second run's output.
+async fn hung_handler_is_cancelled_and_its_job_ends_once(opened: Opened) {
+    let Opened { client, clock, .. } = opened;
+    enqueue(&client, 1).await;
+    let cancels: Arc<Mutex<Vec<Cancel>>> = Arc::default();
+    let calls = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let (cancels, calls) = (Arc::clone(&cancels), Arc::clone(&calls));
+        move |job: Job| {
+            let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            cancels.lock().unwrap().push(job.cancel.clone());
+            async move {
+                if job.epoch == Epoch(1) {
+                    future::pending::<()>().await;
+                }
+                Ok(output_bytes(job.id, call))
+            }
+        }
+    };
+    let losing = LosingRenewals { inner: client.clone(), lease: (JobId(0), Epoch(1)) };
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(losing));
+    let limit = Duration::from_secs(10);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, all_ended(&client, 1, limit));
+    let reclaim = runtime.reclaim(reclaimer(), all_ended(&client, 1, limit));
+    let (worked, reclaimed) = future::join(work, reclaim).await;
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "a second run after the reclaim");
+    assert!(cancels.lock().unwrap()[0].is_cancelled(), "the hung handler's cancellation fired");
+    assert_eq!((worked.cancelled, reclaimed.fenced), (1, 1), "{worked:?} {reclaimed:?}");
+    let states = states(&client, 1).await;
+    assert_eq!(completed_with(&states[0].0), Some(output_id(&output_bytes(JobId(0), 2))), "{states:?}");
+    let log = client.call(|store, _| store.events()).await.unwrap();
+    let terminal = log.iter().filter(|line| line.contains(r#""kind":"terminal""#)).count();
+    assert_eq!(terminal, 1, "the job ended once");
+    let lines: Vec<serde_json::Value> = log.iter().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let applied: Vec<_> = lines.iter().filter(|line| line["kind"] == "effect_applied").collect();
+    assert_eq!(applied.len(), 1, "one effect: {applied:?}");
+    assert_ne!(applied[0]["epoch"], 1, "nothing recorded under the lost lease: {applied:?}");
+}
+
+// Graceful shutdown: two slots, four jobs; job 1 hangs, the others take 100 ms. The signal comes
+// at 150 ms, the grace is 300 ms: what runs finishes, nothing new starts, job 1 is cancelled and
+// released. Every job is then completed or queued, none leased; the released job counts no
+// attempt.
+async fn shutdown_finishes_or_releases_every_job(opened: Opened) {
+    let Opened { client, clock, .. } = opened;
+    enqueue(&client, 4).await;
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let handler = {
+        let started = Arc::clone(&started);
+        move |job: Job| {
+            started.lock().unwrap().push(job.id);
+            async move {
+                if job.id == JobId(1) {
+                    future::pending::<()>().await;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Ok(output_bytes(job.id, 1))
+            }
+        }
+    };
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    let options = WorkerOptions { grace: Span::from_ms(300), ..WorkerOptions::new(slots(2), worker_config()) };
+    let shutdown = tokio::time::sleep(Duration::from_millis(150));
+    let worked = runtime.work(options, handler, shutdown).await.unwrap();
+    assert_eq!((worked.released, worked.cancelled, worked.left), (1, 1, 0), "{worked:?}");
+    let states = states(&client, 4).await;
+    assert!(states.iter().all(|(state, _)| !matches!(state, JobState::Leased(_))), "none leased: {states:?}");
+    assert_eq!(states[1], (JobState::Queued, 0), "job 1 released, no attempt counted");
+    let completed = states.iter().filter(|(state, _)| completed_with(state).is_some()).count() as u64;
+    assert_eq!(completed, worked.completed, "{states:?}");
+    let queued = states.iter().filter(|(state, _)| *state == JobState::Queued).count() as u64;
+    assert_eq!(completed + queued, 4, "every job finished or queued: {states:?}");
+    for job in started.lock().unwrap().iter().filter(|&&job| job != JobId(1)) {
+        assert!(completed_with(&states[job.0 as usize].0).is_some(), "{job} started and finished: {states:?}");
+    }
+}
+
+#[tokio::test]
+async fn sqlite_a_handler_five_ttls_long_keeps_its_lease() {
+    long_handler_keeps_its_lease(sqlite("long").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_hung_handler_is_cancelled_and_its_job_ends_once() {
+    hung_handler_is_cancelled_and_its_job_ends_once(sqlite("hung").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn sqlite_shutdown_finishes_or_releases_every_job() {
+    shutdown_finishes_or_releases_every_job(sqlite("shutdown").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_a_handler_five_ttls_long_keeps_its_lease() {
+    if let Some(opened) = postgres("long").await {
+        long_handler_keeps_its_lease(opened).await;
+    }
+}
+
+#[tokio::test]
+async fn postgres_a_hung_handler_is_cancelled_and_its_job_ends_once() {
+    if let Some(opened) = postgres("hung").await {
+        hung_handler_is_cancelled_and_its_job_ends_once(opened).await;
+    }
+}
+
+#[tokio::test]
+async fn postgres_shutdown_finishes_or_releases_every_job() {
+    if let Some(opened) = postgres("shutdown").await {
+        shutdown_finishes_or_releases_every_job(opened).await;
+    }
+}
