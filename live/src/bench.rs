@@ -18,8 +18,9 @@
 //!    SKIP LOCKED: the same two statements, each in its `BEGIN IMMEDIATE`.)
 
 use super::db::host_now;
-use super::plan::{FaultKind, LivePlan, Role, Shape, SignalStrike, StrikePoint};
+use super::plan::{FaultKind, LivePlan, Role, Shape, SignalStrike};
 use super::{Failure, Options, StoreChoice};
+use lease_history::Point;
 use lease_history::{parse_jsonl, Event, Node};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -93,7 +94,7 @@ fn burst(plan: &mut LivePlan, jobs: u64, kill: bool) {
                 kind: FaultKind::Kill,
                 role: Role::Worker,
                 index,
-                point: StrikePoint::AtRandom,
+                point: Point::AtRandom,
                 len_us: u64::MAX / 4,
             })
             .collect();

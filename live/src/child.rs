@@ -12,12 +12,13 @@
 //! Everything else goes to stderr, which the orchestrator keeps in `DIR/logs/`.
 
 use super::db::{host_now, Handle, Lines};
-use super::plan::{LivePlan, StrikePoint};
+use super::plan::LivePlan;
 use lease_core::Apply;
 use lease_core::{
     Bug, Bugs, Execution, Fencing, JobId, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId,
     RequestId, Time, Worker, WorkerAction, WorkerId, WorkerReply, WorkerRequest,
 };
+use lease_history::Point;
 use lease_history::{Event, Node};
 use std::io::{BufRead, Write};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
@@ -48,7 +49,7 @@ pub enum ChildRole {
 /// A command from the orchestrator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Command {
-    Arm(StrikePoint),
+    Arm(Point),
     Disarm,
     Go,
     Stop,
@@ -97,9 +98,9 @@ fn commands() -> Receiver<Command> {
         for line in std::io::stdin().lock().lines() {
             let Ok(line) = line else { break };
             let command = match line.trim() {
-                "arm after_effect" => Command::Arm(StrikePoint::AfterEffect),
-                "arm during_ack" => Command::Arm(StrikePoint::DuringAck),
-                "arm mid_reclaim" => Command::Arm(StrikePoint::MidReclaim),
+                "arm after_effect" => Command::Arm(Point::AfterEffect),
+                "arm during_ack" => Command::Arm(Point::DuringAck),
+                "arm mid_reclaim" => Command::Arm(Point::MidReclaim),
                 "disarm" => Command::Disarm,
                 "go" => Command::Go,
                 other => {
@@ -149,7 +150,7 @@ enum Next {
 
 impl Child {
     /// Takes every pending command; `Stop` when the run is over for this process.
-    fn take_commands(&mut self, armed: &mut Option<StrikePoint>) -> Next {
+    fn take_commands(&mut self, armed: &mut Option<Point>) -> Next {
         loop {
             match self.commands.try_recv() {
                 Ok(Command::Arm(point)) => *armed = Some(point),
@@ -168,14 +169,8 @@ impl Child {
 
     /// Tells the orchestrator this worker is at `point` for `job`, and waits for `go` (or for
     /// the SIGKILL the orchestrator may send instead).
-    fn strike(&mut self, point: StrikePoint, job: JobId) -> Next {
-        let name = match point {
-            StrikePoint::AfterEffect => "after_effect",
-            StrikePoint::DuringAck => "during_ack",
-            StrikePoint::MidReclaim => "mid_reclaim",
-            StrikePoint::AtRandom => "at_random",
-        };
-        println!("at {name} {}", job.0);
+    fn strike(&mut self, point: Point, job: JobId) -> Next {
+        println!("at {} {}", point.name(), job.0);
         let _ = std::io::stdout().flush();
         loop {
             match self.commands.recv_timeout(STRIKE_WAIT) {
@@ -237,9 +232,9 @@ impl Child {
                         }
                         None
                     }
-                    WorkerRequest::Complete { job, .. } if armed == Some(StrikePoint::DuringAck) => {
+                    WorkerRequest::Complete { job, .. } if armed == Some(Point::DuringAck) => {
                         armed = None;
-                        if let Next::Stop = self.strike(StrikePoint::DuringAck, job) {
+                        if let Next::Stop = self.strike(Point::DuringAck, job) {
                             return Ok(());
                         }
                         Some(self.serve(id, life, request_id, request)?)
@@ -256,10 +251,10 @@ impl Child {
                 Ok((request_id, None)) => eprintln!("no answer from the stub to request {}", request_id.0),
                 Ok((request_id, Some(execution))) => {
                     let reply = WorkerReply::Executed(execution);
-                    if armed == Some(StrikePoint::AfterEffect) {
+                    if armed == Some(Point::AfterEffect) {
                         if let Some(job) = effect_accepted(&worker, request_id, &reply) {
                             armed = None;
-                            if let Next::Stop = self.strike(StrikePoint::AfterEffect, job) {
+                            if let Next::Stop = self.strike(Point::AfterEffect, job) {
                                 return Ok(());
                             }
                         }
@@ -314,9 +309,9 @@ impl Child {
                             }
                             _ => None,
                         };
-                        if let (Some(job), Some(StrikePoint::MidReclaim)) = (won, armed) {
+                        if let (Some(job), Some(Point::MidReclaim)) = (won, armed) {
                             armed = None;
-                            if let Next::Stop = self.strike(StrikePoint::MidReclaim, job) {
+                            if let Next::Stop = self.strike(Point::MidReclaim, job) {
                                 return Ok(());
                             }
                         }

@@ -27,7 +27,7 @@ use db::{host_now, Handle, Lines};
 use lease_core::{Bug, Bugs, JobId};
 use lease_history::{Entry, Event, Node, Point, Rate, HISTORY_VERSION};
 use lease_store::Place;
-use plan::{FaultKind, LivePlan, Role, Shape, SignalStrike, StrikePoint};
+use plan::{FaultKind, LivePlan, Role, Shape, SignalStrike};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -598,7 +598,7 @@ impl Orchestra {
         let up =
             |orchestra: &Orchestra, key: Key| orchestra.slots.get(&key).is_some_and(|slot| slot.state == State::Up);
         let mut key = Key::of(strike.role, strike.index);
-        if !up(self, key) && matches!(strike.point, StrikePoint::AfterEffect | StrikePoint::DuringAck) {
+        if !up(self, key) && matches!(strike.point, Point::AfterEffect | Point::DuringAck) {
             // A signalled strike is one of the two windows the run exists for: any worker up
             // will do.
             let workers = (0..self.plan.workers).map(|index| Key::of(Role::Worker, index));
@@ -609,14 +609,9 @@ impl Orchestra {
             return;
         }
         match strike.point {
-            StrikePoint::AtRandom => self.hit(key, strike, None),
+            Point::AtRandom => self.hit(key, strike, None),
             point => {
-                let name = match point {
-                    StrikePoint::AfterEffect => "after_effect",
-                    StrikePoint::DuringAck => "during_ack",
-                    _ => "mid_reclaim",
-                };
-                self.send(key, &format!("arm {name}"));
+                self.send(key, &format!("arm {}", point.name()));
                 self.slots.get_mut(&key).expect("checked").state = State::Armed(strike);
             }
         }
@@ -624,12 +619,7 @@ impl Orchestra {
 
     /// Kills or pauses the child at `key` now (at its signalled point, working on `job`).
     fn hit(&mut self, key: Key, strike: SignalStrike, job: Option<JobId>) {
-        let point = match strike.point {
-            StrikePoint::AfterEffect => Point::AfterEffect,
-            StrikePoint::DuringAck => Point::DuringAck,
-            StrikePoint::MidReclaim => Point::MidReclaim,
-            StrikePoint::AtRandom => Point::AtRandom,
-        };
+        let point = strike.point;
         let target = key.node();
         let now_us = self.since_us();
         let slot = self.slots.get_mut(&key).expect("a struck child has a slot");
@@ -644,7 +634,7 @@ impl Orchestra {
                 self.record(Event::Crashed { target, point, job });
             }
             _ => {
-                let owes_go = strike.point != StrikePoint::AtRandom;
+                let owes_go = strike.point != Point::AtRandom;
                 slot.state = State::Paused { until_us: now_us + strike.len_us, owes_go };
                 self.signal(key, libc::SIGSTOP);
                 let point = owes_go.then_some(point);

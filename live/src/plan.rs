@@ -5,6 +5,7 @@
 //! processes run on real clocks, and the operating system schedules them.
 
 use lease_core::{ReclaimerConfig, Span, TableConfig, WorkerConfig};
+use lease_history::Point;
 use lease_store::Place;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -61,22 +62,6 @@ impl FaultKind {
     }
 }
 
-/// Where a process is struck.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StrikePoint {
-    /// A worker's effect was accepted by the ledger; it has not acknowledged (completed) yet. The
-    /// worker signals the point and waits for the orchestrator.
-    AfterEffect,
-    /// A worker is about to send its completion. It signals and waits.
-    DuringAck,
-    /// A reclaimer has just won a fence (the job is leased to it, not yet adopted or requeued).
-    /// It signals and waits.
-    MidReclaim,
-    /// Wherever the process happens to be.
-    AtRandom,
-}
-
 /// A process the orchestrator strikes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -99,7 +84,9 @@ pub struct SignalStrike {
     /// Its index.
     pub index: u32,
     /// Where.
-    pub point: StrikePoint,
+    /// Where: `after_effect` and `during_ack` (a worker signals the point and waits for the
+    /// orchestrator), `mid_reclaim` (a reclaimer that just won a fence), or `at_random`.
+    pub point: Point,
     /// The pause's length, or the time a killed process stays down.
     pub len_us: u64,
 }
@@ -401,9 +388,9 @@ fn draw_strikes(rng: &mut Xoshiro256PlusPlus, shape: &Shape, calm_us: u64, end_u
             (Role::Worker, rng.gen_range(0..shape.workers))
         };
         let point = match (kind, role, first || rng.gen_bool(0.5)) {
-            (_, Role::Reclaimer, _) | (_, _, false) => StrikePoint::AtRandom,
-            (FaultKind::Kill, Role::Worker, true) => StrikePoint::AfterEffect,
-            (_, Role::Worker, true) => StrikePoint::DuringAck,
+            (_, Role::Reclaimer, _) | (_, _, false) => Point::AtRandom,
+            (FaultKind::Kill, Role::Worker, true) => Point::AfterEffect,
+            (_, Role::Worker, true) => Point::DuringAck,
         };
         let len_us = match kind {
             FaultKind::Pause => rng.gen_range(LEASE_TTL_US * 3 / 2..=LEASE_TTL_US * 5 / 2),
@@ -416,11 +403,11 @@ fn draw_strikes(rng: &mut Xoshiro256PlusPlus, shape: &Shape, calm_us: u64, end_u
     // after its next won fence, longer than that worker's pause: the stale acknowledgement then
     // reaches a job that a reclaimer holds under a newer epoch (River's rescuer window), which a
     // completion guarded by state alone would accept.
-    let first_ack = strikes.iter().find(|s| s.point == StrikePoint::DuringAck).copied();
+    let first_ack = strikes.iter().find(|s| s.point == Point::DuringAck).copied();
     if let Some(ack) = first_ack {
         for index in 0..shape.reclaimers {
             let len_us = LEASE_TTL_US * 3;
-            strikes.push(SignalStrike { role: Role::Reclaimer, index, point: StrikePoint::MidReclaim, len_us, ..ack });
+            strikes.push(SignalStrike { role: Role::Reclaimer, index, point: Point::MidReclaim, len_us, ..ack });
         }
     }
     strikes.sort_by_key(|strike| strike.at_us);
@@ -486,8 +473,8 @@ mod tests {
         let b = LivePlan::draw(&shape(&FaultKind::ALL), db.clone(), None, 0);
         assert_eq!(a, b);
         let has = |kind, point| a.strikes.iter().any(|s| s.kind == kind && s.point == point && s.role == Role::Worker);
-        assert!(has(FaultKind::Kill, StrikePoint::AfterEffect));
-        assert!(has(FaultKind::Pause, StrikePoint::DuringAck));
+        assert!(has(FaultKind::Kill, Point::AfterEffect));
+        assert!(has(FaultKind::Pause, Point::DuringAck));
         assert!(a.strikes.iter().filter(|s| s.kind == FaultKind::Pause).all(|s| s.len_us > LEASE_TTL_US));
         assert!(a.strikes.iter().all(|s| s.at_us < a.duration_us));
         assert_eq!(a.arrivals.len(), 200 + 3 * CAPACITY);
