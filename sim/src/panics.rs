@@ -81,19 +81,19 @@ impl<F: Future> Future for Contained<F> {
 /// Runs a world's root future: it ends with `Ok` of the future's output, or with `Err` of the
 /// first panic of the root or of any [`contained`] task, without that panic passing through
 /// madsim. Resume it (`std::panic::resume_unwind`) outside `block_on`.
-pub fn world<F: Future>(future: F) -> World<F> {
-    World { future: Box::pin(future), started: false }
+pub fn world<F: Future>(future: F) -> Root<F> {
+    Root { future: Box::pin(future), started: false }
 }
 
 /// A world's root future; see [`world`].
 #[must_use = "a future does nothing unless polled"]
-pub struct World<F> {
+pub struct Root<F> {
     future: Pin<Box<F>>,
     /// Whether this root registered the running world (so that its drop unregisters it).
     started: bool,
 }
 
-impl<F: Future> Future for World<F> {
+impl<F: Future> Future for Root<F> {
     type Output = Result<F::Output, Payload>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -116,7 +116,7 @@ impl<F: Future> Future for World<F> {
     }
 }
 
-impl<F> Drop for World<F> {
+impl<F> Drop for Root<F> {
     fn drop(&mut self) {
         if self.started {
             WORLD.with(|world| world.borrow_mut().take());
