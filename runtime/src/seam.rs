@@ -63,7 +63,9 @@ pub trait Client: Send + Sync {
 /// process (every job in flight waits), and a crash is a future that never resolves, whose task
 /// the simulator drops. Where each point is awaited:
 ///
-/// - `before_effect`: after the worker's `executing` line, before the handler is started;
+/// - `before_effect`: before the handler is started and its `executing` line written (after a
+///   stall the machine takes the time first: past its estimate of expiry it self-fences, and
+///   neither is);
 /// - `after_effect`: the ledger recorded the output (`applied`), before the worker takes it;
 /// - `during_ack`: the completion was answered, before the worker takes the answer;
 /// - `before_renew`: before a heartbeat is sent;

@@ -22,9 +22,21 @@
 //!
 //! **Shutdown.** Once the signal resolves, no slot acquires again (a grant that answers an
 //! acquire already sent is released at once); jobs in flight may finish for `grace`. Then every
-//! handler still running is cancelled and its lease released (back at the queue's head, no
-//! attempt counted), unless an output was already recorded under it: that lease is left to
-//! expire, and a reclaimer adopts the output.
+//! handler still running is cancelled, and every lease still held is either released (back at
+//! the queue's head, no attempt counted) or left to expire:
+//!
+//! - released when no handler started under it (it was being acquired or looked up): nothing
+//!   was tried;
+//! - left when its handler started: the effect may have reached the dependency, and a dependency
+//!   that records its own output (the simulator's does) would hold one that a release hides: the
+//!   release undoes the attempt, so the next grant, a first attempt again, would skip the lookup
+//!   and run the effect again, and a different output would conflict. The lease expires and a
+//!   reclaimer looks the operation up, then adopts or requeues (the attempt counted, for it was
+//!   one).
+//!
+//! `lease-check`'s conformance spec accepts a worker's release only of a grant it declined
+//! (`worker_releases_only_what_it_declined`), so a history with a shutdown release fails it
+//! until the spec (and the history, by an abandon reason of its own) knows the shutdown.
 
 use crate::job::{Cancel, Handler, Job, Outcome, Trigger};
 use crate::seam::{bounded, Client, Clock, Hook, Point};
@@ -99,7 +111,8 @@ pub struct WorkerTally {
     pub cancelled: u64,
     /// Leases handed back, the table agreeing: grants declined, and leases given up at shutdown.
     pub released: u64,
-    /// Leases held at shutdown with an output recorded: left to expire for a reclaimer to adopt.
+    /// Leases held at shutdown whose handler had started: left to expire, for a reclaimer to
+    /// adopt the output or requeue the job.
     pub left: u64,
 }
 
@@ -121,8 +134,8 @@ struct Slot {
     id: WorkerId,
     worker: Worker,
     effect: Option<Effect>,
-    /// The lease under which an output was last sent to the ledger: never released.
-    recorded_lease: Option<(JobId, Epoch)>,
+    /// The lease under which a handler last started: never released at shutdown.
+    started_lease: Option<(JobId, Epoch)>,
     /// Acquire calls in flight.
     acquiring: u32,
     /// Draining, this slot asks for nothing more.
@@ -193,7 +206,7 @@ impl Runtime {
                     id,
                     worker,
                     effect: None,
-                    recorded_lease: None,
+                    started_lease: None,
                     acquiring: 0,
                     closed: false,
                     deadline,
@@ -347,15 +360,16 @@ impl<H: Handler> Run<H> {
             return;
         }
         let node = Node::Worker(self.slots[slot].id.0);
-        self.client().line(node, Event::Executing { job: op.job, op, epoch }).await;
         self.hook().at(node, Point::BeforeEffect, Some(op.job)).await;
-        // A stall at the point may have outlived the lease: the machine takes the time first.
+        // A stall at the point may have outlived the lease: the machine takes the time first, so
+        // the effect starts (and its line says so) only while the worker still acts on the lease.
         let execute = WorkerRequest::Execute { op, epoch };
         let now = self.clock().now();
         self.slots[slot].worker.handle_timeout(now);
         if self.slots[slot].worker.awaiting(id) != Some(execute) {
             return;
         }
+        self.client().line(node, Event::Executing { job: op.job, op, epoch }).await;
         let (trigger, cancel) = Cancel::new();
         let (abort, registration) = AbortHandle::new_pair();
         let payload = self.client().payload(op.job);
@@ -368,6 +382,7 @@ impl<H: Handler> Run<H> {
         self.inflight.push(Box::pin(run));
         let running = Some((trigger, abort));
         self.slots[slot].effect = Some(Effect { id, op, epoch, running, output: None, recording: false });
+        self.slots[slot].started_lease = Some((op.job, epoch));
         self.tally.handled += 1;
     }
 
@@ -379,7 +394,6 @@ impl<H: Handler> Run<H> {
         assert!(effect.running.is_none(), "recording while the handler runs");
         effect.recording = true;
         let (op, epoch) = (effect.op, effect.epoch);
-        held.recorded_lease = Some((op.job, epoch));
         self.tally.recorded += 1;
         let deadline = self.clock().now() + self.options.worker.request_timeout;
         let call = self.client().record(self.slots[slot].id, op, epoch, output);
@@ -504,7 +518,7 @@ impl<H: Handler> Run<H> {
                 continue;
             };
             self.stop_effect(slot, job, epoch);
-            if self.slots[slot].recorded_lease == Some((job, epoch)) {
+            if self.slots[slot].started_lease == Some((job, epoch)) {
                 self.tally.left += 1;
                 continue;
             }

@@ -149,6 +149,15 @@ fn all_ended(
     }
 }
 
+/// The store's log as a history, judged by every checker of `lease-check` (its lines and the
+/// runtime's own: `executing`, `abandoned`, `adopted`).
+async fn judge(client: &StoreClient) {
+    let text = client.call(|store, _| store.history()).await.expect("the log reads");
+    let entries =
+        lease_history::parse_jsonl(&text).unwrap_or_else(|error| panic!("the history does not parse: {error}"));
+    lease_check::check_history(&entries).unwrap_or_else(|violation| panic!("{violation}\n{text}"));
+}
+
 fn output_bytes(job: JobId, call: u64) -> Vec<u8> {
     format!("document {job}, run {call}").into_bytes()
 }
@@ -237,6 +246,7 @@ async fn long_handler_keeps_its_lease(opened: Opened) {
     assert_eq!(count("effect_applied"), 1, "one effect");
     assert!(count("renewed") >= 10, "2 s of heartbeats every 120 ms: {} renewals", count("renewed"));
     assert_eq!(client.errors().count, 0, "{:?}", client.errors());
+    judge(&client).await;
 }
 
 // A handler hung past the self-fence (its lease's renewals unanswered) is cancelled; the
@@ -279,13 +289,15 @@ async fn hung_handler_is_cancelled_and_its_job_ends_once(opened: Opened) {
     let applied: Vec<_> = lines.iter().filter(|line| line["kind"] == "effect_applied").collect();
     assert_eq!(applied.len(), 1, "one effect: {applied:?}");
     assert_ne!(applied[0]["epoch"], 1, "nothing recorded under the lost lease: {applied:?}");
+    assert!(lines.iter().any(|line| line["kind"] == "abandoned"), "the worker wrote its abandoned line");
+    judge(&client).await;
 }
 
 // Graceful shutdown: two slots, four jobs; job 1 hangs, the others take 100 ms. The signal comes
 // at 150 ms, the grace is 300 ms: what runs finishes, nothing new starts, job 1 is cancelled and
-// released. Every job is then completed or queued, none leased; the released job counts no
-// attempt.
-async fn shutdown_finishes_or_releases_every_job(opened: Opened) {
+// its lease, whose handler had started, left to expire; a reclaimer requeues it. Every job is
+// then completed or queued, none leased, none lost, and the history passes every checker.
+async fn shutdown_finishes_or_hands_back_every_job(opened: Opened) {
     let Opened { client, clock, .. } = opened;
     enqueue(&client, 4).await;
     let started = Arc::new(Mutex::new(Vec::new()));
@@ -306,10 +318,20 @@ async fn shutdown_finishes_or_releases_every_job(opened: Opened) {
     let options = WorkerOptions { grace: Span::from_ms(300), ..WorkerOptions::new(slots(2), worker_config()) };
     let shutdown = tokio::time::sleep(Duration::from_millis(150));
     let worked = runtime.work(options, handler, shutdown).await.unwrap();
-    assert_eq!((worked.released, worked.cancelled, worked.left), (1, 1, 0), "{worked:?}");
+    assert_eq!((worked.released, worked.cancelled, worked.left), (0, 1, 1), "{worked:?}");
+    let requeued = {
+        let client = client.clone();
+        async move {
+            while matches!(states(&client, 2).await[1].0, JobState::Leased(_)) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let reclaimed = runtime.reclaim(reclaimer(), requeued).await.unwrap();
+    assert_eq!(reclaimed.fenced, 1, "{reclaimed:?}");
     let states = states(&client, 4).await;
     assert!(states.iter().all(|(state, _)| !matches!(state, JobState::Leased(_))), "none leased: {states:?}");
-    assert_eq!(states[1], (JobState::Queued, 0), "job 1 released, no attempt counted");
+    assert_eq!(states[1], (JobState::Queued, 1), "job 1 requeued, its attempt counted");
     let completed = states.iter().filter(|(state, _)| completed_with(state).is_some()).count() as u64;
     assert_eq!(completed, worked.completed, "{states:?}");
     let queued = states.iter().filter(|(state, _)| *state == JobState::Queued).count() as u64;
@@ -317,6 +339,7 @@ async fn shutdown_finishes_or_releases_every_job(opened: Opened) {
     for job in started.lock().unwrap().iter().filter(|&&job| job != JobId(1)) {
         assert!(completed_with(&states[job.0 as usize].0).is_some(), "{job} started and finished: {states:?}");
     }
+    judge(&client).await;
 }
 
 #[tokio::test]
@@ -330,8 +353,8 @@ async fn sqlite_a_hung_handler_is_cancelled_and_its_job_ends_once() {
 }
 
 #[tokio::test]
-async fn sqlite_shutdown_finishes_or_releases_every_job() {
-    shutdown_finishes_or_releases_every_job(sqlite("shutdown").await.unwrap()).await;
+async fn sqlite_shutdown_finishes_or_hands_back_every_job() {
+    shutdown_finishes_or_hands_back_every_job(sqlite("shutdown").await.unwrap()).await;
 }
 
 #[tokio::test]
@@ -349,8 +372,8 @@ async fn postgres_a_hung_handler_is_cancelled_and_its_job_ends_once() {
 }
 
 #[tokio::test]
-async fn postgres_shutdown_finishes_or_releases_every_job() {
+async fn postgres_shutdown_finishes_or_hands_back_every_job() {
     if let Some(opened) = postgres("shutdown").await {
-        shutdown_finishes_or_releases_every_job(opened).await;
+        shutdown_finishes_or_hands_back_every_job(opened).await;
     }
 }

@@ -119,6 +119,8 @@ pub struct Faults {
     pub lose_renewals_of: Option<(JobId, Epoch)>,
     /// The next this many records are applied, but their answers are lost.
     pub lose_record_answers: u32,
+    /// Acquires are answered at once, but their answers arrive this much later.
+    pub delay_acquire_answers: Option<Span>,
 }
 
 /// What the in-memory client saw.
@@ -194,9 +196,17 @@ impl MemoryClient {
 
     /// Resolves once jobs `0..count` have all ended.
     pub fn all_ended(&self, count: u64) -> impl Future<Output = ()> + Send + 'static {
+        self.until(move |table| (0..count).all(|job| table.terminal(JobId(job)).is_some()))
+    }
+
+    /// Resolves once `done` holds of the table (looked at every 50 ms).
+    pub fn until(
+        &self,
+        done: impl Fn(&LeaseTable) -> bool + Send + 'static,
+    ) -> impl Future<Output = ()> + Send + 'static {
         let (client, clock) = (self.clone(), self.clock.clone());
         async move {
-            while !client.table(|table| (0..count).all(|job| table.terminal(JobId(job)).is_some())) {
+            while !client.table(&done) {
                 clock.sleep_until(clock.now() + Span::from_ms(50)).await;
             }
         }
@@ -272,7 +282,14 @@ impl Client for MemoryClient {
         id: RequestId,
         request: WorkerRequest,
     ) -> BoxFuture<'static, Option<WorkerReply>> {
-        Box::pin(future::ready(self.answer_worker(worker, id, request)))
+        let answer = self.answer_worker(worker, id, request);
+        let delay = self.state().faults.delay_acquire_answers.filter(|_| request == WorkerRequest::Acquire);
+        let Some(delay) = delay else { return Box::pin(future::ready(answer)) };
+        let arrives = self.clock.sleep_until(self.clock.now() + delay);
+        Box::pin(async move {
+            arrives.await;
+            answer
+        })
     }
 
     fn record(&self, _worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>> {
