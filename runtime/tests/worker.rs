@@ -301,3 +301,99 @@ fn a_crash_after_the_effect_is_adopted_by_the_reclaimer_not_repeated() {
     assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output }, Epoch(2)));
     assert_eq!(client.ledger(|ledger| ledger.recorded(OpId::for_job(JobId(0)))), Some(output));
 }
+
+/// A hook that writes down every point passed, and stalls the node at one point of one epoch.
+struct Recording {
+    clock: ManualClock,
+    points: Mutex<Vec<(Node, Point)>>,
+    stall: Option<(Point, Span)>,
+}
+
+impl Hook for Recording {
+    fn at(&self, node: Node, point: Point, _job: Option<JobId>) -> BoxFuture<'static, ()> {
+        let mut points = self.points.lock().unwrap();
+        points.push((node, point));
+        let first = points.iter().filter(|(_, seen)| *seen == point).count() == 1;
+        match self.stall.filter(|(at, _)| *at == point && first) {
+            Some((_, len)) => self.clock.sleep_until(self.clock.now() + len),
+            None => Box::pin(future::ready(())),
+        }
+    }
+}
+
+// Proves the hook is passed at the protocol points, in the protocol's order, for one job that a
+// worker runs for a second (so it heartbeats) while a reclaimer scans: the worker passes
+// before_effect, then before_renew and before_renew_reply per heartbeat, then after_effect and
+// during_ack; the reclaimer passes before_listing on every scan, and no point of a reclaim.
+#[test]
+fn the_hook_is_passed_at_each_protocol_point_in_order() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let hook = Arc::new(Recording { clock: clock.clone(), points: Mutex::default(), stall: None });
+    let handler = {
+        let clock = clock.clone();
+        move |job: Job| {
+            let clock = clock.clone();
+            async move {
+                clock.sleep_until(clock.now() + Span::from_secs(1)).await;
+                Ok(output_bytes(job.id, 1))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client).with_hook(hook.clone());
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, client.all_ended(1));
+    let reclaim = runtime.reclaim(reclaimer(), client.all_ended(1));
+    let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
+    assert_eq!(worked.unwrap().completed, 1);
+    assert!(reclaimed.unwrap().scans >= 4, "a scan every 250 ms for a second");
+    let points = hook.points.lock().unwrap();
+    let worker: Vec<Point> = points.iter().filter(|(node, _)| *node == Node::Worker(0)).map(|(_, p)| *p).collect();
+    use Point::{AfterEffect, BeforeEffect, BeforeRenew, BeforeRenewReply, DuringAck};
+    let beats = [BeforeRenew, BeforeRenewReply].repeat(3);
+    let expected: Vec<Point> = [vec![BeforeEffect], beats, vec![AfterEffect, DuringAck]].concat();
+    assert_eq!(worker, expected, "the worker's points");
+    let reclaimer: Vec<Point> =
+        points.iter().filter(|(node, _)| *node == Node::Reclaimer(0)).map(|(_, p)| *p).collect();
+    assert!(reclaimer.iter().all(|point| *point == Point::BeforeListing), "{reclaimer:?}");
+}
+
+// Proves a stall before the effect that outlives the lease starts no effect: the node stalls at
+// before_effect for 2 s on a 1 s lease; when it wakes, the machine takes the time first and
+// self-fences, so no handler runs and no executing line is written under epoch 1 (the history's
+// self-fencing invariant: no effect starts after the lease expired). The reclaimer requeues the
+// expired lease and a later grant runs the job, once.
+#[test]
+fn a_stall_before_the_effect_past_the_lease_starts_no_effect() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let stall = Some((Point::BeforeEffect, Span::from_secs(2)));
+    let hook = Arc::new(Recording { clock: clock.clone(), points: Mutex::default(), stall });
+    let epochs: Arc<Mutex<Vec<Epoch>>> = Arc::default();
+    let handler = {
+        let epochs = Arc::clone(&epochs);
+        move |job: Job| {
+            epochs.lock().unwrap().push(job.epoch);
+            async move { Ok(output_bytes(job.id, 1)) }
+        }
+    };
+    let work = runtime(&clock, &client).with_hook(hook).work(
+        WorkerOptions::new(slots(1), worker_config()),
+        handler,
+        client.all_ended(1),
+    );
+    let reclaim = runtime(&clock, &client).reclaim(reclaimer(), client.all_ended(1));
+    let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!(*epochs.lock().unwrap(), vec![Epoch(3)], "only the grant after the reclaim ran the handler");
+    assert_eq!((worked.handled, worked.abandoned, reclaimed.fenced), (1, 1, 1), "{worked:?} {reclaimed:?}");
+    let executing: Vec<Epoch> = client.seen(|seen| {
+        seen.lines
+            .iter()
+            .filter_map(|(_, event)| if let Event::Executing { epoch, .. } = event { Some(*epoch) } else { None })
+            .collect()
+    });
+    assert_eq!(executing, vec![Epoch(3)], "no executing line under the stalled lease");
+    assert!(client.table(|table| table.terminal(JobId(0)).is_some()));
+}
