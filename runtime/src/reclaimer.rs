@@ -10,6 +10,7 @@ use crate::{OptionsError, Runtime};
 use futures::future::{BoxFuture, Fuse, FutureExt};
 use lease_core::{
     Bugs, Fencing, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, RequestId,
+    Span,
 };
 use lease_history::{Event, Node};
 use std::future::Future;
@@ -32,6 +33,13 @@ impl ReclaimerOptions {
     /// Reclaimer `id` on `reclaimer`'s timing, its batches numbered from 0, no planted bug.
     pub fn new(id: ReclaimerId, reclaimer: ReclaimerConfig) -> ReclaimerOptions {
         ReclaimerOptions { id, reclaimer, first_batch: 0, bugs: Bugs::NONE }
+    }
+
+    /// Reclaimer `id` timed as fractions of the table's `lease_ttl`: a scan every quarter of it,
+    /// requests timing out after a fifth, sent again up to three times.
+    pub fn with_ttl(id: ReclaimerId, lease_ttl: Span) -> ReclaimerOptions {
+        let reclaimer = ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 5, retries_max: 3 };
+        ReclaimerOptions::new(id, reclaimer)
     }
 }
 

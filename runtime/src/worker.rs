@@ -80,6 +80,21 @@ impl WorkerOptions {
         WorkerOptions { slots, grace: worker.lease_ttl, worker, bugs: Bugs::NONE }
     }
 
+    /// `slots` machines timed as fractions of the table's `lease_ttl`: a heartbeat every third of
+    /// it, a fifth kept as the margin for clock drift, requests timing out after a fifth, a tenth
+    /// between acquires on an empty queue, no long polling. Checked when the runtime starts.
+    pub fn with_ttl(slots: Vec<WorkerId>, lease_ttl: Span) -> WorkerOptions {
+        let worker = WorkerConfig {
+            lease_ttl,
+            heartbeat_every: lease_ttl / 3,
+            drift_margin: lease_ttl / 5,
+            request_timeout: lease_ttl / 5,
+            idle_backoff: lease_ttl / 10,
+            acquire_wait: Span::ZERO,
+        };
+        WorkerOptions::new(slots, worker)
+    }
+
     fn validate(&self) -> Result<(), OptionsError> {
         self.worker.validate()?;
         if self.slots.is_empty() || self.slots.len() > SLOTS_MAX {

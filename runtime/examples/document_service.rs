@@ -1,0 +1,80 @@
+//! A document service on lease-runtime: 1,000 jobs, a mock dependency called with each job's op id
+//! and epoch, two worker processes, the first killed mid-job. Exits 0 only if every job ended
+//! exactly once with one effect. SQLite (a new file) by default; PostgreSQL (a new schema) with `--url URL`.
+use futures::future::{self, Either, FutureExt};
+use lease_core::{Epoch, JobId, JobState, OpId, Outcome, ReclaimerId, Span, TableConfig, WorkerId};
+use lease_runtime::store::{HostClock, StoreClient};
+use lease_runtime::{output_id, Job, ReclaimerOptions, Runtime, WorkerOptions};
+use lease_store::Place;
+use std::{collections::BTreeMap, sync::Arc, sync::Mutex, time::Duration};
+
+const JOBS: u64 = 1_000;
+
+/// The dependency, idempotent by operation id: a repeated call performs nothing and returns the
+/// first output. It keeps every effect it performed.
+type Renderer = Arc<Mutex<BTreeMap<OpId, Vec<u8>>>>;
+
+async fn render(renderer: Renderer, op: OpId, epoch: Epoch) -> Vec<u8> {
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let mut done = renderer.lock().unwrap();
+    done.entry(op).or_insert_with(|| format!("document {op} rendered under {epoch}").into_bytes()).clone()
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let name = format!("document_service_{}", std::process::id());
+    let path = std::env::temp_dir().join(format!("{name}.sqlite"));
+    let place = match std::env::args().skip_while(|arg| arg != "--url").nth(1) {
+        Some(url) => Place::Postgres { url, schema: name },
+        None => Place::Sqlite { path: path.clone() },
+    };
+    let ttl = Span::from_ms(500);
+    let table = TableConfig { capacity: JOBS as usize, lease_ttl: ttl, batch_max: 32, attempts_max: 3 };
+    let clock = HostClock::start();
+    let client = StoreClient::open(&place, table, clock, 1).await?;
+    for job in 0..JOBS {
+        let _accepted = client.enqueue(JobId(job)).await?;
+    }
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    let renderer = Renderer::default();
+    let process = |first: u32| {
+        let options = WorkerOptions::with_ttl((first..first + 4).map(WorkerId).collect(), ttl);
+        let renderer = renderer.clone();
+        let handler = move |job: Job| render(renderer.clone(), job.op, job.epoch).map(Ok);
+        runtime.work(options, handler, all_ended(client.clone())).boxed()
+    };
+    // The first process is killed after 200 ms, mid-job: its future is dropped.
+    let killed = future::select(process(0), Box::pin(tokio::time::sleep(Duration::from_millis(200))));
+    let reclaim = runtime.reclaim(ReclaimerOptions::with_ttl(ReclaimerId(0), ttl), all_ended(client.clone()));
+    let (killed, survivor, reclaimed) = future::join3(killed, process(4), reclaim).await;
+    assert!(matches!(killed, Either::Right(_)), "the first process was killed before the jobs ended");
+    let (survivor, reclaimed) = (survivor?, reclaimed?);
+    let effects = renderer.lock().unwrap().clone();
+    let log = client.call(|store, _| store.events()).await?;
+    let applied = log.iter().filter(|line| line.contains(r#""kind":"effect_applied""#)).count() as u64;
+    let mut wrong = 0;
+    for job in (0..JOBS).map(JobId) {
+        let record = client.call(move |store, _| store.job(job)).await?.expect("every job was enqueued");
+        let completed = effects.get(&OpId::for_job(job)).map(|bytes| Outcome::Completed { output: output_id(bytes) });
+        wrong += u64::from(!matches!(record.state, JobState::Terminal(ended) if Some(ended.outcome) == completed));
+    }
+    println!("{JOBS} jobs on {place}: {} effects, {applied} applied", effects.len());
+    println!(
+        "{} leases of the killed process reclaimed; the survivor completed {}",
+        reclaimed.fenced, survivor.completed
+    );
+    let _removed = std::fs::remove_file(&path);
+    if wrong > 0 || applied != JOBS || effects.len() as u64 != JOBS {
+        println!("FAILED: {wrong} jobs did not end exactly once with their one effect");
+        std::process::exit(1);
+    }
+    println!("held: every job ended exactly once, with one effect");
+    Ok(())
+}
+
+/// Resolves once no accepted job is left to end.
+async fn all_ended(client: StoreClient) {
+    while !client.call(|store, _| store.backlog()).await.is_ok_and(|backlog| backlog == 0) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
