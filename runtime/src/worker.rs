@@ -38,10 +38,10 @@
 //! (`worker_releases_only_what_it_declined`), so a history with a shutdown release fails it
 //! until the spec (and the history, by an abandon reason of its own) knows the shutdown.
 
-use crate::job::{Cancel, Handler, Job, Outcome, Trigger};
+use crate::job::{Cancel, Handler, HandlerError, Job, Outcome, Trigger};
 use crate::seam::{bounded, Client, Clock, Hook, Point};
 use crate::{OptionsError, Runtime};
-use futures::future::{AbortHandle, Abortable, BoxFuture, Fuse, FutureExt};
+use futures::future::{self, AbortHandle, Abortable, BoxFuture, Either, Fuse, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
 use lease_core::{
     Acquired, Apply, Bugs, Completion, Epoch, Execution, JobId, OpId, OutputId, Release, RequestId, Span, Time, Worker,
@@ -72,12 +72,19 @@ pub struct WorkerOptions {
     pub grace: Span,
     /// A planted bug in the machines (for the simulator's mutants only); [`Bugs::NONE`].
     pub bugs: Bugs,
+    /// How long one handler call may run; past it, its [`crate::Cancel`] fires, it is dropped,
+    /// and the job is requeued as after a retryable error (its attempt counted). `None`: no
+    /// limit. Heartbeats keep a lease while its handler runs, however long: without a limit, a
+    /// handler that hangs holds its job until the process stops (a self-fence comes only when
+    /// renewals fail).
+    pub handler_timeout: Option<Span>,
 }
 
 impl WorkerOptions {
-    /// `slots` machines on `worker`'s timing, a grace of one lease ttl, no planted bug.
+    /// `slots` machines on `worker`'s timing, a grace of one lease ttl, no handler timeout, no
+    /// planted bug.
     pub fn new(slots: Vec<WorkerId>, worker: WorkerConfig) -> WorkerOptions {
-        WorkerOptions { slots, grace: worker.lease_ttl, worker, bugs: Bugs::NONE }
+        WorkerOptions { slots, grace: worker.lease_ttl, worker, bugs: Bugs::NONE, handler_timeout: None }
     }
 
     /// `slots` machines timed as fractions of the table's `lease_ttl`: a heartbeat every third of
@@ -178,6 +185,11 @@ enum Done {
         output: OutputId,
         apply: Option<Apply>,
     },
+    /// A handler ran past [`WorkerOptions::handler_timeout`] (and was dropped).
+    TimedOut {
+        slot: usize,
+        id: RequestId,
+    },
     /// A handler dropped (cancelled), or an answer nobody waits on.
     Nothing,
 }
@@ -273,13 +285,13 @@ impl<H: Handler> Run<H> {
         let wake_at = open.map(|slot| slot.worker.poll_timeout()).chain(self.drain_until).min();
         let timeout = match wake_at {
             Some(at) => self.seams.clock.sleep_until(at),
-            None => Box::pin(futures::future::pending()),
+            None => Box::pin(future::pending()),
         };
         let inflight = &mut self.inflight;
         let next = async move {
             match inflight.next().await {
                 Some(done) => done,
-                None => futures::future::pending().await,
+                None => future::pending().await,
             }
         };
         // The signal is fused: once it fired, it stays pending.
@@ -390,10 +402,15 @@ impl<H: Handler> Run<H> {
         let payload = self.client().payload(op.job);
         let (handler, deadline) = (Arc::clone(&self.handler), Arc::clone(&self.slots[slot].deadline));
         let run = async move { handler.call(Job::new(op, epoch, payload.await, cancel, deadline)).await };
-        let run = Abortable::new(run, registration).map(move |ended| match ended {
-            Ok(outcome) => Done::Handled { slot, id, outcome },
-            Err(_aborted) => Done::Nothing,
-        });
+        let limit = self.options.handler_timeout.map(|limit| self.seams.clock.sleep_until(self.clock().now() + limit));
+        let run = async move {
+            let Some(limit) = limit else { return Done::Handled { slot, id, outcome: run.await } };
+            match future::select(Box::pin(run), limit).await {
+                Either::Left((outcome, _)) => Done::Handled { slot, id, outcome },
+                Either::Right(((), _)) => Done::TimedOut { slot, id },
+            }
+        };
+        let run = Abortable::new(run, registration).map(|ended| ended.unwrap_or(Done::Nothing));
         self.inflight.push(Box::pin(run));
         let running = Some((trigger, abort));
         self.slots[slot].effect = Some(Effect { id, op, epoch, running, output: None, recording: false });
@@ -433,6 +450,7 @@ impl<H: Handler> Run<H> {
         match done {
             Done::Answer { slot, id, request, reply } => self.on_answer(slot, id, request, reply).await,
             Done::Handled { slot, id, outcome } => self.on_handled(slot, id, outcome),
+            Done::TimedOut { slot, id } => self.on_timed_out(slot, id),
             Done::Recorded { slot, id, output, apply } => self.on_recorded(slot, id, output, apply).await,
             Done::Nothing => {}
         }
@@ -503,6 +521,17 @@ impl<H: Handler> Run<H> {
                 held.worker.handle_reply(self.seams.clock.now(), id, WorkerReply::Executed(Execution::Failed));
             }
         }
+    }
+
+    /// The handler ran past its limit: its cancellation fires, and the job takes the requeue
+    /// path, as after a retryable error.
+    fn on_timed_out(&mut self, slot: usize, id: RequestId) {
+        let Some(effect) = self.slots[slot].effect.as_mut().filter(|effect| effect.id == id) else { return };
+        if let Some((trigger, _abort)) = effect.running.take() {
+            trigger.fire();
+            self.tally.cancelled += 1;
+        }
+        self.on_handled(slot, id, Err(HandlerError::Retryable("the handler ran past its timeout".to_string())));
     }
 
     async fn on_recorded(&mut self, slot: usize, id: RequestId, output: OutputId, apply: Option<Apply>) {

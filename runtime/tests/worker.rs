@@ -397,3 +397,45 @@ fn a_stall_before_the_effect_past_the_lease_starts_no_effect() {
     assert_eq!(executing, vec![Epoch(3)], "no executing line under the stalled lease");
     assert!(client.table(|table| table.terminal(JobId(0)).is_some()));
 }
+
+// Proves a handler timeout bounds a hung handler that heartbeats would otherwise carry forever:
+// with a 2 s limit, the first run hangs (its lease renewed all along), is cancelled at the limit
+// and the job requeued by the worker itself, its attempt counted; the second run completes it.
+// No reclaim was needed: the lease was never lost.
+#[test]
+fn a_handler_past_its_timeout_is_cancelled_and_its_job_requeued() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let cancels: Arc<Mutex<Vec<Cancel>>> = Arc::default();
+    let handler = {
+        let cancels = Arc::clone(&cancels);
+        move |job: Job| {
+            cancels.lock().unwrap().push(job.cancel.clone());
+            async move {
+                if job.epoch == Epoch(1) {
+                    future::pending::<()>().await;
+                }
+                Ok(output_bytes(job.id, 2))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let options =
+        WorkerOptions { handler_timeout: Some(Span::from_secs(2)), ..WorkerOptions::new(slots(1), worker_config()) };
+    let work = runtime.work(options, handler, client.all_ended(1));
+    let reclaim = runtime.reclaim(reclaimer(), client.all_ended(1));
+    let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    let cancels = cancels.lock().unwrap();
+    assert_eq!(cancels.len(), 2, "a second run");
+    assert!(cancels[0].is_cancelled() && !cancels[1].is_cancelled());
+    assert_eq!((worked.cancelled, worked.abandoned, reclaimed.fenced), (1, 0, 0), "{worked:?} {reclaimed:?}");
+    assert!(client.seen(|seen| seen.renewed) >= 6, "the hung run's lease was renewed until the limit");
+    assert_eq!(client.table(|table| table.attempts(JobId(0))), Some(2));
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!(
+        (terminal.outcome, terminal.epoch),
+        (Outcome::Completed { output: output_id(&output_bytes(JobId(0), 2)) }, Epoch(2))
+    );
+}
