@@ -29,7 +29,14 @@
 //! one worker machine each).
 //!
 //! See [`worker`] for the loop, the protocol around the handler and the graceful shutdown, and
-//! [`reclaimer`] for the reclaimer's.
+//! [`reclaimer`] for the reclaimer's. A whole service, on SQLite or PostgreSQL, with a worker
+//! killed mid-job and every job checked to end once: `cargo run --release -p lease-runtime
+//! --example document_service [-- --url URL]` (80 lines).
+//!
+//! **Not yet** (issue 23's next steps): the simulator's and the live runner's nodes on this
+//! runtime; a payload column (issue 24: [`Job::payload`] is empty); a dead-letter-now request
+//! for [`HandlerError::Permanent`] (it takes the requeue path); a shutdown release that the
+//! history and `lease-check` know (see [`worker`]).
 
 pub mod job;
 pub mod reclaimer;
