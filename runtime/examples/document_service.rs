@@ -1,6 +1,6 @@
 //! A document service on lease-runtime: 1,000 jobs, a mock dependency called with each job's op id
 //! and epoch, two worker processes, the first killed mid-job. Exits 0 only if every job ended
-//! exactly once with one effect. SQLite (a new file) by default; PostgreSQL (a new schema) with `--url URL`.
+//! exactly once with one effect. SQLite (a new file) by default; `--url URL`: PostgreSQL (a new schema, kept).
 use futures::future::{self, Either, FutureExt};
 use lease_core::{Epoch, JobId, JobState, OpId, Outcome, ReclaimerId, Span, TableConfig, WorkerId};
 use lease_runtime::store::{HostClock, StoreClient};
