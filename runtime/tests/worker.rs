@@ -439,3 +439,40 @@ fn a_handler_past_its_timeout_is_cancelled_and_its_job_requeued() {
         (Outcome::Completed { output: output_id(&output_bytes(JobId(0), 2)) }, Epoch(2))
     );
 }
+
+// Proves the machine takes the time before anything is recorded: the first lease's renewals are
+// lost, and its handler ends exactly at its deadline (the local estimate of expiry less the
+// margin, 800 ms), when the lease has not yet expired by the table's clock (1 s). The runtime
+// self-fences first and records nothing under epoch 1, though the ledger and the table would
+// still have taken it; a reclaim and a second run complete the job. Fails if the output of a
+// handler that ended at its deadline is recorded.
+#[test]
+fn a_handler_ending_at_its_deadline_records_nothing() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    client.plant(|faults| faults.lose_renewals_of = Some((JobId(0), Epoch(1))));
+    let handler = {
+        let clock = clock.clone();
+        move |job: Job| {
+            let clock = clock.clone();
+            async move {
+                if job.epoch == Epoch(1) {
+                    assert_eq!(job.deadline(), Time(800_000));
+                    clock.sleep_until(job.deadline()).await;
+                }
+                Ok(output_bytes(job.id, job.epoch.0))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, client.all_ended(1));
+    let reclaim = runtime.reclaim(reclaimer(), client.all_ended(1));
+    let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!((worked.handled, worked.abandoned, reclaimed.fenced), (2, 1, 1), "{worked:?} {reclaimed:?}");
+    let epochs = client.seen(|seen| seen.records.iter().map(|record| record.1).collect::<Vec<_>>());
+    assert_eq!(epochs, vec![Epoch(3)], "nothing recorded under the first lease");
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!(terminal.outcome, Outcome::Completed { output: output_id(&output_bytes(JobId(0), 3)) });
+}
