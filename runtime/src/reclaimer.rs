@@ -101,7 +101,12 @@ impl Runtime {
                         machine.handle_reply(seams.clock.now(), id, reply);
                     }
                     Wake::Shutdown => return Ok(tally),
-                    Wake::Timeout => machine.handle_timeout(seams.clock.now()),
+                    Wake::Timeout => {
+                        let now = seams.clock.now();
+                        machine.handle_timeout(now);
+                        // Else the loop would wake at once, forever, and never yield.
+                        assert!(machine.poll_timeout() > now, "{} is due at {now} after taking the time", options.id);
+                    }
                 }
             }
         }

@@ -312,6 +312,8 @@ impl<H: Handler> Run<H> {
             if now >= slot.worker.poll_timeout() {
                 slot.worker.handle_timeout(now);
             }
+            // Else the loop would wake at once, forever, and never yield to its executor.
+            assert!(slot.worker.poll_timeout() > now, "{} is due at {now} after taking the time", slot.id);
         }
     }
 
