@@ -1,9 +1,9 @@
-//! What a handler sees and returns: the [`Job`] context, its [`Cancel`] signal, the
-//! [`HandlerError`] kinds, and an output's identity ([`output_id`]).
+//! What a handler sees and returns: the [`Job`] context, its [`Cancel`] signal, the [`Output`]
+//! of its effect (or a [`HandlerError`]), and an output's identity ([`output_id`]).
 
 use futures::channel::oneshot;
 use futures::future::{BoxFuture, FutureExt, Shared};
-use lease_core::{Epoch, JobId, OpId, OutputId, Time};
+use lease_core::{Apply, Epoch, JobId, OpId, OutputId, Time};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -96,23 +96,66 @@ pub enum HandlerError {
     Permanent(String),
 }
 
-/// What a handler returns: the output's bytes, or why there are none.
-pub type Outcome = Result<Vec<u8>, HandlerError>;
-
-/// The user's code: what the runtime runs for a job it holds and whose output the ledger does not
-/// hold. Any `Fn(Job) -> impl Future<Output = Outcome>` is one.
-pub trait Handler: Send + Sync + 'static {
-    /// Runs the job.
-    fn call(&self, job: Job) -> BoxFuture<'static, Outcome>;
+/// What a handler's effect produced, and who records it in the ledger.
+///
+/// Most handlers return the output's bytes (`Ok(bytes)`, through `From<Vec<u8>>`), and the
+/// runtime records their identity under the epoch. A *fenced dependency* takes the operation id
+/// (idempotency key) and the epoch (fencing token) and records its own output in the ledger,
+/// atomically with the effect, so the storage itself checks the token: its handler returns what
+/// the ledger answered ([`Output::Recorded`]) and the runtime records nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// The output's bytes: the runtime names them ([`output_id`]) and records that name under the
+    /// epoch ([`crate::Client::record`]).
+    Bytes(Vec<u8>),
+    /// An output the dependency named itself (a receipt id): the runtime records it under the
+    /// epoch ([`crate::Client::record`]).
+    Named(OutputId),
+    /// The dependency recorded `output` under the job's epoch itself, with the effect, and the
+    /// ledger answered `apply`: the runtime records nothing and hands the answer to the machine,
+    /// which completes (`applied`, `already_applied`) or abandons the lease (`fenced`,
+    /// `conflict`, the conflict left to a reclaimer's quarantine).
+    Recorded {
+        /// The output the dependency recorded.
+        output: OutputId,
+        /// The ledger's answer to it.
+        apply: Apply,
+    },
 }
 
-impl<F, Fut> Handler for F
+impl From<Vec<u8>> for Output {
+    fn from(bytes: Vec<u8>) -> Output {
+        Output::Bytes(bytes)
+    }
+}
+
+impl From<OutputId> for Output {
+    fn from(output: OutputId) -> Output {
+        Output::Named(output)
+    }
+}
+
+/// What a handler returns: its effect's output (the output's bytes unless said otherwise, any
+/// [`Output`] in general), or why there is none.
+pub type Outcome<O = Vec<u8>> = Result<O, HandlerError>;
+
+/// The user's code: what the runtime runs for a job it holds and whose output the ledger does not
+/// hold. Any `Fn(Job) -> impl Future<Output = Outcome<O>>` is one, for an `O` that
+/// is an [`Output`]: the output's bytes (`Vec<u8>`), an [`OutputId`] the dependency named, or an
+/// [`Output`] itself.
+pub trait Handler: Send + Sync + 'static {
+    /// Runs the job.
+    fn call(&self, job: Job) -> BoxFuture<'static, Outcome<Output>>;
+}
+
+impl<F, Fut, O> Handler for F
 where
     F: Fn(Job) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Outcome> + Send + 'static,
+    Fut: Future<Output = Outcome<O>> + Send + 'static,
+    O: Into<Output>,
 {
-    fn call(&self, job: Job) -> BoxFuture<'static, Outcome> {
-        Box::pin(self(job))
+    fn call(&self, job: Job) -> BoxFuture<'static, Outcome<Output>> {
+        Box::pin(self(job).map(|outcome| outcome.map(Into::into)))
     }
 }
 

@@ -8,6 +8,13 @@
 //! lease), records the output under the epoch, and completes. A reclaimer runtime drives the
 //! reclaimer beside it.
 //!
+//! A handler whose dependency is *fenced* (it takes the operation id and the epoch, and records
+//! its own output in the ledger atomically with the effect, so the storage checks the fencing
+//! token) returns the ledger's answer instead, [`Output::Recorded`]: the runtime records nothing,
+//! and the machine completes, or abandons the lease if the ledger answered `fenced` or
+//! `conflict`. A dependency that names its output itself (a receipt id) returns
+//! [`Output::Named`], which the runtime records.
+//!
 //! ```no_run
 //! # async fn service(runtime: lease_runtime::Runtime, config: lease_core::WorkerConfig) {
 //! use lease_runtime::{Job, WorkerOptions};
@@ -45,7 +52,7 @@ pub mod seam;
 pub mod store;
 pub mod worker;
 
-pub use job::{output_id, Cancel, Handler, HandlerError, Job, Outcome};
+pub use job::{output_id, Cancel, Handler, HandlerError, Job, Outcome, Output};
 pub use reclaimer::{ReclaimTally, ReclaimerOptions};
 pub use seam::{Client, Clock, Hook, NoHook, Point};
 pub use worker::{WorkerOptions, WorkerTally, SHUTDOWN_RELEASE, SLOTS_MAX};

@@ -66,7 +66,8 @@ pub trait Client: Send + Sync {
 /// - `before_effect`: before the handler is started and its `executing` line written (after a
 ///   stall the machine takes the time first: past its estimate of expiry it self-fences, and
 ///   neither is);
-/// - `after_effect`: the ledger recorded the output (`applied`), before the worker takes it;
+/// - `after_effect`: the ledger recorded the output (`applied`: the runtime's record, or a fenced
+///   dependency's own), before the worker takes the answer;
 /// - `during_ack`: the completion was answered, before the worker takes the answer;
 /// - `before_renew`: before a heartbeat is sent;
 /// - `before_renew_reply`: a heartbeat was answered, before the worker takes the answer;

@@ -14,8 +14,11 @@
 //! handler is done, a copy records its output again rather than run it again. Meanwhile the
 //! machine heartbeats, however long the handler takes. When the handler ends, the machine takes
 //! the time first: a lease it has stopped acting on records nothing. The output (its identity,
-//! [`crate::output_id`] of its bytes) is recorded under the epoch ([`Client::record`]) and the
-//! ledger's answer goes back to the machine, which completes. When the machine abandons the
+//! [`crate::output_id`] of its bytes, or the one the dependency named) is recorded under the epoch
+//! ([`Client::record`]) and the ledger's answer goes back to the machine, which completes. A
+//! fenced dependency recorded its output itself, with the effect ([`crate::Output::Recorded`]):
+//! nothing is recorded, and the ledger's answer it brought goes to the machine as it is, which
+//! completes, or abandons the lease on `fenced` or `conflict`. When the machine abandons the
 //! lease (self-fenced, lost, fenced, conflict), the handler's [`crate::Cancel`] fires and the
 //! handler is dropped. Lookup-then-adopt and a conflict's hand-over to a reclaimer are the
 //! machine's.
@@ -38,7 +41,7 @@
 //! (`worker_releases_only_what_it_declined`), so a history with a shutdown release fails it
 //! until the spec (and the history, by an abandon reason of its own) knows the shutdown.
 
-use crate::job::{Cancel, Handler, HandlerError, Job, Outcome, Trigger};
+use crate::job::{Cancel, Handler, HandlerError, Job, Outcome, Output, Trigger};
 use crate::seam::{bounded, Client, Clock, Hook, Point};
 use crate::{OptionsError, Runtime};
 use futures::future::{self, AbortHandle, Abortable, BoxFuture, Either, Fuse, FutureExt};
@@ -177,7 +180,7 @@ enum Done {
     Handled {
         slot: usize,
         id: RequestId,
-        outcome: Outcome,
+        outcome: Outcome<Output>,
     },
     Recorded {
         slot: usize,
@@ -451,8 +454,8 @@ impl<H: Handler> Run<H> {
     async fn on_done(&mut self, done: Done) {
         match done {
             Done::Answer { slot, id, request, reply } => self.on_answer(slot, id, request, reply).await,
-            Done::Handled { slot, id, outcome } => self.on_handled(slot, id, outcome),
-            Done::TimedOut { slot, id } => self.on_timed_out(slot, id),
+            Done::Handled { slot, id, outcome } => self.on_handled(slot, id, outcome).await,
+            Done::TimedOut { slot, id } => self.on_timed_out(slot, id).await,
             Done::Recorded { slot, id, output, apply } => self.on_recorded(slot, id, output, apply).await,
             Done::Nothing => {}
         }
@@ -501,39 +504,42 @@ impl<H: Handler> Run<H> {
         self.slots[slot].worker.handle_reply(now, id, reply);
     }
 
-    fn on_handled(&mut self, slot: usize, id: RequestId, outcome: Outcome) {
+    async fn on_handled(&mut self, slot: usize, id: RequestId, outcome: Outcome<Output>) {
         let held = &mut self.slots[slot];
         let Some(effect) = held.effect.as_mut().filter(|effect| effect.id == id) else { return };
         effect.running = None;
         let execute = WorkerRequest::Execute { op: effect.op, epoch: effect.epoch };
-        // The time first: a lease the machine has stopped acting on records nothing.
+        // The time first: a lease the machine has stopped acting on records nothing (and takes no
+        // answer a fenced dependency brought back: the ledger holds it, for a reclaimer to adopt).
         held.worker.handle_timeout(self.seams.clock.now());
         if held.worker.awaiting(id) != Some(execute) {
             return;
         }
-        match outcome {
-            Ok(bytes) => {
-                let output = crate::output_id(&bytes);
-                effect.output = Some(output);
-                self.record(slot, id, output);
-            }
+        let output = match outcome {
+            Ok(Output::Bytes(bytes)) => crate::output_id(&bytes),
+            Ok(Output::Named(output)) => output,
+            Ok(Output::Recorded { output, apply }) => return self.effect_done(slot, id, output, apply).await,
             Err(_) => {
                 // Retryable and Permanent alike: the core has no dead-letter-now request yet.
                 held.effect = None;
                 held.worker.handle_reply(self.seams.clock.now(), id, WorkerReply::Executed(Execution::Failed));
+                return;
             }
-        }
+        };
+        effect.output = Some(output);
+        self.record(slot, id, output);
     }
 
     /// The handler ran past its limit: its cancellation fires, and the job takes the requeue
     /// path, as after a retryable error.
-    fn on_timed_out(&mut self, slot: usize, id: RequestId) {
+    async fn on_timed_out(&mut self, slot: usize, id: RequestId) {
         let Some(effect) = self.slots[slot].effect.as_mut().filter(|effect| effect.id == id) else { return };
         if let Some((trigger, _abort)) = effect.running.take() {
             trigger.fire();
             self.tally.cancelled += 1;
         }
-        self.on_handled(slot, id, Err(HandlerError::Retryable("the handler ran past its timeout".to_string())));
+        let timed_out = Err(HandlerError::Retryable("the handler ran past its timeout".to_string()));
+        self.on_handled(slot, id, timed_out).await;
     }
 
     async fn on_recorded(&mut self, slot: usize, id: RequestId, output: OutputId, apply: Option<Apply>) {
@@ -542,11 +548,22 @@ impl<H: Handler> Run<H> {
         effect.recording = false;
         // No answer: the machine sends the execute again, and the output is recorded again.
         let Some(apply) = apply else { return };
-        let (job, epoch) = (effect.op.job, effect.epoch);
-        if held.worker.awaiting(id) != Some(WorkerRequest::Execute { op: effect.op, epoch }) {
+        if held.worker.awaiting(id) != Some(WorkerRequest::Execute { op: effect.op, epoch: effect.epoch }) {
             return;
         }
-        held.effect = None;
+        self.effect_done(slot, id, output, apply).await;
+    }
+
+    /// The ledger answered `apply` to the effect's `output` (recorded by the runtime, or by a
+    /// fenced dependency), for the execute the machine awaits: the `after_effect` point when the
+    /// ledger accepted it under the lease still held, then the answer to the machine, which
+    /// completes or abandons.
+    async fn effect_done(&mut self, slot: usize, id: RequestId, output: OutputId, apply: Apply) {
+        let held = &mut self.slots[slot];
+        let effect = held.effect.take().expect("an effect is done");
+        assert_eq!(effect.id, id, "another request's effect is done");
+        assert!(effect.running.is_none(), "an effect is done while its handler runs");
+        let (job, epoch) = (effect.op.job, effect.epoch);
         if apply == Apply::Applied && held.worker.holding() == Some((job, epoch)) {
             let node = Node::Worker(held.id.0);
             self.hook().at(node, Point::AfterEffect, Some(job)).await;

@@ -6,9 +6,9 @@ mod common;
 use common::{drive, reclaimer_config, runtime, worker_config, ManualClock, MemoryClient};
 use futures::channel::oneshot;
 use futures::future::{self, BoxFuture, FutureExt};
-use lease_core::{Epoch, JobId, JobState, OpId, Outcome, ReclaimerId, Span, Time, WorkerId};
+use lease_core::{Epoch, JobId, JobState, OpId, Outcome, OutputId, ReclaimerId, Span, Time, WorkerId};
 use lease_history::{Event, Node};
-use lease_runtime::{output_id, Cancel, Clock, Hook, Job, Point, ReclaimerOptions, WorkerOptions};
+use lease_runtime::{output_id, Cancel, Clock, Hook, Job, Output, Point, ReclaimerOptions, WorkerOptions};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -237,7 +237,7 @@ fn a_grant_arriving_after_the_signal_is_released_not_run() {
     let client = MemoryClient::new(&clock);
     client.enqueue(1);
     client.plant(|faults| faults.delay_acquire_answers = Some(Span::from_ms(150)));
-    let handler = |_job: Job| async { panic!("no handler runs after the signal") };
+    let handler = |_job: Job| -> future::Ready<lease_runtime::Outcome> { panic!("no handler runs after the signal") };
     let runtime = runtime(&clock, &client);
     let shutdown = clock.sleep_until(Time(100_000));
     let options = WorkerOptions::new(slots(1), worker_config());
@@ -475,4 +475,85 @@ fn a_handler_ending_at_its_deadline_records_nothing() {
     assert_eq!(epochs, vec![Epoch(3)], "nothing recorded under the first lease");
     let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
     assert_eq!(terminal.outcome, Outcome::Completed { output: output_id(&output_bytes(JobId(0), 3)) });
+}
+
+/// A fenced dependency on the in-memory ledger: it performs the effect and records its output
+/// (`7000 + epoch`) under the caller's epoch itself, as one write, and answers the ledger's verdict.
+/// Under `rival`'s epoch, a newer epoch has raised the operation's fence first (as a reclaimer's
+/// lookup does).
+fn fenced_dependency(
+    client: &MemoryClient,
+    rival: Option<Epoch>,
+    calls: &Arc<AtomicU64>,
+) -> impl lease_runtime::Handler {
+    let (client, calls) = (client.clone(), Arc::clone(calls));
+    move |job: Job| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        let output = OutputId(7_000 + job.epoch.0);
+        let apply = client.ledger_mut(|ledger| {
+            if rival == Some(job.epoch) {
+                let _looked = ledger.lookup(job.op, Epoch(job.epoch.0 + 1));
+            }
+            ledger.apply(job.op, job.epoch, output)
+        });
+        async move { Ok(Output::Recorded { output, apply }) }
+    }
+}
+
+// Proves a fenced dependency's applied output completes the job without a record call: the
+// handler's dependency records its output under epoch 1 itself and answers `applied`; the runtime
+// sends nothing to the ledger, passes after_effect (the ledger accepted the effect), and the
+// machine completes with that output under epoch 1. Fails if the runtime records the output again
+// or ignores the dependency's answer.
+#[test]
+fn a_fenced_dependencys_applied_output_completes_without_a_record_call() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let calls = Arc::new(AtomicU64::new(0));
+    let hook = Arc::new(Recording { clock: clock.clone(), points: Mutex::default(), stall: None });
+    let runtime = runtime(&clock, &client).with_hook(hook.clone());
+    let handler = fenced_dependency(&client, None, &calls);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, client.all_ended(1));
+    let worked = drive(&clock, work).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the dependency was called once");
+    assert_eq!((worked.handled, worked.recorded, worked.completed), (1, 0, 1), "{worked:?}");
+    assert!(client.seen(|seen| seen.records.is_empty()), "no record call");
+    assert!(hook.points.lock().unwrap().contains(&(Node::Worker(0), Point::AfterEffect)), "after_effect passed");
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output: OutputId(7_001) }, Epoch(1)));
+}
+
+// Proves a fenced dependency's `fenced` answer makes the worker abandon, and nothing completes
+// under that epoch: under epoch 1 a newer epoch has raised the operation's fence before the
+// dependency's write, which the ledger refuses (`fenced`); the worker abandons the lease
+// (effect_fenced) without completing or recording, no after_effect is passed, the lease expires,
+// a reclaimer requeues it (nothing recorded), and the dependency's write under epoch 3 completes
+// the job. Fails if the runtime completes on a fenced answer.
+#[test]
+fn a_fenced_dependencys_fenced_answer_abandons_and_nothing_completes_under_its_epoch() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let calls = Arc::new(AtomicU64::new(0));
+    let hook = Arc::new(Recording { clock: clock.clone(), points: Mutex::default(), stall: None });
+    let runtime = runtime(&clock, &client).with_hook(hook.clone());
+    let handler = fenced_dependency(&client, Some(Epoch(1)), &calls);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, client.all_ended(1));
+    let reclaim = runtime.reclaim(reclaimer(), client.all_ended(1));
+    let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "a second run after the reclaim");
+    assert_eq!((worked.handled, worked.recorded, worked.abandoned), (2, 0, 1), "{worked:?}");
+    assert_eq!((reclaimed.fenced, reclaimed.adopted), (1, 0), "{reclaimed:?}");
+    let abandoned = client.seen(|seen| {
+        seen.lines.iter().any(|line| matches!(line, (Node::Worker(0), Event::Abandoned { epoch: Epoch(1), .. })))
+    });
+    assert!(abandoned, "the worker abandoned the fenced lease");
+    let after_effect = hook.points.lock().unwrap().iter().filter(|(_, point)| *point == Point::AfterEffect).count();
+    assert_eq!(after_effect, 1, "after_effect only for the applied effect, under epoch 3");
+    assert_eq!(client.ledger(|ledger| ledger.recorded(OpId::for_job(JobId(0)))), Some(OutputId(7_003)));
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output: OutputId(7_003) }, Epoch(3)));
+    assert_eq!(client.table(|table| table.attempts(JobId(0))), Some(2));
 }

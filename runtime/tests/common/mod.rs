@@ -194,6 +194,12 @@ impl MemoryClient {
         read(&self.state().ledger)
     }
 
+    /// Writes to the ledger as a dependency does that records its own output (a fenced one):
+    /// beside the client, not through [`Client::record`].
+    pub fn ledger_mut<T>(&self, write: impl FnOnce(&mut EffectLedger) -> T) -> T {
+        write(&mut self.state().ledger)
+    }
+
     /// Resolves once jobs `0..count` have all ended.
     pub fn all_ended(&self, count: u64) -> impl Future<Output = ()> + Send + 'static {
         self.until(move |table| (0..count).all(|job| table.terminal(JobId(job)).is_some()))
