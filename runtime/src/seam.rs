@@ -68,7 +68,9 @@ pub trait Client: Send + Sync {
 ///   neither is);
 /// - `after_effect`: the ledger recorded the output (`applied`: the runtime's record, or a fenced
 ///   dependency's own), before the worker takes the answer;
-/// - `during_ack`: the completion was answered, before the worker takes the answer;
+/// - `during_ack`: before a completion is sent, the effect applied and not yet acknowledged (a
+///   stall holds the acknowledgement past the lease, for the table to refuse; a crash leaves the
+///   completion unsent, for a reclaimer to adopt);
 /// - `before_renew`: before a heartbeat is sent;
 /// - `before_renew_reply`: a heartbeat was answered, before the worker takes the answer;
 /// - `before_listing`: before a reclaimer's scan is sent;

@@ -364,6 +364,11 @@ impl<H: Handler> Run<H> {
             }
             WorkerRequest::Acquire => self.slots[slot].acquiring += 1,
             WorkerRequest::Renew { job, .. } => self.hook().at(node, Point::BeforeRenew, Some(job)).await,
+            // The acknowledgement is held here, before the table has it: a stall is a completion
+            // in flight past the lease (which the table must refuse by its epoch), as the
+            // simulator's and the live run's pauses make it. The machine does not take the time
+            // after it, or the window would close.
+            WorkerRequest::Complete { job, .. } => self.hook().at(node, Point::DuringAck, Some(job)).await,
             _ => {}
         }
         self.call(slot, id, request);
@@ -489,10 +494,10 @@ impl<H: Handler> Run<H> {
             (WorkerRequest::Renew { job, .. }, WorkerReply::Renewed(_)) if awaited => {
                 Some((Point::BeforeRenewReply, job))
             }
-            (WorkerRequest::Complete { job, .. }, WorkerReply::Completed(completion)) if awaited => {
+            (WorkerRequest::Complete { .. }, WorkerReply::Completed(completion)) if awaited => {
                 let done = matches!(completion, Completion::Completed(_) | Completion::AlreadyCompleted);
                 self.tally.completed += u64::from(done);
-                Some((Point::DuringAck, job))
+                None
             }
             _ => None,
         };

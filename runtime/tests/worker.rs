@@ -557,3 +557,32 @@ fn a_fenced_dependencys_fenced_answer_abandons_and_nothing_completes_under_its_e
     assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output: OutputId(7_003) }, Epoch(3)));
     assert_eq!(client.table(|table| table.attempts(JobId(0))), Some(2));
 }
+
+// Proves during_ack holds the acknowledgement before the table has it: the worker stalls there
+// for 2 s on a 1 s lease, its effect applied and its completion unsent; the lease expires, a
+// reclaimer fences it and adopts the recorded output under epoch 2, and the worker's completion,
+// sent when it wakes, is refused by its stale epoch. The job ends once, under epoch 2, with the
+// worker's one output. Fails if the point is passed after the completion was answered (the job
+// would end under epoch 1, and the stall would hold nothing).
+#[test]
+fn a_stall_during_the_ack_holds_the_completion_past_the_lease_for_the_table_to_refuse() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let stall = Some((Point::DuringAck, Span::from_secs(2)));
+    let hook = Arc::new(Recording { clock: clock.clone(), points: Mutex::default(), stall });
+    let handler = |job: Job| async move { Ok(output_bytes(job.id, 1)) };
+    let work = runtime(&clock, &client).with_hook(hook).work(
+        WorkerOptions::new(slots(1), worker_config()),
+        handler,
+        client.all_ended(1),
+    );
+    let reclaim = runtime(&clock, &client).reclaim(reclaimer(), client.all_ended(1));
+    let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!((worked.handled, worked.completed), (1, 0), "{worked:?}");
+    assert_eq!((reclaimed.fenced, reclaimed.adopted), (1, 1), "{reclaimed:?}");
+    let output = output_id(&output_bytes(JobId(0), 1));
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output }, Epoch(2)));
+}
