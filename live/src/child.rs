@@ -1,34 +1,42 @@
-//! The processes of a live run, each the `lease-sim` binary re-executed as `lease-sim live-child`:
-//! a worker or a reclaimer running lease-core's state machine on lease-store with the host's clock
-//! and real timeouts, the arrival generator, and the dependency stub.
+//! The processes of a live run, each the `lease-live` binary re-executed as `lease-live
+//! live-child`: a worker or a reclaimer running `lease-runtime` (the runtime a service adopts) on
+//! lease-store with the host's clock and real timeouts, the arrival generator, and the dependency
+//! stub.
+//!
+//! A worker process is one [`Runtime::work`] of one slot, whose handler calls the stub: a fenced
+//! dependency, which records its output in the ledger with the effect and answers the ledger's
+//! verdict ([`lease_runtime::Output::Recorded`]). A reclaimer process is one [`Runtime::reclaim`].
+//! Both run on a [`StoreClient`] over the run's database, numbering their requests by the
+//! process's life, and write their own lines (`executing`, `adopted`, `abandoned`,
+//! `batch_stopped`) through it, stamped by the database's clock as every other line.
 //!
 //! Each child dies with the orchestrator (`PR_SET_PDEATHSIG`), ends when its stdin closes, and
-//! bounds its own life besides: no loop outlives the run's deadline or [`STEPS_MAX`] steps.
+//! bounds its own life besides: none outlives the run's deadline. A worker or reclaimer that ends
+//! drops its runtime where it stands, as a crash does: a lease it held expires and is reclaimed
+//! (a graceful release at the end is a shutdown `lease-check` does not know yet).
 //!
-//! stdin carries the orchestrator's commands, one a line: `arm after_effect` or `arm
-//! during_ack` (strike at that point next time it is reached), `disarm`, and `go`. stdout carries
-//! only the lines the orchestrator reads: `at POINT JOB` (this worker is at the armed point and
-//! waits for `go`: now is the moment to kill or pause it), `ready PORT` and `truth JSON` (the stub).
-//! Everything else goes to stderr, which the orchestrator keeps in `DIR/logs/`.
+//! stdin carries the orchestrator's commands, one a line: `arm after_effect`, `arm during_ack` or
+//! `arm mid_reclaim` (strike at that point next time it is reached), `disarm`, and `go`. stdout
+//! carries only the lines the orchestrator reads: `at POINT JOB` (this process is at the armed
+//! point and waits for `go`: now is the moment to kill or pause it), `ready PORT` and `truth JSON`
+//! (the stub). Everything else goes to stderr, which the orchestrator keeps in `DIR/logs/`.
 
-use super::db::{host_now, Handle, Lines};
+use super::db::{host_now, Handle};
 use super::plan::LivePlan;
-use lease_core::Apply;
-use lease_core::{
-    Bug, Bugs, Execution, Fencing, JobId, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerId,
-    RequestId, Time, Worker, WorkerAction, WorkerId, WorkerReply, WorkerRequest,
-};
-use lease_history::Point;
-use lease_history::{Event, Node};
+use futures::future::{self, BoxFuture, Either, FutureExt};
+use lease_core::{Bug, Bugs, Execution, JobId, ReclaimerId, Time, WorkerId};
+use lease_history::{Node, Point};
+use lease_runtime::store::{HostClock, StoreClient};
+use lease_runtime::{HandlerError, Hook, Job, Output, ReclaimerOptions, Runtime, WorkerOptions};
 use std::io::{BufRead, Write};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The most protocol steps (replies and timeouts handled) one process takes.
-pub const STEPS_MAX: u64 = 50_000_000;
 /// How long a process waits at most before it looks at its commands again.
 const COMMAND_POLL: Duration = Duration::from_millis(20);
-/// How long a struck worker waits for `go` before it goes on by itself.
+/// How long a struck process waits for `go` before it goes on by itself.
 const STRIKE_WAIT: Duration = Duration::from_secs(30);
 /// A child outlives the run's plan by at most this much, orchestrator or not.
 const OVERRUN_US: u64 = 60_000_000;
@@ -46,34 +54,22 @@ pub enum ChildRole {
     Stub,
 }
 
-/// A command from the orchestrator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Command {
-    Arm(Point),
-    Disarm,
-    Go,
-    Stop,
-}
-
 /// Runs one child; `Err` is a message for stderr (exit 3).
 pub fn run(plan: &LivePlan, role: ChildRole, index: u32, life: u64, stub_port: u16, parent: u32) -> Result<(), String> {
     die_with_parent(parent)?;
     let bugs = Bugs::plant(plan.bug.as_deref().map(str::parse::<Bug>).transpose().map_err(|e| e.to_string())?);
-    let store =
-        super::db::open(&plan.db, plan.table(), bugs).map_err(|error| format!("cannot open the store: {error}"))?;
-    if role == ChildRole::Stub {
-        return super::stub::serve(plan, bugs, store);
-    }
-    let commands = commands();
     let deadline = Time(plan.t0_us + plan.duration_us + plan.drain_max_us + OVERRUN_US);
-    let mut child = Child { store, commands, clock: Clock::default(), deadline };
+    let commands = Commands::start(deadline);
     let outcome = match role {
-        ChildRole::Worker => child.worker(plan, bugs, index, life, stub_port),
-        ChildRole::Reclaimer => child.reclaimer(plan, bugs, index, life),
-        ChildRole::Arrivals => child.arrivals(plan),
-        ChildRole::Stub => unreachable!("served above"),
+        ChildRole::Stub => return super::stub::serve(plan, bugs, open(plan, bugs)?),
+        ChildRole::Arrivals => arrivals(plan, &commands, open(plan, bugs)?),
+        ChildRole::Worker | ChildRole::Reclaimer => serve(plan, role, bugs, index, life, stub_port, commands),
     };
     outcome.map_err(|error| format!("{role:?} {index}: {error}"))
+}
+
+fn open(plan: &LivePlan, bugs: Bugs) -> Result<Handle, String> {
+    super::db::open(&plan.db, plan.table(), bugs).map_err(|error| format!("cannot open the store: {error}"))
 }
 
 /// Asks the kernel to SIGKILL this process when its parent dies, then checks the parent is still
@@ -91,290 +87,206 @@ fn die_with_parent(parent: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// The orchestrator's commands, read from stdin on a thread; the end of stdin is `Stop`.
-fn commands() -> Receiver<Command> {
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            let command = match line.trim() {
-                "arm after_effect" => Command::Arm(Point::AfterEffect),
-                "arm during_ack" => Command::Arm(Point::DuringAck),
-                "arm mid_reclaim" => Command::Arm(Point::MidReclaim),
-                "disarm" => Command::Disarm,
-                "go" => Command::Go,
-                other => {
-                    eprintln!("unknown command {other:?}");
-                    continue;
-                }
-            };
-            if sender.send(command).is_err() {
-                return;
-            }
-        }
-        let _ = sender.send(Command::Stop);
-    });
-    receiver
-}
-
-/// The host's clock, never going back (the core asserts its time only moves forward).
-#[derive(Debug, Default)]
-struct Clock {
-    last: Time,
-}
-
-impl Clock {
-    fn now(&mut self) -> Time {
-        self.last = self.last.max(host_now());
-        self.last
-    }
-
-    fn at_least(&mut self, t: Time) -> Time {
-        self.last = self.last.max(t);
-        self.now()
-    }
-}
-
-struct Child {
-    store: Handle,
-    commands: Receiver<Command>,
-    clock: Clock,
+/// The orchestrator's commands, read from stdin on a thread: the point armed, the `go`s owed to
+/// a strike, and whether the run is over for this process (stdin closed, or past the deadline).
+struct Commands {
+    armed: Mutex<Option<Point>>,
+    /// One message per `go`, and one when stdin closes.
+    go: Mutex<Receiver<()>>,
+    stopped: AtomicBool,
     deadline: Time,
 }
 
-/// What the commands say to do next.
-enum Next {
-    Go,
-    Stop,
+impl Commands {
+    fn start(deadline: Time) -> Arc<Commands> {
+        let (go_to, go) = mpsc::channel();
+        let commands = Arc::new(Commands {
+            armed: Mutex::new(None),
+            go: Mutex::new(go),
+            stopped: AtomicBool::new(false),
+            deadline,
+        });
+        let reader = Arc::clone(&commands);
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { break };
+                let armed = match line.trim() {
+                    "arm after_effect" => Some(Point::AfterEffect),
+                    "arm during_ack" => Some(Point::DuringAck),
+                    "arm mid_reclaim" => Some(Point::MidReclaim),
+                    "disarm" => None,
+                    "go" => {
+                        let _ = go_to.send(());
+                        continue;
+                    }
+                    other => {
+                        eprintln!("unknown command {other:?}");
+                        continue;
+                    }
+                };
+                *reader.armed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = armed;
+            }
+            reader.stopped.store(true, Ordering::SeqCst);
+            let _ = go_to.send(());
+        });
+        commands
+    }
+
+    /// Whether the run is over for this process.
+    fn stopped(&self) -> bool {
+        if self.stopped.load(Ordering::SeqCst) {
+            return true;
+        }
+        if host_now() >= self.deadline {
+            eprintln!("past the run's deadline: ending");
+            self.stopped.store(true, Ordering::SeqCst);
+        }
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the run is over for this process (looked at every [`COMMAND_POLL`]).
+    fn until_stopped(self: &Arc<Commands>) -> BoxFuture<'static, ()> {
+        let commands = Arc::clone(self);
+        Box::pin(async move {
+            while !commands.stopped() {
+                tokio::time::sleep(COMMAND_POLL).await;
+            }
+        })
+    }
+
+    /// Disarms `point` if it is the one armed: whether it was.
+    fn take_armed(&self, point: Point) -> bool {
+        let mut armed = self.armed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        armed.take_if(|armed| *armed == point).is_some()
+    }
+
+    /// Tells the orchestrator this process is at `point` for `job`, and waits for `go` (or for
+    /// the SIGKILL the orchestrator may send instead), blocking: a struck process does nothing
+    /// else, as the loops it replaces did.
+    fn strike(&self, point: Point, job: Option<JobId>) {
+        let go = self.go.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while go.try_recv().is_ok() {} // A `go` owed to no strike of this life.
+        println!("at {} {}", point.name(), job.map_or(0, |job| job.0));
+        let _ = std::io::stdout().flush();
+        if let Err(RecvTimeoutError::Timeout) = go.recv_timeout(STRIKE_WAIT) {
+            eprintln!("no go within {STRIKE_WAIT:?} at {}: going on", point.name());
+        }
+    }
 }
 
-impl Child {
-    /// Takes every pending command; `Stop` when the run is over for this process.
-    fn take_commands(&mut self, armed: &mut Option<Point>) -> Next {
-        loop {
-            match self.commands.try_recv() {
-                Ok(Command::Arm(point)) => *armed = Some(point),
-                Ok(Command::Disarm) => *armed = None,
-                Ok(Command::Go) => {}
-                Ok(Command::Stop) | Err(TryRecvError::Disconnected) => return Next::Stop,
-                Err(TryRecvError::Empty) => break,
-            }
-        }
-        if self.clock.now() >= self.deadline {
-            eprintln!("past the run's deadline: ending");
-            return Next::Stop;
-        }
-        Next::Go
-    }
+/// The orchestrator's strike points, as the runtime passes them: at the point armed, the process
+/// says so and waits for `go`; every other point passes at once.
+struct Strikes(Arc<Commands>);
 
-    /// Tells the orchestrator this worker is at `point` for `job`, and waits for `go` (or for
-    /// the SIGKILL the orchestrator may send instead).
-    fn strike(&mut self, point: Point, job: JobId) -> Next {
-        println!("at {} {}", point.name(), job.0);
-        let _ = std::io::stdout().flush();
-        loop {
-            match self.commands.recv_timeout(STRIKE_WAIT) {
-                Ok(Command::Go) | Err(RecvTimeoutError::Timeout) => return Next::Go,
-                Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => return Next::Stop,
-                Ok(_) => {}
-            }
+impl Hook for Strikes {
+    fn at(&self, _node: Node, point: Point, job: Option<JobId>) -> BoxFuture<'static, ()> {
+        if !self.0.take_armed(point) {
+            return Box::pin(future::ready(()));
         }
+        let commands = Arc::clone(&self.0);
+        Box::pin(async move {
+            let _waited = tokio::task::spawn_blocking(move || commands.strike(point, job)).await;
+        })
     }
+}
 
-    fn worker(&mut self, plan: &LivePlan, bugs: Bugs, index: u32, life: u64, port: u16) -> Result<(), String> {
-        let id = WorkerId(index);
-        let node = Node::Worker(index);
-        let mut armed = None;
-        while let Some(backlog) = plan.start_at_backlog {
-            if let Next::Stop = self.take_commands(&mut armed) {
-                return Ok(());
-            }
-            if self.store.backlog().map_err(e)? >= backlog {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let mut worker = Worker::new(id, plan.worker(), bugs, self.clock.now()).map_err(|e| e.to_string())?;
-        let (replies_to, replies) = mpsc::channel::<(RequestId, Option<Execution>)>();
-        for _ in 0..STEPS_MAX {
-            if let Next::Stop = self.take_commands(&mut armed) {
-                return Ok(());
-            }
-            while let Some(action) = worker.poll() {
-                let (request_id, request) = match action {
-                    WorkerAction::Send(request_id, request) => (request_id, request),
-                    WorkerAction::Adopted { job, op, output, epoch } => {
-                        self.store.line(node, Event::Adopted { job, op, output, epoch }).map_err(|e| e.to_string())?;
-                        continue;
-                    }
-                    WorkerAction::Abandoned { job, epoch, why } => {
-                        let abandoned = Event::Abandoned { job, epoch, why: why.into() };
-                        self.store.line(node, abandoned).map_err(|e| e.to_string())?;
-                        continue;
-                    }
-                };
-                let reply = match request {
-                    WorkerRequest::Execute { op, epoch } => {
-                        // The line is written, and the call made, only if the worker still holds
-                        // its lease when the log is its: otherwise it self-fences now.
-                        let stamp = self.store.line_if(node, |t_us| {
-                            let now = self.clock.at_least(Time(t_us));
-                            worker.handle_timeout(now);
-                            let holds = worker.holding() == Some((op.job, epoch));
-                            holds.then_some(Event::Executing { job: op.job, op, epoch })
-                        });
-                        if stamp.map_err(|e| e.to_string())?.is_some() {
-                            let replies_to = replies_to.clone();
-                            std::thread::spawn(move || {
-                                let _ = replies_to.send((request_id, super::stub::call(port, id, op, epoch)));
-                            });
-                            worker.handle_sent(self.clock.now(), request_id);
-                        }
-                        None
-                    }
-                    WorkerRequest::Complete { job, .. } if armed == Some(Point::DuringAck) => {
-                        armed = None;
-                        if let Next::Stop = self.strike(Point::DuringAck, job) {
-                            return Ok(());
-                        }
-                        Some(self.serve(id, life, request_id, request)?)
-                    }
-                    other => Some(self.serve(id, life, request_id, other)?),
-                };
-                if let Some(reply) = reply {
-                    worker.handle_reply(self.clock.now(), request_id, reply);
-                }
-            }
-            let wake = worker.poll_timeout();
-            let wait = Duration::from_micros(wake.0.saturating_sub(self.clock.now().0)).min(COMMAND_POLL);
-            match replies.recv_timeout(wait) {
-                Ok((request_id, None)) => eprintln!("no answer from the stub to request {}", request_id.0),
-                Ok((request_id, Some(execution))) => {
-                    let reply = WorkerReply::Executed(execution);
-                    if armed == Some(Point::AfterEffect) {
-                        if let Some(job) = effect_accepted(&worker, request_id, &reply) {
-                            armed = None;
-                            if let Next::Stop = self.strike(Point::AfterEffect, job) {
-                                return Ok(());
-                            }
-                        }
-                    }
-                    worker.handle_reply(self.clock.now(), request_id, reply);
-                }
-                Err(_) => {
-                    let now = self.clock.now();
-                    if now >= wake {
-                        worker.handle_timeout(now);
-                    }
-                }
-            }
-        }
-        Err(format!("ran {STEPS_MAX} steps"))
-    }
-
-    /// A worker's request to the table or the ledger's lookup, answered by the store at once. A
-    /// retried acquire is known by its id, and a restarted worker's ids are its life's.
-    fn serve(
-        &mut self,
-        id: WorkerId,
-        life: u64,
-        request_id: RequestId,
-        request: WorkerRequest,
-    ) -> Result<WorkerReply, String> {
-        let now = self.clock.now();
-        let numbered = lease_store::life_request(life, request_id);
-        Ok(lease_store::serve_worker(&mut *self.store, now, id, numbered, request).map_err(e)?.reply)
-    }
-
-    fn reclaimer(&mut self, plan: &LivePlan, bugs: Bugs, index: u32, life: u64) -> Result<(), String> {
-        let id = ReclaimerId(index);
-        let node = Node::Reclaimer(index);
-        // Batch numbers of each life apart, as the simulator numbers them.
-        let first_batch = (life - 1) << 32;
-        let mut reclaimer =
-            Reclaimer::numbering_batches_from(id, plan.reclaimer(), bugs, self.clock.now(), first_batch)
-                .map_err(|e| e.to_string())?;
-        let mut armed = None;
-        for _ in 0..STEPS_MAX {
-            if let Next::Stop = self.take_commands(&mut armed) {
-                return Ok(());
-            }
-            while let Some(action) = reclaimer.poll() {
-                match action {
-                    ReclaimAction::Send(request_id, request) => {
-                        let reply = self.reclaim(id, request)?;
-                        let won = match (&request, &reply) {
-                            (ReclaimRequest::Fence { lease, .. }, ReclaimReply::Fenced(Fencing::Won { .. })) => {
-                                Some(lease.job)
-                            }
-                            _ => None,
-                        };
-                        if let (Some(job), Some(Point::MidReclaim)) = (won, armed) {
-                            armed = None;
-                            if let Next::Stop = self.strike(Point::MidReclaim, job) {
-                                return Ok(());
-                            }
-                        }
-                        reclaimer.handle_reply(self.clock.now(), request_id, reply);
-                    }
-                    ReclaimAction::Adopted { job, op, output, epoch, .. } => {
-                        self.store.line(node, Event::Adopted { job, op, output, epoch }).map_err(e)?;
-                    }
-                    ReclaimAction::BatchStopped { batch, job, recorded, rival, untouched } => {
-                        let stopped = Event::BatchStopped { batch, job, identities: [recorded, rival], untouched };
-                        self.store.line(node, stopped).map_err(e)?;
-                    }
-                    ReclaimAction::LostRace { .. } | ReclaimAction::GaveUp { .. } => {}
-                }
-            }
-            let wake = reclaimer.poll_timeout();
-            let wait = Duration::from_micros(wake.0.saturating_sub(self.clock.now().0)).min(COMMAND_POLL);
-            std::thread::sleep(wait);
-            let now = self.clock.now();
-            if now >= wake {
-                reclaimer.handle_timeout(now);
-            }
-        }
-        Err(format!("ran {STEPS_MAX} steps"))
-    }
-
-    /// A reclaimer's request, answered by the store at once, under the batch's name.
-    fn reclaim(&mut self, id: ReclaimerId, request: ReclaimRequest) -> Result<ReclaimReply, String> {
-        let now = self.clock.now();
-        Ok(lease_store::serve_reclaimer(&mut *self.store, now, id, request).map_err(e)?.reply)
-    }
-
-    /// Offers each job of the plan at its time.
-    fn arrivals(&mut self, plan: &LivePlan) -> Result<(), String> {
-        let mut armed = None;
-        for &(job, at_us) in &plan.arrivals {
-            let at = Time(plan.t0_us + at_us);
-            loop {
-                if let Next::Stop = self.take_commands(&mut armed) {
+/// A worker or a reclaimer: the runtime on the run's store until the run is over for this
+/// process, then dropped where it stands.
+fn serve(
+    plan: &LivePlan,
+    role: ChildRole,
+    bugs: Bugs,
+    index: u32,
+    life: u64,
+    port: u16,
+    commands: Arc<Commands>,
+) -> Result<(), String> {
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| e.to_string())?;
+    let ran = tokio.block_on(async move {
+        let clock = HostClock::start();
+        let (place, table) = (plan.db.clone(), plan.table());
+        let open = move || super::db::open(&place, table, bugs);
+        let client = StoreClient::start(open, clock, life).await.map_err(|e| format!("cannot open the store: {e}"))?;
+        let runtime =
+            Runtime::new(Arc::new(clock), Arc::new(client.clone())).with_hook(Arc::new(Strikes(Arc::clone(&commands))));
+        let stop = commands.until_stopped();
+        let ran = match role {
+            ChildRole::Worker => {
+                if !start_at_backlog(plan, &client, &commands).await? {
                     return Ok(());
                 }
-                let now = self.clock.now();
-                if now >= at {
-                    break;
-                }
-                std::thread::sleep(Duration::from_micros(at.0 - now.0).min(COMMAND_POLL));
+                let options = WorkerOptions { bugs, ..WorkerOptions::new(vec![WorkerId(index)], plan.worker()) };
+                let work = runtime.work(options, stub_handler(port, WorkerId(index)), future::pending());
+                future::select(work.map(|ran| ran.map(drop)).boxed(), stop).await
             }
-            let now = self.clock.now();
-            // The answer (accepted, duplicate, rejected) is on the history: the store wrote it.
-            let _answer = self.store.enqueue(now, JobId(job)).map_err(e)?;
+            _ => {
+                let options = ReclaimerOptions {
+                    first_batch: (life - 1) << 32, // Batch numbers of each life apart, as the simulator's.
+                    bugs,
+                    ..ReclaimerOptions::new(ReclaimerId(index), plan.reclaimer())
+                };
+                let reclaim = runtime.reclaim(options, future::pending());
+                future::select(reclaim.map(|ran| ran.map(drop)).boxed(), stop).await
+            }
+        };
+        let errors = client.errors();
+        if errors.count > 0 {
+            eprintln!("{} store calls failed (answered as no answer); the last: {:?}", errors.count, errors.last);
         }
-        Ok(())
+        match ran {
+            Either::Left((ran, _)) => ran.map_err(|error| error.to_string()),
+            Either::Right(((), _)) => Ok(()),
+        }
+    });
+    // A stub call still blocking its thread is not waited for: the process ends.
+    tokio.shutdown_background();
+    ran
+}
+
+/// Waits until the backlog reaches the plan's `start_at_backlog`, if any (the bench's preloaded
+/// burst); false if the run ended first.
+async fn start_at_backlog(plan: &LivePlan, client: &StoreClient, commands: &Commands) -> Result<bool, String> {
+    let Some(backlog) = plan.start_at_backlog else { return Ok(true) };
+    while !commands.stopped() {
+        if client.call(|store, _| store.backlog()).await.map_err(|e| e.to_string())? >= backlog {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(false)
+}
+
+/// The handler: the stub, a fenced dependency, called off the async loop (its call is blocking
+/// TCP); its verdict is the ledger's, or no output (the job takes the requeue path).
+fn stub_handler(port: u16, worker: WorkerId) -> impl Fn(Job) -> BoxFuture<'static, lease_runtime::Outcome<Output>> {
+    move |job: Job| {
+        Box::pin(async move {
+            let call = move || super::stub::call(port, worker, job.op, job.epoch);
+            match tokio::task::spawn_blocking(call).await {
+                Ok(Some(Execution::Done { output, apply })) => Ok(Output::Recorded { output, apply }),
+                Ok(Some(Execution::Failed)) => Err(HandlerError::Retryable("the dependency failed".to_string())),
+                Ok(None) | Err(_) => Err(HandlerError::Retryable("no answer from the stub".to_string())),
+            }
+        })
     }
 }
 
-/// The job whose effect the ledger just accepted, as the worker will take it: the answer to the
-/// execute in flight, for the lease the worker holds (as the simulator's worker node decides).
-fn effect_accepted(worker: &Worker, id: RequestId, reply: &WorkerReply) -> Option<JobId> {
-    let WorkerReply::Executed(Execution::Done { apply: Apply::Applied, .. }) = reply else { return None };
-    let Some(WorkerRequest::Execute { op, epoch }) = worker.awaiting(id) else { return None };
-    (worker.holding() == Some((op.job, epoch))).then_some(op.job)
-}
-
-fn e(error: lease_store::StoreError) -> String {
-    error.to_string()
+/// Offers each job of the plan at its time.
+fn arrivals(plan: &LivePlan, commands: &Commands, mut store: Handle) -> Result<(), String> {
+    for &(job, at_us) in &plan.arrivals {
+        let at = Time(plan.t0_us + at_us);
+        loop {
+            if commands.stopped() {
+                return Ok(());
+            }
+            let now = host_now();
+            if now >= at {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(at.0 - now.0).min(COMMAND_POLL));
+        }
+        // The answer (accepted, duplicate, rejected) is on the history: the store wrote it.
+        let _answer = store.enqueue(host_now(), JobId(job)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }

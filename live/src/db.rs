@@ -4,11 +4,12 @@
 //! The history of a live run is the store's event log ([`lease_store::TableStore::events`]), on
 //! the database's clock ([`Clock::Database`]): in time order, ties in commit order, each line
 //! stamped once its transaction holds every lock its decision needs. The lines no store call
-//! writes (a worker's `executing`, `adopted` and `abandoned`, a reclaimer's `batch_stopped`, the
-//! dependency's `dependency_failed`, and the fault log) go into the same log through
-//! [`lease_store::TableStore::append`] ([`Lines`]), stamped and ordered as the store's own: a
-//! worker's `executing` is stamped before it calls the dependency, hence before the ledger's
-//! answer to that call.
+//! writes go into the same log through [`lease_store::TableStore::append`], stamped and ordered
+//! as the store's own: a worker's `executing`, `adopted` and `abandoned` and a reclaimer's
+//! `batch_stopped` from the runtime (`lease_runtime::Client::line`, the runtime's client on a
+//! handle of [`open`]); the dependency's `dependency_failed` and the fault log here ([`Lines`]).
+//! A worker's `executing` is written before the runtime starts its handler, hence stamped before
+//! the stub's ledger write for that call.
 
 use lease_core::{Bugs, TableConfig, Time};
 use lease_history::{Entry, Event, Node};
@@ -50,10 +51,6 @@ pub trait Lines {
     /// database's too: it is on loopback): the orchestrator's fault lines, stamped when the signal
     /// was sent, written by a thread that may wait for a paused process's lock.
     fn line_at(&mut self, node: Node, event: Event, t_us: u64) -> Result<(), StoreError>;
-    /// Appends the line `line` makes of the stamp, in its turn, or nothing when it makes none: a
-    /// worker that finds its lease estimate run out by the time it may write `executing`
-    /// self-fences instead of starting the effect.
-    fn line_if(&mut self, node: Node, line: impl FnOnce(u64) -> Option<Event>) -> Result<Option<u64>, StoreError>;
 }
 
 impl Lines for Handle {
@@ -67,7 +64,10 @@ impl Lines for Handle {
     }
 
     fn line(&mut self, node: Node, event: Event) -> Result<u64, StoreError> {
-        Ok(self.line_if(node, |_| Some(event))?.expect("an unconditional line is written"))
+        let mut event = Some(event);
+        let mut text = |stamp: Time| event.take().map(|event| Entry { t_us: stamp.0, node, event }.to_json());
+        let stamp = self.append(Stamp::Now(host_now()), &node.to_string(), &mut text)?;
+        Ok(stamp.expect("an unconditional line is written").0)
     }
 
     fn line_at(&mut self, node: Node, event: Event, t_us: u64) -> Result<(), StoreError> {
@@ -76,15 +76,5 @@ impl Lines for Handle {
         let mut text = |stamp: Time| event.take().map(|event| Entry { t_us: stamp.0, node, event }.to_json());
         self.append(Stamp::At(Time(t_us)), &name, &mut text)?;
         Ok(())
-    }
-
-    fn line_if(&mut self, node: Node, line: impl FnOnce(u64) -> Option<Event>) -> Result<Option<u64>, StoreError> {
-        let mut line = Some(line);
-        let name = node.to_string();
-        let mut text = |stamp: Time| {
-            let event = line.take()?(stamp.0)?;
-            Some(Entry { t_us: stamp.0, node, event }.to_json())
-        };
-        Ok(self.append(Stamp::Now(host_now()), &name, &mut text)?.map(|stamp| stamp.0))
     }
 }

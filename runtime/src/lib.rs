@@ -40,8 +40,10 @@
 //! killed mid-job and every job checked to end once: `cargo run --release -p lease-runtime
 //! --example document_service [-- --url URL]` (80 lines).
 //!
-//! **Not yet** (issue 23's next steps): the simulator's and the live runner's nodes on this
-//! runtime; a payload column (issue 24: [`Job::payload`] is empty); a dead-letter-now request
+//! `lease-live`'s worker and reclaimer processes run this runtime, on [`store::StoreClient`],
+//! with a fenced dependency as their handler and the live run's strike points as their hook.
+//!
+//! **Not yet** (issue 23's next steps): the simulator's nodes on this runtime; a payload column (issue 24: [`Job::payload`] is empty); a dead-letter-now request
 //! for [`HandlerError::Permanent`] (it takes the requeue path); a shutdown release that the
 //! history and `lease-check` know (see [`worker`]).
 
