@@ -51,6 +51,8 @@ pub mod job;
 pub mod reclaimer;
 pub mod seam;
 #[cfg(feature = "store")]
+pub mod service;
+#[cfg(feature = "store")]
 pub mod store;
 pub mod worker;
 

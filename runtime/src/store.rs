@@ -30,15 +30,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The host's clock in microseconds since the Unix epoch, made monotonic
-/// ([`lease_store::service::HostClock`]); it sleeps on tokio's timer, so sleeping needs a tokio
+/// ([`lease_store::HostClock`]); it sleeps on tokio's timer, so sleeping needs a tokio
 /// runtime with its timer enabled.
 #[derive(Debug, Clone, Copy)]
-pub struct HostClock(lease_store::service::HostClock);
+pub struct HostClock(lease_store::HostClock);
 
 impl HostClock {
     /// Starts the clock now.
     pub fn start() -> HostClock {
-        HostClock(lease_store::service::HostClock::start())
+        HostClock(lease_store::HostClock::start())
     }
 }
 
@@ -84,7 +84,7 @@ impl std::fmt::Debug for StoreClient {
 impl StoreClient {
     /// A client on `place` (a SQLite file or a PostgreSQL schema, created and migrated if
     /// needed) with `config`'s limits, on the table clock a service uses
-    /// ([`lease_store::service::open`]: the host's, read on the handle's thread, for SQLite; the
+    /// ([`lease_store::open`]: the host's, read on the handle's thread, for SQLite; the
     /// server's for PostgreSQL). `life` numbers this process's requests apart from its earlier
     /// lives' (1, then one more per restart; below 2^24).
     pub async fn open(
@@ -94,7 +94,7 @@ impl StoreClient {
         life: u64,
     ) -> Result<StoreClient, StoreError> {
         let place = place.clone();
-        StoreClient::start(move || lease_store::service::open(&place, config), clock, life).await
+        StoreClient::start(move || lease_store::open(&place, config), clock, life).await
     }
 
     /// A client on the handle `open` makes, on the client's thread (so that a PostgreSQL handle's
@@ -148,6 +148,14 @@ impl StoreClient {
             store.set_caller(Caller::default());
             store.enqueue(now, job)
         })
+    }
+
+    /// The same handle, numbering a worker's requests by `life` instead: another process's
+    /// client, or a restarted one's, on a handle shared with this one (on SQLite, one handle for
+    /// every part of a service keeps its log in clock order).
+    pub fn with_life(&self, life: u64) -> StoreClient {
+        let _checked = lease_store::life_request(life, RequestId(0));
+        StoreClient { life, ..self.clone() }
     }
 
     /// The store errors answered as no answer so far.

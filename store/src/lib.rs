@@ -48,32 +48,34 @@
 //! trip. An async service can still run a store on a blocking thread. And no tokio runtime may
 //! ever reach a simulated world, where a store runs on SQLite.
 //!
-//! **A service.** [`service`] runs worker and reclaimer threads on a store, on the host's clock,
-//! with failures injected, and checks that every job ended exactly once: the `service` example
-//! is its command line, and docs/stores.md, "The example: a service", walks through it.
+//! **A service.** `lease-runtime` runs a service's workers and reclaimers on a store; [`open`]
+//! gives it a handle on the table clock a service uses, and [`HostClock`] the host's time. Its
+//! `service` example (`lease_runtime::service`) injects failures and checks that every job ended
+//! exactly once; docs/stores.md, "The example: a service", walks through it.
 //!
 //! **Serving a request.** [`serve_worker`] and [`serve_reclaimer`] are the one mapping from a
 //! request of `lease-core`'s `Worker` or `Reclaimer` to its store call, and from the answer to
 //! the reply (with the answer's history line): the simulator's table and ledger nodes, the live
-//! runner's processes and [`service`] serve through them.
+//! runner's processes and `lease-runtime`'s store client serve through them.
 //!
 //! **Schema versions.** [`schema::MIGRATIONS`] moves a database from its version to the newest
 //! this build knows, one transaction per migration; a database at a version this build does not
 //! know is refused with [`StoreError::UnknownSchema`] and left untouched.
 
 mod caller;
+mod host;
 mod memory;
 mod place;
 mod postgres;
 pub mod schema;
 mod serve;
-pub mod service;
 mod sql;
 mod sql_store;
 mod sqlite;
 
 pub use crate::postgres::PostgresStore;
 pub use caller::Caller;
+pub use host::{open, HostClock};
 pub use memory::MemoryStore;
 pub use place::{Place, StoreKind};
 pub use serve::{life_request, serve_reclaimer, serve_worker, Served, LIFE_SHIFT};

@@ -1,16 +1,18 @@
-//! The `service` example's logic (`lease_store::service::run`) on real stores: worker and
-//! reclaimer threads on the host's clock, two workers crashing right after their effect and one
+//! The `service` example's logic (`lease_runtime::service::run`) on real stores: worker and
+//! reclaimer runtimes on the host's clock, two workers crashing right after their effect and one
 //! dependency answer lost. It proves that every job ends exactly once, completed with the one
 //! output its ledger recorded; that each crash is recovered by a reclaim and an adoption, and the
 //! lost answer by a worker's adoption, with no effect applied twice; and that the store's log is
 //! JSON lines telling that story, on SQLite in clock order. On a SQLite file, and on PostgreSQL
 //! where a server answers (see `common::pg`).
 
+// The store tests' scratch files and schemas, shared rather than copied.
+#[path = "../../store/tests/common/mod.rs"]
 mod common;
 
 use common::{pg, TempFile};
 use lease_core::Span;
-use lease_store::service::{self, Options, ServiceError, Summary};
+use lease_runtime::service::{self, Options, ServiceError, Summary};
 use lease_store::Place;
 use serde_json::Value;
 use std::time::Duration;
@@ -32,9 +34,15 @@ fn options() -> Options {
     }
 }
 
+/// Runs the service on a tokio runtime of its own, as the example does.
+fn run(backend: &Place, options: &Options) -> Result<Summary, ServiceError> {
+    let tokio = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    tokio.block_on(service::run(backend, options))
+}
+
 /// The store's log, each line parsed.
 fn log(backend: &Place) -> Vec<Value> {
-    let mut store = service::open(backend, options().table()).expect("reopen the store");
+    let mut store = lease_store::open(backend, options().table()).expect("reopen the store");
     let lines = store.events().expect("read the log");
     lines.iter().map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}"))).collect()
 }
@@ -72,15 +80,28 @@ fn assert_recovered(summary: &Summary, log: &[Value]) {
     for line in log {
         assert!(line["t_us"].is_u64() && line["node"].is_string() && line["kind"].is_string(), "{line}");
     }
-    // Job 0 crashed after its effect: granted, the worker's `executing`, effect applied, then a
-    // reclaimer's fence, lookup (which found the output), its `adopted` line and completion. No
-    // second effect, no worker completion.
+    // Job 0 crashed after its effect: granted, the worker's `executing`, effect applied, the
+    // worker's `crashed`, then a reclaimer's fence, lookup (which found the output), its `adopted`
+    // line and completion. No second effect, no worker completion.
     let job0 = story(log, 0);
     let kinds: Vec<&str> = job0.iter().map(|line| line.split(' ').next().unwrap_or("")).collect();
-    let expected =
-        ["arrived", "granted", "executing", "effect_applied", "reclaimed", "looked_up", "adopted", "terminal"];
+    let expected = [
+        "arrived",
+        "granted",
+        "executing",
+        "effect_applied",
+        "crashed",
+        "reclaimed",
+        "looked_up",
+        "adopted",
+        "terminal",
+    ];
     assert_eq!(kinds, expected, "{job0:?}");
-    assert!(job0[1].contains(" w") && job0[3].contains(" w") && job0[7].contains(" r"), "{job0:?}");
+    assert!(job0[1].contains(" w") && job0[3].contains(" w") && job0[8].contains(" r"), "{job0:?}");
+    let crashed = log.iter().find(|line| line["kind"] == "crashed" && line["job"] == 0).expect("a crash");
+    let granted = log.iter().find(|line| line["kind"] == "granted" && line["job"] == 0).expect("a grant");
+    assert_eq!(crashed["target"], granted["owner"], "the worker that held the lease crashed: {crashed}");
+    assert_eq!(crashed["point"], "after_effect", "{crashed}");
     // The fence came from a listing of the expired lease, after the effect.
     let at = |kind: &str| log.iter().position(|line| line["kind"] == kind && line["job"] == 0).expect(kind);
     let listed = log.iter().position(|line| {
@@ -103,11 +124,11 @@ fn assert_recovered(summary: &Summary, log: &[Value]) {
 fn a_service_on_sqlite_recovers_crashes_and_lost_answers_and_ends_every_job_exactly_once() {
     let file = TempFile::new("service");
     let backend = Place::Sqlite { path: file.path().to_path_buf() };
-    let summary = service::run(&backend, &options()).expect("the service runs");
+    let summary = run(&backend, &options()).expect("the service runs");
     let log = log(&backend);
     assert_recovered(&summary, &log);
-    // The table's time is read under the write lock's turn: the log, in commit order, is in time
-    // order too.
+    // Every part of the service shares one handle, whose thread reads the table's time right
+    // before each call: the log, in commit order, is in time order too.
     let times: Vec<u64> = log.iter().map(|line| line["t_us"].as_u64().expect("t_us")).collect();
     if let Some(at) = times.windows(2).position(|pair| pair[1] < pair[0]) {
         panic!("the log steps back in time at line {}: {} then {}", at + 2, times[at], times[at + 1]);
@@ -121,7 +142,7 @@ fn a_service_on_postgres_recovers_crashes_and_lost_answers_and_ends_every_job_ex
     let separator = if url.contains('?') { '&' } else { '?' };
     let url = format!("{url}{separator}options=-csynchronous_commit%3Doff");
     let backend = Place::Postgres { url, schema: scratch.name.clone() };
-    let summary = service::run(&backend, &options()).expect("the service runs");
+    let summary = run(&backend, &options()).expect("the service runs");
     assert_recovered(&summary, &log(&backend));
     // No claim on the order of `t_us` here: PostgreSQL reads its clock at a transaction's start
     // and numbers the log at its end, so a transaction that waited for a lock can commit a line
@@ -133,8 +154,8 @@ fn a_service_refuses_a_store_that_already_holds_its_jobs() {
     let file = TempFile::new("service_twice");
     let backend = Place::Sqlite { path: file.path().to_path_buf() };
     let small = Options { jobs: 3, crash_after_effect: 0, lost_reply: 0, ..options() };
-    assert!(service::run(&backend, &small).expect("the first run").held());
-    let error = service::run(&backend, &small).expect_err("the jobs are there already");
+    assert!(run(&backend, &small).expect("the first run").held());
+    let error = run(&backend, &small).expect_err("the jobs are there already");
     assert!(matches!(error, ServiceError::NotFresh { job: lease_core::JobId(0), .. }), "{error:?}");
     assert!(error.to_string().contains("fresh file or schema"), "{error}");
 }
@@ -152,7 +173,7 @@ fn a_service_refuses_options_that_cannot_work_and_says_why() {
         let error = bad.validate().expect_err("refused");
         assert!(error.to_string().contains(says), "{error} should say {says:?}");
         let nowhere = Place::Sqlite { path: "/nonexistent/dir/never.sqlite".into() };
-        assert!(matches!(service::run(&nowhere, &bad), Err(ServiceError::Options(_))), "refused before any store");
+        assert!(matches!(run(&nowhere, &bad), Err(ServiceError::Options(_))), "refused before any store");
     }
     assert!(options().validate().is_ok());
 }
@@ -160,6 +181,8 @@ fn a_service_refuses_options_that_cannot_work_and_says_why() {
 #[test]
 fn an_output_names_its_job_and_epoch_so_a_repeat_cannot_pass_for_the_first() {
     let op = lease_core::OpId::for_job(lease_core::JobId(7));
-    assert_eq!(service::output_of(op, lease_core::Epoch(2)), lease_core::OutputId(7_000_002));
-    assert_ne!(service::output_of(op, lease_core::Epoch(1)), service::output_of(op, lease_core::Epoch(2)));
+    let (first, repeat) =
+        (service::output_bytes(op, lease_core::Epoch(1)), service::output_bytes(op, lease_core::Epoch(2)));
+    assert_eq!(String::from_utf8_lossy(&repeat), format!("the output of {op} under {}", lease_core::Epoch(2)));
+    assert_ne!(lease_runtime::output_id(&first), lease_runtime::output_id(&repeat));
 }

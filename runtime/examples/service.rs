@@ -1,14 +1,14 @@
-//! A service on a real store: worker threads and reclaimer threads, on a real clock, with workers
-//! that crash after their effect and dependency answers that are lost, and a check at the end that
-//! every job ended exactly once.
+//! A service on a real store: worker and reclaimer runtimes (`lease-runtime`), on a real clock,
+//! with workers that crash after their effect and dependency answers that are lost, and a check
+//! at the end that every job ended exactly once.
 //!
 //! ```sh
-//! cargo run --release -p lease-store --example service                       # SQLite, a file in a temp dir
-//! cargo run --release -p lease-store --example service -- --store postgres   # PostgreSQL, LEASE_PG_URL or local
-//! cargo run --release -p lease-store --example service -- --help             # every flag and its default
+//! cargo run --release -p lease-runtime --example service                       # SQLite, a file in a temp dir
+//! cargo run --release -p lease-runtime --example service -- --store postgres   # PostgreSQL, LEASE_PG_URL or local
+//! cargo run --release -p lease-runtime --example service -- --help             # every flag and its default
 //! ```
 //!
-//! The logic is `lease_store::service` (tested in `store/tests/service_example.rs`); this is its
+//! The logic is `lease_runtime::service` (tested in `runtime/tests/service.rs`); this is its
 //! command line. It prints the run's parameters, the summary, and the history lines of job 0,
 //! whose first worker crashes after its effect: the reclaimer fences the expired lease, finds the
 //! output in the ledger, adopts it and completes the job.
@@ -18,7 +18,7 @@
 //! limit; 3 bad arguments, or the store could not be opened or failed.
 
 use clap::Parser;
-use lease_store::service::{self, Options, Summary};
+use lease_runtime::service::{self, Options, Summary};
 use lease_store::{Clock, PostgresStore, StoreError};
 use lease_store::{Place, StoreKind};
 use std::path::PathBuf;
@@ -63,10 +63,10 @@ struct Args {
     /// Jobs enqueued at the start.
     #[arg(long, default_value_t = Options::default().jobs)]
     jobs: u64,
-    /// Worker threads.
+    /// Workers (each a runtime of one slot).
     #[arg(long, default_value_t = Options::default().workers)]
     workers: u32,
-    /// Reclaimer threads.
+    /// Reclaimers.
     #[arg(long, default_value_t = Options::default().reclaimers)]
     reclaimers: u32,
     /// The lease ttl, in milliseconds.
@@ -87,7 +87,7 @@ struct Args {
     /// The most worker grants a job gets before it is dead-lettered.
     #[arg(long, default_value_t = Options::default().attempts_max)]
     attempts_max: u32,
-    /// When every loop stops, done or not, in seconds.
+    /// When every runtime stops, done or not, in seconds.
     #[arg(long, default_value_t = Options::default().time_limit.as_secs())]
     time_limit_s: u64,
 }
@@ -187,7 +187,7 @@ fn history_of(backend: &Place, options: &Options, job: u64) -> Result<(Vec<Strin
         Place::Postgres { url, schema } => {
             Box::new(PostgresStore::open(url, Some(schema), options.table(), lease_core::Bugs::NONE, Clock::Caller)?)
         }
-        sqlite => service::open(sqlite, options.table())?,
+        sqlite => lease_store::open(sqlite, options.table())?,
     };
     let needle = format!(r#""job":{job},"#);
     let lines = store.events()?.into_iter().filter(|line| line.contains(&needle)).collect();
@@ -263,7 +263,12 @@ fn main() -> ExitCode {
         options.attempts_max,
         options.time_limit.as_secs(),
     );
-    let summary = service::run(&place.backend, &options);
+    // The runtimes run on tokio; the rest of this command (PostgreSQL's synchronous clients
+    // included, which run runtimes of their own) stays outside it.
+    let summary = match tokio::runtime::Runtime::new() {
+        Ok(tokio) => tokio.block_on(service::run(&place.backend, &options)),
+        Err(error) => Err(service::ServiceError::Store(lease_store::StoreError::Io(error))),
+    };
     if let Ok(summary) = &summary {
         report(summary, &place.backend, args.history.as_deref());
     }
