@@ -189,8 +189,8 @@ fn history_of(backend: &Place, options: &Options, job: u64) -> Result<(Vec<Strin
         }
         sqlite => lease_store::open(sqlite, options.table())?,
     };
-    let needle = format!(r#""job":{job},"#);
-    let lines = store.events()?.into_iter().filter(|line| line.contains(&needle)).collect();
+    let needles = [format!(r#""job":{job},"#), format!(r#""job":{job}}}"#)];
+    let lines = store.events()?.into_iter().filter(|line| needles.iter().any(|needle| line.contains(needle))).collect();
     Ok((lines, store.history()?))
 }
 
