@@ -5,7 +5,7 @@
 //! burst, the dependency answers at once: what is measured is the queue, not the dependency):
 //!
 //! 1. **ours**: `lease-sim live` with no fault: the burst is enqueued, then the worker processes
-//!    start, each running lease-core on lease-store: each job acquired, executed through the stub
+//!    start, each running lease-runtime on lease-store: each job acquired, executed through the stub
 //!    (which records its output in the ledger) and completed, every step fenced and on the
 //!    history. Jobs per second from the first grant to the last terminal outcome; the delay from
 //!    each job's arrival to its outcome, p50 and p99 (mostly its place in the preloaded queue).
