@@ -257,16 +257,26 @@ async fn start_at_backlog(plan: &LivePlan, client: &StoreClient, commands: &Comm
 }
 
 /// The handler: the stub, a fenced dependency, called off the async loop (its call is blocking
-/// TCP); its verdict is the ledger's, or no output (the job takes the requeue path).
+/// TCP); its verdict is the ledger's, or its failure (the job takes the requeue path). A call
+/// that got no answer is made again, as the old worker's execute was sent again: the stub is
+/// idempotent by operation id, so a call whose effect happened answers that effect's output, and
+/// nothing claims a failure that may not have been one. The runtime's cancellation (a self-fence)
+/// ends the retries.
 fn stub_handler(port: u16, worker: WorkerId) -> impl Fn(Job) -> BoxFuture<'static, lease_runtime::Outcome<Output>> {
     move |job: Job| {
         Box::pin(async move {
-            let call = move || super::stub::call(port, worker, job.op, job.epoch);
-            match tokio::task::spawn_blocking(call).await {
-                Ok(Some(Execution::Done { output, apply })) => Ok(Output::Recorded { output, apply }),
-                Ok(Some(Execution::Failed)) => Err(HandlerError::Retryable("the dependency failed".to_string())),
-                Ok(None) | Err(_) => Err(HandlerError::Retryable("no answer from the stub".to_string())),
+            while !job.cancel.is_cancelled() {
+                let call = move || super::stub::call(port, worker, job.op, job.epoch);
+                match tokio::task::spawn_blocking(call).await {
+                    Ok(Some(Execution::Done { output, apply })) => return Ok(Output::Recorded { output, apply }),
+                    // The stub wrote its `dependency_failed` line itself.
+                    Ok(Some(Execution::Failed)) => {
+                        return Err(HandlerError::Reported("the dependency failed".to_string()))
+                    }
+                    Ok(None) | Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+                }
             }
+            Err(HandlerError::Reported("cancelled: the runtime stopped acting on the lease".to_string()))
         })
     }
 }

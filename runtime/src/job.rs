@@ -89,7 +89,14 @@ impl Trigger {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HandlerError {
     /// Try again: the job is requeued, its attempt counted (dead-lettered after `attempts_max`).
+    /// The runtime puts the failure on the history (the dependency's `dependency_failed`, before
+    /// any effect), so that the requeue has its reason.
     Retryable(String),
+    /// Try again, as [`HandlerError::Retryable`]; the dependency has put its failure on the
+    /// history itself (a fenced dependency that writes its own lines, as the simulator's and
+    /// lease-live's stub do, or one whose answer was lost after its effect), so the runtime writes
+    /// none.
+    Reported(String),
     /// Never worth trying again. The core has no dead-letter-now request yet, so this takes the
     /// requeue path too, as [`HandlerError::Retryable`] does: the job dead-letters once its
     /// attempts run out, not at once.

@@ -461,7 +461,7 @@ fn dependency(run: Run, client: StoreClient, id: WorkerId) -> impl Fn(Job) -> Bo
             client
                 .line(Node::Ledger, Event::DependencyFailed { from, job: job.id, op, epoch, after_effect: true })
                 .await;
-            Err(HandlerError::Retryable("the dependency's answer was lost".to_string()))
+            Err(HandlerError::Reported("the dependency's answer was lost".to_string()))
         })
     }
 }

@@ -524,9 +524,24 @@ impl<H: Handler> Run<H> {
             Ok(Output::Bytes(bytes)) => crate::output_id(&bytes),
             Ok(Output::Named(output)) => output,
             Ok(Output::Recorded { output, apply }) => return self.effect_done(slot, id, output, apply).await,
-            Err(_) => {
-                // Retryable and Permanent alike: the core has no dead-letter-now request yet.
+            Err(error) => {
+                // Every kind alike: the core has no dead-letter-now request yet. The history says
+                // why the job goes back, as the dependency's own line, unless the dependency wrote
+                // it: without it, lease-check finds a requeue that nothing explains.
+                let reported = matches!(error, HandlerError::Reported(_));
+                let (op, epoch) = (effect.op, effect.epoch);
+                let failed = Event::DependencyFailed {
+                    from: Node::Worker(held.id.0),
+                    job: op.job,
+                    op,
+                    epoch,
+                    after_effect: false,
+                };
                 held.effect = None;
+                if !reported {
+                    self.seams.client.line(Node::Ledger, failed).await;
+                }
+                let held = &mut self.slots[slot];
                 held.worker.handle_reply(self.seams.clock.now(), id, WorkerReply::Executed(Execution::Failed));
                 return;
             }

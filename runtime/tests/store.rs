@@ -10,7 +10,7 @@ use lease_core::{
 };
 use lease_history::{Event, Node};
 use lease_runtime::store::{HostClock, StoreClient};
-use lease_runtime::{output_id, Cancel, Client, Job, ReclaimerOptions, Runtime, WorkerOptions};
+use lease_runtime::{output_id, Cancel, Client, HandlerError, Job, ReclaimerOptions, Runtime, WorkerOptions};
 use lease_store::Place;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -340,6 +340,53 @@ async fn shutdown_finishes_or_hands_back_every_job(opened: Opened) {
         assert!(completed_with(&states[job.0 as usize].0).is_some(), "{job} started and finished: {states:?}");
     }
     judge(&client).await;
+}
+
+// A handler that fails (retryable) on its first run: the runtime requeues the job, says why on
+// the history (the dependency's `dependency_failed`, before any effect), and the second run
+// completes it. lease-check judges the log: a requeue with no failure to explain it is refused.
+async fn failed_handler_is_requeued_and_says_why(opened: Opened) {
+    let Opened { client, clock, .. } = opened;
+    enqueue(&client, 1).await;
+    let calls = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let calls = Arc::clone(&calls);
+        move |job: Job| {
+            let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                if call == 1 {
+                    return Err(HandlerError::Retryable("the renderer is down".to_string()));
+                }
+                Ok(output_bytes(job.id, call))
+            }
+        }
+    };
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    let limit = Duration::from_secs(10);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, all_ended(&client, 1, limit));
+    let reclaim = runtime.reclaim(reclaimer(), all_ended(&client, 1, limit));
+    let (worked, reclaimed) = future::join(work, reclaim).await;
+    let (_worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the handler ran again after its failure");
+    assert_eq!(reclaimed.fenced, 0, "the worker requeued the job itself");
+    let states = states(&client, 1).await;
+    assert_eq!(completed_with(&states[0].0), Some(output_id(&output_bytes(JobId(0), 2))), "{states:?}");
+    let log = client.call(|store, _| store.events()).await.unwrap();
+    let count = |kind: &str| log.iter().filter(|line| line.contains(&format!(r#""kind":"{kind}""#))).count();
+    assert_eq!((count("requeued"), count("dependency_failed"), count("effect_applied")), (1, 1, 1), "{log:#?}");
+    judge(&client).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_failed_handler_is_requeued_and_says_why() {
+    failed_handler_is_requeued_and_says_why(sqlite("failed").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_a_failed_handler_is_requeued_and_says_why() {
+    if let Some(opened) = postgres("failed").await {
+        failed_handler_is_requeued_and_says_why(opened).await;
+    }
 }
 
 #[tokio::test]
