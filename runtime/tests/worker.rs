@@ -8,7 +8,9 @@ use futures::channel::oneshot;
 use futures::future::{self, BoxFuture, FutureExt};
 use lease_core::{Epoch, JobId, JobState, OpId, Outcome, OutputId, ReclaimerId, Span, Time, WorkerId};
 use lease_history::{Event, Node};
-use lease_runtime::{output_id, Cancel, Clock, Hook, Job, Output, Point, ReclaimerOptions, WorkerOptions};
+use lease_runtime::{
+    output_id, Cancel, Clock, Hook, Job, OptionsError, Output, Point, ReclaimerOptions, WorkerOptions,
+};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -585,4 +587,32 @@ fn a_stall_during_the_ack_holds_the_completion_past_the_lease_for_the_table_to_r
     let output = output_id(&output_bytes(JobId(0), 1));
     let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
     assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output }, Epoch(2)));
+}
+
+// Proves the worker runtime refuses slots it cannot drive, with the error that says why, and
+// asks the table nothing first: no slot, more than SLOTS_MAX, or one worker id for two slots
+// (the table would take their acquires for one worker's). SLOTS_MAX distinct slots, and one, run.
+#[test]
+fn unworkable_slots_are_refused_before_anything_is_asked() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let runtime = runtime(&clock, &client);
+    let handler = |job: Job| future::ready(Ok(output_bytes(job.id, 1)));
+    let refused = |slots: Vec<WorkerId>| {
+        let options = WorkerOptions::new(slots, worker_config());
+        drive(&clock, runtime.work(options, handler, future::ready(()))).expect_err("refused")
+    };
+    let max = lease_runtime::SLOTS_MAX;
+    assert!(matches!(refused(Vec::new()), OptionsError::Slots { count: 0 }));
+    let too_many = (0..=max as u32).map(WorkerId).collect();
+    assert!(matches!(refused(too_many), OptionsError::Slots { count } if count == max + 1));
+    let twice = vec![WorkerId(3), WorkerId(1), WorkerId(3)];
+    assert_eq!(refused(twice), OptionsError::SlotTwice(WorkerId(3)));
+    assert_eq!(client.states(1), [JobState::Queued], "nothing was acquired");
+    for count in [1, max as u32] {
+        let options = WorkerOptions::new(slots(count), worker_config());
+        let ran = drive(&clock, runtime.work(options, handler, future::ready(())));
+        assert!(ran.is_ok(), "{count} slots run: {ran:?}");
+    }
 }
