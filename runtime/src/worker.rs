@@ -374,11 +374,15 @@ impl<H: Handler> Run<H> {
         self.call(slot, id, request);
     }
 
-    /// Sends `request` to the client, bounded by its timeout.
+    /// Sends `request` to the client, bounded by its timeout; an acquire by a whole lease (plus
+    /// the table's hold): a grant that answers an acquire the machine has given up on must still
+    /// reach it, to be declined (released, its attempt undone) rather than left leased to nobody
+    /// until it expires and a reclaimer spends the job's attempt on it. Past a lease, any grant it
+    /// brings has expired anyway.
     fn call(&mut self, slot: usize, id: RequestId, request: WorkerRequest) {
         let config = self.options.worker;
         let wait = match request {
-            WorkerRequest::Acquire => config.request_timeout + config.acquire_wait,
+            WorkerRequest::Acquire => config.lease_ttl + config.acquire_wait,
             _ => config.request_timeout,
         };
         let deadline = self.clock().now() + wait;

@@ -616,3 +616,36 @@ fn unworkable_slots_are_refused_before_anything_is_asked() {
         assert!(ran.is_ok(), "{count} slots run: {ran:?}");
     }
 }
+
+// Proves a grant that answers an acquire the machine gave up on is declined, not left to expire:
+// the first acquire's answers arrive 700 ms after the table granted (a slow store, a queue behind
+// the connection). The machine sends the acquire again under its id at 200 and 400 ms, gives it up at
+// 600 ms (a grant answering a copy sent then could no longer be used in time) and asks afresh;
+// the first answer, G1, arrives at 700 ms, and the runtime hands it to the machine, which releases
+// it: no reclaim, no attempt spent on a grant nobody ran. A runtime that dropped the late answer
+// with its call (bounded by the request's timeout) would leave G1 leased until it expired, a
+// reclaimer would fence and requeue it, and the job's attempt would be wasted.
+#[test]
+fn a_late_grant_to_an_acquire_given_up_is_declined_not_left_to_expire() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    client.plant(|faults| {
+        faults.delay_acquire_answers = Some(Span::from_ms(700));
+        faults.delayed_acquires = Some(3); // The acquire at 0 ms and its copies at 200 and 400 ms.
+    });
+    let handler = |job: Job| future::ready(Ok(output_bytes(job.id, 1)));
+    let runtime = runtime(&clock, &client);
+    let options = WorkerOptions::new(slots(1), worker_config());
+    let work = runtime.work(options, handler, client.all_ended(1));
+    let reclaim = runtime.reclaim(reclaimer(), client.all_ended(1));
+    let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!(reclaimed.fenced, 0, "the late grant was handed back, not reclaimed: {reclaimed:?}");
+    assert!(worked.released >= 1, "the late grant was released: {worked:?}");
+    let declined = client
+        .seen(|seen| seen.lines.iter().any(|(_, event)| matches!(event, Event::Abandoned { epoch: Epoch(1), .. })));
+    assert!(declined, "the worker said it declined the grant under epoch 1");
+    assert_eq!(client.table(|table| table.attempts(JobId(0))), Some(1), "one attempt, the one that ran");
+    assert!(matches!(client.states(1)[0], JobState::Terminal(_)), "{:?}", client.states(1));
+}

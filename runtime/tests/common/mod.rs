@@ -121,6 +121,8 @@ pub struct Faults {
     pub lose_record_answers: u32,
     /// Acquires are answered at once, but their answers arrive this much later.
     pub delay_acquire_answers: Option<Span>,
+    /// Only this many acquire calls (copies included) are delayed, the first ones; `None`: all.
+    pub delayed_acquires: Option<u32>,
 }
 
 /// What the in-memory client saw.
@@ -289,7 +291,15 @@ impl Client for MemoryClient {
         request: WorkerRequest,
     ) -> BoxFuture<'static, Option<WorkerReply>> {
         let answer = self.answer_worker(worker, id, request);
-        let delay = self.state().faults.delay_acquire_answers.filter(|_| request == WorkerRequest::Acquire);
+        let delay = {
+            let faults = &mut self.state().faults;
+            let left = faults.delayed_acquires.is_none_or(|left| left > 0);
+            let delay = faults.delay_acquire_answers.filter(|_| request == WorkerRequest::Acquire && left);
+            if let (Some(_), Some(left)) = (delay, faults.delayed_acquires.as_mut()) {
+                *left -= 1;
+            }
+            delay
+        };
         let Some(delay) = delay else { return Box::pin(future::ready(answer)) };
         let arrives = self.clock.sleep_until(self.clock.now() + delay);
         Box::pin(async move {
