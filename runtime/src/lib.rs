@@ -30,9 +30,9 @@
 //! **The contract.** The runtime is written against three seams ([`Clock`], [`Client`], [`Hook`])
 //! and the `futures` crate only: no executor, no spawn, no `cfg(madsim)`, no tokio in its loop,
 //! no simulator branch. A service runs it on tokio over a `lease-store` store
-//! ([`store::StoreClient`], [`store::HostClock`], feature `store`); the simulator runs it on
+//! ([`store::StoreClient`], [`store::HostClock`], feature `store`); the simulator is to run it on
 //! madsim, over its network, with its node's drifting clock and a hook that stalls and crashes at
-//! protocol points. One future drives every job in flight of a process ([`WorkerOptions::slots`],
+//! protocol points (not yet: see below). One future drives every job in flight of a process ([`WorkerOptions::slots`],
 //! one worker machine each).
 //!
 //! See [`worker`] for the loop, the protocol around the handler and the graceful shutdown, and
@@ -41,11 +41,14 @@
 //! --example document_service [-- --url URL]` (80 lines).
 //!
 //! `lease-live`'s worker and reclaimer processes run this runtime, on [`store::StoreClient`],
-//! with a fenced dependency as their handler and the live run's strike points as their hook.
+//! with a fenced dependency as their handler and the live run's strike points as their hook; so
+//! does the `service` example ([`service`]: crashes after the effect and a lost answer injected,
+//! every job judged at the end).
 //!
-//! **Not yet** (issue 23's next steps): the simulator's nodes on this runtime; a payload column (issue 24: [`Job::payload`] is empty); a dead-letter-now request
-//! for [`HandlerError::Permanent`] (it takes the requeue path); a shutdown release that the
-//! history and `lease-check` know (see [`worker`]).
+//! **Not yet** (issue 23's next steps): the simulator's nodes on this runtime; a payload column
+//! (issue 24: [`Job::payload`] is empty); a dead-letter-now request for
+//! [`HandlerError::Permanent`] (it takes the requeue path); a shutdown release that the history
+//! and `lease-check` know (see [`worker`]).
 
 pub mod job;
 pub mod reclaimer;
