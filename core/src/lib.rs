@@ -33,15 +33,15 @@ pub mod table;
 pub mod time;
 pub mod worker;
 
+pub use answers::{
+    Acquired, Completion, ConfigError, Enqueued, Fencing, Grant, Lease, Outcome, Quarantine, Refusal, Rejection,
+    Release, Renewal, Requeue, TableConfig, TableError, Terminal, RECLAIM_TICK, RENEW_GRACE,
+};
 pub use bug::{Bug, Bugs, UnknownBug};
 pub use ids::{BatchId, Epoch, JobId, OpId, OutputId, Owner, ReclaimerId, RequestId, WorkerId};
 pub use ledger::{Apply, EffectLedger, Lookup, OpRecord};
 pub use reclaimer::{ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig};
 pub use rules::{Decision, JobRecord, JobState, LastGrant, Place, Rules};
-pub use answers::{
-    Acquired, Completion, ConfigError, Enqueued, Fencing, Grant, Lease, Outcome, Quarantine, Refusal, Rejection,
-    Release, Renewal, Requeue, TableConfig, TableError, Terminal, RECLAIM_TICK, RENEW_GRACE,
-};
 pub use table::LeaseTable;
 pub use time::{Span, Time};
 pub use worker::{Abandon, Execution, Worker, WorkerAction, WorkerConfig, WorkerReply, WorkerRequest};

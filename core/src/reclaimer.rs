@@ -8,10 +8,10 @@
 //! `retries_max` times; after that it drops the rest of the batch until its next scan, and its own
 //! fenced lease will expire and be reclaimed in turn.
 
+use crate::answers::{Completion, ConfigError, Fencing, Lease, Quarantine, Requeue};
 use crate::bug::{Bug, Bugs};
 use crate::ids::{BatchId, Epoch, JobId, OpId, OutputId, ReclaimerId, RequestId};
 use crate::ledger::Lookup;
-use crate::answers::{Completion, ConfigError, Fencing, Lease, Quarantine, Requeue};
 use crate::time::{Span, Time};
 use std::collections::VecDeque;
 

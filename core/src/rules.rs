@@ -10,12 +10,12 @@
 //! A decision never sees the clock check or an unknown job: those are misuse, answered with a
 //! [`TableError`](crate::TableError) by the caller before it asks.
 
-use crate::bug::{Bug, Bugs};
-use crate::ids::{Epoch, JobId, OutputId, Owner, ReclaimerId, RequestId, WorkerId};
 use crate::answers::{
     Acquired, Completion, Enqueued, Fencing, Grant, Lease, Outcome, Quarantine, Refusal, Rejection, Release, Renewal,
     Requeue, TableConfig, Terminal, RECLAIM_TICK, RENEW_GRACE,
 };
+use crate::bug::{Bug, Bugs};
+use crate::ids::{Epoch, JobId, OutputId, Owner, ReclaimerId, RequestId, WorkerId};
 use crate::time::{Span, Time};
 
 /// Where a job stands.

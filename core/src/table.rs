@@ -5,12 +5,12 @@
 //! event; an expected protocol outcome (a stale epoch, a lost race) is a value, never an `Err`.
 //! `Err` is kept for misuse: an unknown job, or time going backwards.
 
-use crate::bug::Bugs;
-use crate::ids::{Epoch, JobId, OutputId, ReclaimerId, RequestId, WorkerId};
 use crate::answers::{
     Acquired, Completion, ConfigError, Enqueued, Fencing, Grant, Lease, Quarantine, Release, Renewal, Requeue,
     TableConfig, TableError, Terminal,
 };
+use crate::bug::Bugs;
+use crate::ids::{Epoch, JobId, OutputId, ReclaimerId, RequestId, WorkerId};
 use crate::rules::{Decision, JobRecord, JobState, LastGrant, Place, Rules};
 use crate::time::Time;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -13,10 +13,10 @@
 //! of its copies counts. An acquire is sent again under its id only while a grant answering the
 //! new copy could still be used, counted from the first copy; after that it is asked afresh.
 
+use crate::answers::{Acquired, Completion, ConfigError, Lease, Release, Renewal, Requeue};
 use crate::bug::{Bug, Bugs};
 use crate::ids::{Epoch, JobId, OpId, OutputId, Owner, RequestId, WorkerId};
 use crate::ledger::{Apply, Lookup};
-use crate::answers::{Acquired, Completion, ConfigError, Lease, Release, Renewal, Requeue};
 use crate::time::{Span, Time};
 use std::collections::VecDeque;
 
