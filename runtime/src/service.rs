@@ -57,17 +57,17 @@ use std::time::{Duration, Instant};
 
 /// The most jobs one run enqueues.
 pub const JOBS_MAX: u64 = 1_000_000;
-/// The most workers, and the most reclaimers, of one run.
-pub const THREADS_MAX: u32 = 64;
+/// The most workers, and the most reclaimers, of one run (each a runtime of its own).
+pub const RUNTIMES_MAX: u32 = 64;
 
 /// What a run does. Every field is checked by [`Options::validate`]; see [`Options::default`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     /// Jobs enqueued at the start, ids `0..jobs`; at most [`JOBS_MAX`].
     pub jobs: u64,
-    /// Workers, each a runtime of one slot; 1 to [`THREADS_MAX`].
+    /// Workers, each a runtime of one slot; 1 to [`RUNTIMES_MAX`].
     pub workers: u32,
-    /// Reclaimers; 1 to [`THREADS_MAX`].
+    /// Reclaimers; 1 to [`RUNTIMES_MAX`].
     pub reclaimers: u32,
     /// The table's lease ttl. The workers' and reclaimers' timings are fractions of it.
     pub lease_ttl: Span,
@@ -111,8 +111,8 @@ impl Options {
         if self.jobs == 0 || self.jobs > JOBS_MAX {
             return bad(format!("jobs must be 1 to {JOBS_MAX}, not {}", self.jobs));
         }
-        if !(1..=THREADS_MAX).contains(&self.workers) || !(1..=THREADS_MAX).contains(&self.reclaimers) {
-            return bad(format!("workers and reclaimers must be 1 to {THREADS_MAX} each"));
+        if !(1..=RUNTIMES_MAX).contains(&self.workers) || !(1..=RUNTIMES_MAX).contains(&self.reclaimers) {
+            return bad(format!("workers and reclaimers must be 1 to {RUNTIMES_MAX} each"));
         }
         if self.crash_after_effect.saturating_add(self.lost_reply) > self.jobs {
             return bad(format!(

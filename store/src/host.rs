@@ -4,7 +4,7 @@
 
 use crate::{Clock, Place, Store, StoreError};
 use lease_core::{Bugs, TableConfig, Time};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 /// A new handle on `place` for a service (one connection), the schema migrated if needed. On
 /// SQLite the table's clock is the host's, which the service passes in ([`HostClock`]); on
@@ -38,10 +38,5 @@ impl HostClock {
     pub fn now(&self) -> Time {
         let elapsed_us = u64::try_from(self.start.elapsed().as_micros()).expect("a run lasts less than 584,000 years");
         Time(self.start_unix_us + elapsed_us)
-    }
-
-    /// How long since the start.
-    pub fn elapsed(&self) -> Duration {
-        self.start.elapsed()
     }
 }
