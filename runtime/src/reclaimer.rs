@@ -5,7 +5,7 @@
 //! On the shutdown signal it stops at once: a lease it fenced and had not finished with expires,
 //! and is reclaimed again.
 
-use crate::seam::{bounded, Point};
+use crate::seam::Point;
 use crate::{OptionsError, Runtime};
 use futures::future::{BoxFuture, Fuse, FutureExt};
 use lease_core::{
@@ -87,13 +87,19 @@ impl Runtime {
             let mut tally = ReclaimTally::default();
             let mut shutdown = shutdown.boxed().fuse();
             let mut call: Option<BoxFuture<'static, Wake>> = None;
+            // The loop's timer, kept while the machine's timeout stays the same.
+            let mut timer: Option<(lease_core::Time, BoxFuture<'static, ()>)> = None;
             loop {
                 while let Some(action) = machine.poll() {
                     if let Some(sent) = seams.reclaim_action(&options, &mut tally, action).await {
                         call = Some(sent); // A copy sent again replaces the one it retries.
                     }
                 }
-                match seams.wait(&mut call, &mut shutdown, machine.poll_timeout()).await {
+                let wake_at = machine.poll_timeout();
+                if timer.as_ref().map(|(at, _)| *at) != Some(wake_at) {
+                    timer = Some((wake_at, seams.clock.sleep_until(wake_at)));
+                }
+                match seams.wait(&mut call, &mut shutdown, &mut timer).await {
                     Wake::Answer(id, request, reply) => {
                         call = None;
                         let Some(reply) = reply else { continue };
@@ -102,6 +108,7 @@ impl Runtime {
                     }
                     Wake::Shutdown => return Ok(tally),
                     Wake::Timeout => {
+                        timer = None; // Polled no more once it fired.
                         let now = seams.clock.now();
                         machine.handle_timeout(now);
                         // Else the loop would wake at once, forever, and never yield.
@@ -126,8 +133,9 @@ impl Runtime {
                     tally.scans += 1;
                     self.hook.at(node, Point::BeforeListing, None).await;
                 }
-                let deadline = self.clock.now() + options.reclaimer.request_timeout;
-                let answer = bounded(&*self.clock, deadline, self.client.reclaimer(options.id, id, request));
+                // Unbounded: the machine's next request (the same one sent again, or the next)
+                // replaces it, and the machine times it out itself.
+                let answer = self.client.reclaimer(options.id, id, request);
                 return Some(Box::pin(answer.map(move |reply| Wake::Answer(id, request, reply))));
             }
             ReclaimAction::Adopted { job, op, output, epoch, .. } => {
@@ -150,7 +158,7 @@ impl Runtime {
         &self,
         call: &mut Option<BoxFuture<'static, Wake>>,
         shutdown: &mut Fuse<BoxFuture<'static, ()>>,
-        timeout_at: lease_core::Time,
+        timer: &mut Option<(lease_core::Time, BoxFuture<'static, ()>)>,
     ) -> Wake {
         let answer = async move {
             match call {
@@ -158,7 +166,13 @@ impl Runtime {
                 None => futures::future::pending().await,
             }
         };
-        let (answer, timeout) = (answer.fuse(), self.clock.sleep_until(timeout_at).fuse());
+        let timeout = async move {
+            match timer {
+                Some((_, timer)) => timer.await,
+                None => futures::future::pending().await,
+            }
+        };
+        let (answer, timeout) = (answer.fuse(), timeout.fuse());
         futures::pin_mut!(answer, timeout);
         let mut shutdown = &mut *shutdown;
         futures::select_biased! {

@@ -22,7 +22,10 @@ pub trait Clock: Send + Sync {
 
 /// The table and ledger calls. `None` is no answer (lost, or the caller gave up): the core's
 /// retry handles it. The runtime bounds every call by the request's timeout, so a call that never
-/// resolves is dropped then, not leaked.
+/// resolves is dropped then, not leaked, except an acquire: it is awaited until the client
+/// answers it or gives it up, however late, so that a late grant is declined rather than left
+/// leased to nobody. A client resolves every acquire in the end (a store call returns or fails;
+/// the simulator's network answers or drops it with the node's life).
 pub trait Client: Send + Sync {
     /// Worker `worker`'s request `id`, anything but an `Execute` (the runtime makes that call: it
     /// is the handler). `id` is the same for every copy of a request sent again: the table
@@ -63,9 +66,11 @@ pub trait Client: Send + Sync {
 /// process (every job in flight waits), and a crash is a future that never resolves, whose task
 /// the simulator drops. Where each point is awaited:
 ///
-/// - `before_effect`: before the handler is started and its `executing` line written (after a
-///   stall the machine takes the time first: past its estimate of expiry it self-fences, and
-///   neither is);
+/// - `before_effect`: the effect is decided (the machine took the time, still acting on the
+///   lease, and its `executing` line is written) and the handler not yet started: a stall is a
+///   process paused between its last check and the dependency call, whose effect then comes late
+///   (past the lease, for the dependency's fencing to refuse); a crash leaves the line with no
+///   effect;
 /// - `after_effect`: the ledger recorded the output (`applied`: the runtime's record, or a fenced
 ///   dependency's own), before the worker takes the answer;
 /// - `during_ack`: before a completion is sent, the effect applied and not yet acknowledged (a

@@ -54,6 +54,7 @@ use lease_history::{Event, Node};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 
 /// The most slots (jobs in flight) one worker runtime drives.
 pub const SLOTS_MAX: usize = 1_024;
@@ -210,9 +211,17 @@ struct Run<H> {
     handler: Arc<H>,
     slots: Vec<Slot>,
     tally: WorkerTally,
+    /// Calls in flight: answers and records.
     inflight: FuturesUnordered<BoxFuture<'static, Done>>,
+    /// Handlers running.
+    handlers: FuturesUnordered<BoxFuture<'static, Done>>,
     /// Set by the shutdown signal: when the grace runs out.
     drain_until: Option<Time>,
+    /// Calls in flight that end unanswered at their deadline: aborted when the loop takes the
+    /// time past it (no timer of their own).
+    deadlines: Vec<(Time, AbortHandle)>,
+    /// The loop's timer, kept while the time it wakes at stays the same.
+    timer: Option<(Time, BoxFuture<'static, ()>)>,
 }
 
 impl Runtime {
@@ -244,8 +253,18 @@ impl Runtime {
             }
             let handler = Arc::new(handler);
             let tally = WorkerTally::default();
-            let mut run =
-                Run { seams, options, handler, slots, tally, inflight: FuturesUnordered::new(), drain_until: None };
+            let mut run = Run {
+                seams,
+                options,
+                handler,
+                slots,
+                tally,
+                inflight: FuturesUnordered::new(),
+                handlers: FuturesUnordered::new(),
+                drain_until: None,
+                deadlines: Vec::new(),
+                timer: None,
+            };
             run.main(shutdown.boxed().fuse()).await;
             Ok(run.tally)
         }
@@ -269,6 +288,9 @@ impl<H: Handler> Run<H> {
         loop {
             self.take_time();
             self.drain().await;
+            if self.due() {
+                continue; // A point stalled the drain: the machines take the time again first.
+            }
             let now = self.clock().now();
             if self.drain_until.is_some_and(|until| now >= until) || (self.drain_until.is_some() && self.idle()) {
                 break;
@@ -276,41 +298,66 @@ impl<H: Handler> Run<H> {
             match self.wait(&mut shutdown).await {
                 Wake::Done(done) => self.on_done(done).await,
                 Wake::Shutdown => self.drain_until = Some(self.clock().now() + self.options.grace),
-                Wake::Timeout => {}
+                // A timer is polled no more once it fired.
+                Wake::Timeout => self.timer = None,
             }
         }
         self.finish().await;
     }
 
-    /// Waits for a call's or handler's end, the earliest timeout, or the shutdown signal.
+    /// Waits for a call's or handler's end, the earliest timeout, or the shutdown signal. Each
+    /// time the loop is woken, an answer that came is taken first, then the time: once a
+    /// machine's timeout (or a call's deadline, or the grace's end) is due, no handler is polled
+    /// before the machines take the time. After a pause, every timer fires at once, and a handler
+    /// woken by its own would otherwise go on under a lease its machine is about to give up (the
+    /// simulator's swarm found this: a handler's call made again after a pause, past the lease).
     async fn wait(&mut self, shutdown: &mut Fuse<BoxFuture<'static, ()>>) -> Wake {
         let open = self.slots.iter().filter(|slot| !slot.closed);
-        let wake_at = open.map(|slot| slot.worker.poll_timeout()).chain(self.drain_until).min();
-        let timeout = match wake_at {
-            Some(at) => self.seams.clock.sleep_until(at),
-            None => Box::pin(future::pending()),
-        };
-        let inflight = &mut self.inflight;
-        let next = async move {
-            match inflight.next().await {
-                Some(done) => done,
-                None => future::pending().await,
-            }
-        };
-        // The signal is fused: once it fired, it stays pending.
-        let (next, timeout) = (next.fuse(), timeout.fuse());
-        futures::pin_mut!(next, timeout);
-        let mut shutdown = &mut *shutdown;
-        futures::select_biased! {
-            done = next => Wake::Done(done),
-            () = shutdown => Wake::Shutdown,
-            () = timeout => Wake::Timeout,
+        let calls = self.deadlines.iter().map(|(at, _)| *at);
+        let wake_at = open.map(|slot| slot.worker.poll_timeout()).chain(self.drain_until).chain(calls).min();
+        if self.timer.as_ref().map(|(at, _)| Some(*at)) != Some(wake_at) {
+            self.timer = wake_at.map(|at| (at, self.seams.clock.sleep_until(at)));
         }
+        let (clock, timer) = (&*self.seams.clock, &mut self.timer);
+        let (inflight, handlers) = (&mut self.inflight, &mut self.handlers);
+        future::poll_fn(|cx| {
+            // An answer first: it is news of the past, which the machine takes with the time.
+            if let Poll::Ready(Some(done)) = inflight.poll_next_unpin(cx) {
+                return Poll::Ready(Wake::Done(done));
+            }
+            if wake_at.is_some_and(|at| clock.now() >= at) {
+                return Poll::Ready(Wake::Timeout);
+            }
+            if let Poll::Ready(Some(done)) = handlers.poll_next_unpin(cx) {
+                return Poll::Ready(Wake::Done(done));
+            }
+            // The signal is fused: once it fired, it stays pending.
+            if shutdown.poll_unpin(cx).is_ready() {
+                return Poll::Ready(Wake::Shutdown);
+            }
+            match timer.as_mut().map(|(_, timer)| timer.poll_unpin(cx)) {
+                Some(Poll::Ready(())) => Poll::Ready(Wake::Timeout),
+                _ => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// Whether an open machine's timeout is due.
+    fn due(&self) -> bool {
+        let now = self.clock().now();
+        self.slots.iter().any(|slot| !slot.closed && now >= slot.worker.poll_timeout())
     }
 
     /// Every open machine whose timeout is due takes the time.
     fn take_time(&mut self) {
         let now = self.clock().now();
+        self.deadlines.retain(|(at, abort)| {
+            if now >= *at {
+                abort.abort();
+            }
+            now < *at
+        });
         for slot in self.slots.iter_mut().filter(|slot| !slot.closed) {
             if now >= slot.worker.poll_timeout() {
                 slot.worker.handle_timeout(now);
@@ -374,21 +421,35 @@ impl<H: Handler> Run<H> {
         self.call(slot, id, request);
     }
 
-    /// Sends `request` to the client, bounded by its timeout; an acquire by a whole lease (plus
-    /// the table's hold): a grant that answers an acquire the machine has given up on must still
-    /// reach it, to be declined (released, its attempt undone) rather than left leased to nobody
-    /// until it expires and a reclaimer spends the job's attempt on it. Past a lease, any grant it
-    /// brings has expired anyway.
+    /// Sends `request` to the client, bounded by its timeout; an acquire is awaited until the
+    /// client answers it or gives it up (`None`): a grant that answers an acquire the machine has
+    /// given up on must still reach it, to be declined (released, its attempt undone) rather than
+    /// left leased to nobody until it expires and a reclaimer spends the job's attempt on it. No
+    /// timer of the runtime's can tell when such a grant stops mattering: a process paused as its
+    /// acquire left sends it after the pause, and the grant that answers it is fresh (the
+    /// simulator's swarm found this at seed 949 when acquires were bounded by a lease).
     fn call(&mut self, slot: usize, id: RequestId, request: WorkerRequest) {
-        let config = self.options.worker;
-        let wait = match request {
-            WorkerRequest::Acquire => config.lease_ttl + config.acquire_wait,
-            _ => config.request_timeout,
-        };
-        let deadline = self.clock().now() + wait;
+        let now = self.clock().now();
+        // The request leaves now, perhaps later than the machine asked (a stall at a point): its
+        // timeout counts from here.
+        self.slots[slot].worker.handle_sent(now, id);
         let call = self.client().worker(self.slots[slot].id, id, request);
-        let answer = bounded(self.clock(), deadline, call);
+        let answer = match request {
+            WorkerRequest::Acquire => call,
+            _ => self.bound(now + self.options.worker.request_timeout, call),
+        };
         self.inflight.push(Box::pin(answer.map(move |reply| Done::Answer { slot, id, request, reply })));
+    }
+
+    /// `call`, or `None` once the loop takes the time at or past `deadline`.
+    fn bound<T: Send + 'static>(
+        &mut self,
+        deadline: Time,
+        call: BoxFuture<'static, Option<T>>,
+    ) -> BoxFuture<'static, Option<T>> {
+        let (abort, registration) = AbortHandle::new_pair();
+        self.deadlines.push((deadline, abort));
+        Box::pin(Abortable::new(call, registration).map(|answer| answer.ok().flatten()))
     }
 
     /// The machine's `Execute` `id`: the handler, once (see the module doc).
@@ -401,9 +462,8 @@ impl<H: Handler> Run<H> {
             return;
         }
         let node = Node::Worker(self.slots[slot].id.0);
-        self.hook().at(node, Point::BeforeEffect, Some(op.job)).await;
-        // A stall at the point may have outlived the lease: the machine takes the time first, so
-        // the effect starts (and its line says so) only while the worker still acts on the lease.
+        // The machine takes the time first, so the effect is decided (and its line says so) only
+        // while the worker still acts on the lease.
         let execute = WorkerRequest::Execute { op, epoch };
         let now = self.clock().now();
         self.slots[slot].worker.handle_timeout(now);
@@ -411,10 +471,16 @@ impl<H: Handler> Run<H> {
             return;
         }
         self.client().line(node, Event::Executing { job: op.job, op, epoch }).await;
+        // Decided, not yet started: a process paused here (a GC pause, a stall) starts its effect
+        // late, perhaps past the lease, and only the dependency's check of the epoch (or the
+        // runtime's, before it records) stands between that effect and the job's next owner.
+        self.hook().at(node, Point::BeforeEffect, Some(op.job)).await;
+        self.slots[slot].worker.handle_sent(self.seams.clock.now(), id);
         let (trigger, cancel) = Cancel::new();
         let (abort, registration) = AbortHandle::new_pair();
         let payload = self.client().payload(op.job);
         let (handler, deadline) = (Arc::clone(&self.handler), Arc::clone(&self.slots[slot].deadline));
+        deadline.store(self.slots[slot].worker.act_until().map_or(0, |at| at.0), Ordering::Relaxed);
         let run = async move { handler.call(Job::new(op, epoch, payload.await, cancel, deadline)).await };
         let limit = self.options.handler_timeout.map(|limit| self.seams.clock.sleep_until(self.clock().now() + limit));
         let run = async move {
@@ -424,8 +490,14 @@ impl<H: Handler> Run<H> {
                 Either::Right(((), _)) => Done::TimedOut { slot, id },
             }
         };
-        let run = Abortable::new(run, registration).map(|ended| ended.unwrap_or(Done::Nothing));
-        self.inflight.push(Box::pin(run));
+        let mut run: BoxFuture<'static, Done> =
+            Box::pin(Abortable::new(run, registration).map(|ended| ended.unwrap_or(Done::Nothing)));
+        // Started now, not when the loop next waits: the handler's first step (its dependency
+        // call leaving) comes straight after the point, before the machine takes the time again.
+        match futures::poll!(run.as_mut()) {
+            Poll::Ready(done) => self.handlers.push(Box::pin(future::ready(done))),
+            Poll::Pending => self.handlers.push(run),
+        }
         let running = Some((trigger, abort));
         self.slots[slot].effect = Some(Effect { id, op, epoch, running, output: None, recording: false });
         self.slots[slot].started_lease = Some((op.job, epoch));
@@ -443,7 +515,7 @@ impl<H: Handler> Run<H> {
         self.tally.recorded += 1;
         let deadline = self.clock().now() + self.options.worker.request_timeout;
         let call = self.client().record(self.slots[slot].id, op, epoch, output);
-        let answer = bounded(self.clock(), deadline, call);
+        let answer = self.bound(deadline, call);
         self.inflight.push(Box::pin(answer.map(move |apply| Done::Recorded { slot, id, output, apply })));
     }
 

@@ -360,13 +360,15 @@ fn the_hook_is_passed_at_each_protocol_point_in_order() {
     assert!(reclaimer.iter().all(|point| *point == Point::BeforeListing), "{reclaimer:?}");
 }
 
-// Proves a stall before the effect that outlives the lease starts no effect: the node stalls at
-// before_effect for 2 s on a 1 s lease; when it wakes, the machine takes the time first and
-// self-fences, so no handler runs and no executing line is written under epoch 1 (the history's
-// self-fencing invariant: no effect starts after the lease expired). The reclaimer requeues the
-// expired lease and a later grant runs the job, once.
+// Proves a stall between the decision and the effect that outlives the lease records nothing
+// under the lost lease: the machine takes the time, writes `executing` under epoch 1 and passes
+// before_effect, where the node stalls for 2 s on a 1 s lease (a process paused between its last
+// check and the dependency call). The handler then starts late, under epoch 1 (an effect that only
+// a fenced dependency could refuse), and returns at once; the machine, taking the time before it
+// takes the output, has self-fenced, so the output is not recorded. The reclaimer requeues the
+// expired lease and the grant after it (epoch 3) runs the job and records the one output.
 #[test]
-fn a_stall_before_the_effect_past_the_lease_starts_no_effect() {
+fn a_stall_after_the_decision_past_the_lease_records_nothing_under_it() {
     let clock = ManualClock::default();
     let client = MemoryClient::new(&clock);
     client.enqueue(1);
@@ -388,15 +390,17 @@ fn a_stall_before_the_effect_past_the_lease_starts_no_effect() {
     let reclaim = runtime(&clock, &client).reclaim(reclaimer(), client.all_ended(1));
     let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
     let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
-    assert_eq!(*epochs.lock().unwrap(), vec![Epoch(3)], "only the grant after the reclaim ran the handler");
-    assert_eq!((worked.handled, worked.abandoned, reclaimed.fenced), (1, 1, 1), "{worked:?} {reclaimed:?}");
+    assert_eq!(*epochs.lock().unwrap(), vec![Epoch(1), Epoch(3)], "the stalled handler started late, under epoch 1");
+    assert_eq!((worked.handled, worked.abandoned, reclaimed.fenced), (2, 1, 1), "{worked:?} {reclaimed:?}");
     let executing: Vec<Epoch> = client.seen(|seen| {
         seen.lines
             .iter()
             .filter_map(|(_, event)| if let Event::Executing { epoch, .. } = event { Some(*epoch) } else { None })
             .collect()
     });
-    assert_eq!(executing, vec![Epoch(3)], "no executing line under the stalled lease");
+    assert_eq!(executing, vec![Epoch(1), Epoch(3)], "each effect decided under a live lease");
+    let recorded: Vec<Epoch> = client.seen(|seen| seen.records.iter().map(|(_, epoch, _, _)| *epoch).collect());
+    assert_eq!(recorded, vec![Epoch(3)], "nothing recorded under the lost lease");
     assert!(client.table(|table| table.terminal(JobId(0)).is_some()));
 }
 
