@@ -40,22 +40,7 @@ fn loudness(bug: Bug) -> Loudness {
         // near the line: issue 11's changes to the network moved its median between 12 and 31.
         // lease-counted-from-reply turned loud (median 15) when an enqueue's latency came to be
         // keyed by its job (issue 12): arrivals bunch differently, and long-polled grants with them.
-        //
-        // renew-grace turned loud (median 9, was 12 to 31) when the worker nodes came to run
-        // lease-runtime (issue 23): a renewal is sent from the runtime's loop, beside the handler
-        // and its calls, and lands on the expiry boundary more often.
-        //
-        // lookup-fences-only-when-found turned subtle then (median 37, worst 110): it needs an
-        // effect that reaches the ledger after a reclaimer's lookup found nothing. The old node
-        // loop sent an unanswered effect again after a stall past its lease; the runtime takes the
-        // time before anything in flight goes on, so such a copy is never sent, and only a stall
-        // between the decision and the first call, or a slow network, makes the effect late.
-        //
-        // lease-counted-from-reply turned subtle again then (median 29, worst 104): the runtime
-        // takes the time before it lets a handler go on, so a grant or renewal taken late after a
-        // pause is given up or self-fenced before its stretched estimate can start an effect;
-        // what is left is a reply delayed inside the request's timeout.
-        Bug::LookupFencesOnlyWhenFound | Bug::LeaseCountedFromReply => Loudness::Subtle,
+        Bug::RenewGrace => Loudness::Subtle,
         Bug::Canary => Loudness::Canary,
         _ => Loudness::Loud,
     }
