@@ -30,9 +30,11 @@
 //! **The contract.** The runtime is written against three seams ([`Clock`], [`Client`], [`Hook`])
 //! and the `futures` crate only: no executor, no spawn, no `cfg(madsim)`, no tokio in its loop,
 //! no simulator branch. A service runs it on tokio over a `lease-store` store
-//! ([`store::StoreClient`], [`store::HostClock`], feature `store`); the simulator is to run it on
+//! ([`store::StoreClient`], [`store::HostClock`], feature `store`); the simulator runs it on
 //! madsim, over its network, with its node's drifting clock and a hook that stalls and crashes at
-//! protocol points (not yet: see below). One future drives every job in flight of a process ([`WorkerOptions::slots`],
+//! protocol points (`lease-sim`'s `node/runtime.rs`: its worker and reclaimer nodes are this
+//! runtime, and its handler is the world's fenced dependency). One future drives every job in
+//! flight of a process ([`WorkerOptions::slots`],
 //! one worker machine each).
 //!
 //! See [`worker`] for the loop, the protocol around the handler and the graceful shutdown, and
@@ -45,7 +47,7 @@
 //! does the `service` example ([`service`]: crashes after the effect and a lost answer injected,
 //! every job judged at the end).
 //!
-//! **Not yet** (issue 23's next steps): the simulator's nodes on this runtime; a payload column
+//! **Not yet** (issue 23's next steps): a payload column
 //! (issue 24: [`Job::payload`] is empty); a dead-letter-now request for
 //! [`HandlerError::Permanent`] (it takes the requeue path); a shutdown release that the history
 //! and `lease-check` know (see [`worker`]).

@@ -161,11 +161,13 @@ pub fn median_backlog(scenario: Scenario, default_seeds: u64) -> Backlog {
 }
 
 /// Asserts that `scenario`'s fault pushes the backlog past capacity and that it drains: at the
-/// median over its seeds, the window's peak is at least twice the lead-in's (and above it by 5
-/// jobs), and the tail's is back within 3 jobs of the lead-in's.
+/// median over its seeds, the window's peak is at least twice the lead-in's (and above it by 4
+/// jobs), and the tail's is back within 3 jobs of the lead-in's. (By 5 until the workers ran
+/// lease-runtime, issue 23: crash-loop's median peak went from 9 to 8 over a lead-in of 4, the
+/// tightest of the scenarios, still twice the lead-in.)
 pub fn fault_grows_the_backlog_and_it_drains(scenario: Scenario) {
     let b = median_backlog(scenario, 50);
-    assert!(b.window >= 2 * b.lead && b.window >= b.lead + 5, "{}: the backlog did not grow: {b:?}", scenario.name());
+    assert!(b.window >= 2 * b.lead && b.window >= b.lead + 4, "{}: the backlog did not grow: {b:?}", scenario.name());
     assert!(b.tail <= b.lead + 3, "{}: the backlog did not drain: {b:?}", scenario.name());
 }
 

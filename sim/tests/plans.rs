@@ -206,7 +206,7 @@ fn an_invalid_plan_is_refused_with_exit_3() {
 #[test]
 fn shrink_ends_with_a_small_plan_failing_the_same_invariant() {
     let dir = std::env::temp_dir().join(format!("lease-shrink-{}", std::process::id()));
-    for (bug, seed) in [("reclaim-without-cas", 2), ("dead-letter-ignores-terminal", 11), ("reclaim-skips-adoption", 0)]
+    for (bug, seed) in [("reclaim-without-cas", 3), ("dead-letter-ignores-terminal", 11), ("reclaim-skips-adoption", 0)]
     {
         let target = Target::planted(Scenario::SWARM, Some(bug.parse::<Bug>().unwrap()));
         let original = target.run(seed);

@@ -152,8 +152,8 @@ struct Pass {
     backlog_time: u128,
     in_flight_time: u128,
     outstanding_time: u128,
-    /// Calls started and not answered: (job, step, epoch) to when.
-    outstanding: BTreeMap<(JobId, u32, u64), u64>,
+    /// Calls started and not answered: (job, step, epoch) to when, and who called.
+    outstanding: BTreeMap<(JobId, u32, u64), (u64, Node)>,
     live_time: u128,
     /// The last time integrated to.
     at_us: u64,
@@ -283,6 +283,17 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
         return Err(ReportError::TooManyWindows { span_us, window_us, windows, max: WINDOWS_MAX });
     }
     let fleet = workers_named(entries);
+    // The calls the dependency answered, at any time: a call that never is, whose caller crashed
+    // with it outstanding, died with its caller (it never left), and stops counting then.
+    let answered: BTreeSet<(JobId, u32, u64)> = entries
+        .iter()
+        .filter_map(|entry| match &entry.event {
+            Event::EffectApplied { job, op, epoch, .. }
+            | Event::EffectRejected { job, op, epoch, .. }
+            | Event::DependencyFailed { job, op, epoch, .. } => Some((*job, op.step, epoch.0)),
+            _ => None,
+        })
+        .collect();
     let mut pass = Pass {
         window_us,
         windows: Vec::new(),
@@ -382,7 +393,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                 if let std::collections::btree_map::Entry::Vacant(call) =
                     pass.outstanding.entry((*job, op.step, epoch.0))
                 {
-                    call.insert(t);
+                    call.insert((t, entry.node));
                     pass.open.calls_started += 1;
                 }
             }
@@ -393,7 +404,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                 if matches!(entry.event, Event::EffectApplied { .. }) && *from != Node::Ledger {
                     *effects.entry((*job, op.step)).or_default() += 1;
                 }
-                if let Some(started) = pass.outstanding.remove(&(*job, op.step, epoch.0)) {
+                if let Some((started, _)) = pass.outstanding.remove(&(*job, op.step, epoch.0)) {
                     pass.open.calls += 1;
                     pass.latencies.push(t - started);
                     if failed {
@@ -413,6 +424,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                 }
             }
             Event::Crashed { target, .. } => {
+                pass.outstanding.retain(|call, (_, caller)| caller != target || answered.contains(call));
                 set_down(&mut pass, *target, |down| down.crashed = true);
                 open.entry(("crash", target.to_string(), None)).or_insert(t);
             }

@@ -4,10 +4,9 @@
 
 mod arrivals;
 mod ledger;
-mod reclaimer;
+mod runtime;
 mod table;
 mod wire;
-mod worker;
 
 use crate::net::{Envelope, Reply, Request, TAG};
 use crate::world::ctx::Ctx;
@@ -30,8 +29,8 @@ pub(crate) fn main(ctx: Arc<Ctx>, node: Node) -> Pin<Box<dyn Future<Output = ()>
         match node {
             Node::Table => table::main(ctx).instrument(span).await,
             Node::Ledger => ledger::main(ctx).instrument(span).await,
-            Node::Worker(n) => worker::main(ctx, n, life).instrument(span).await,
-            Node::Reclaimer(n) => reclaimer::main(ctx, n, life).instrument(span).await,
+            Node::Worker(n) => runtime::worker(ctx, n, life).instrument(span).await,
+            Node::Reclaimer(n) => runtime::reclaimer(ctx, n, life).instrument(span).await,
             Node::Arrivals => arrivals::main(ctx).instrument(span).await,
             Node::World => unreachable!("checked above"),
         }

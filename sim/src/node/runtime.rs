@@ -1,0 +1,362 @@
+//! The worker and reclaimer nodes: each runs `lease-runtime`, the code a service ships, on three
+//! seams of this world's:
+//!
+//! - a [`Clock`]: the node's drifting local clock ([`LocalClock`]) over madsim's;
+//! - a [`Client`]: madsim's network to the table and the ledger, through every fault of the wire
+//!   ([`super::wire`]), each request tagged with the node's life so that a reply to an earlier
+//!   life is known late, and one router per life that hands each reply, when due, to the call
+//!   awaiting it;
+//! - a [`Hook`]: the world's strikes at protocol points, a stall (the node does nothing) or a
+//!   crash (the node is killed; the future never resolves).
+//!
+//! The handler is the ledger node's fenced dependency, called over the network with the
+//! operation id and the epoch: it records its own output under the epoch, idempotent by
+//! operation, with its slowness, failures and lost answers, and the handler hands the ledger's
+//! answer back ([`Output::Recorded`]). A call whose answer does not come is made again, under
+//! the same wire id, until the runtime cancels the handler.
+
+use super::{bind, send, Envelope, Held};
+use crate::clock::LocalClock;
+use crate::faults::decide::Dealt;
+use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT, TAG};
+use crate::world::ctx::Ctx;
+use futures::channel::oneshot;
+use futures::future::BoxFuture;
+use lease_core::{
+    Apply, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId, RequestId, Span, Time,
+    WorkerId, WorkerReply, WorkerRequest,
+};
+use lease_history::{Event, Node, Point};
+use lease_runtime::{
+    Client, Clock, HandlerError, Hook, Job, Outcome, Output, ReclaimerOptions, Runtime, WorkerOptions,
+};
+use madsim::net::Endpoint;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tracing::Instrument;
+
+/// The life `incarnation` of worker `n`: one runtime, one slot, until the node is killed.
+pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
+    let node = Node::Worker(n);
+    let Some(seams) =
+        Seams::bind(&ctx, node, crate::net::worker_addr(n), ctx.params.worker_clocks[n as usize], incarnation).await
+    else {
+        return;
+    };
+    let mut options = WorkerOptions::new(vec![WorkerId(n)], ctx.params.worker);
+    options.bugs = ctx.bugs;
+    let client = Arc::clone(&seams.wire);
+    let timeout = ctx.params.worker.request_timeout;
+    let handler = move |job: Job| dependency(Arc::clone(&client), job, timeout);
+    let work = seams.runtime().work(options, handler, futures::future::pending());
+    if let Err(error) = work.await {
+        panic!("unworkable parameters: {error}");
+    }
+}
+
+/// The life `incarnation` of reclaimer `n`, its batches numbered past its earlier lives'.
+pub(super) async fn reclaimer(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
+    let node = Node::Reclaimer(n);
+    let clock = ctx.params.reclaimer_clocks[n as usize];
+    let Some(seams) = Seams::bind(&ctx, node, crate::net::reclaimer_addr(n), clock, incarnation).await else {
+        return;
+    };
+    let options = ReclaimerOptions {
+        first_batch: (incarnation - 1) << 32,
+        bugs: ctx.bugs,
+        ..ReclaimerOptions::new(ReclaimerId(n), ctx.params.reclaimer)
+    };
+    if let Err(error) = seams.runtime().reclaim(options, futures::future::pending()).await {
+        panic!("unworkable parameters: {error}");
+    }
+}
+
+/// One life's seams.
+struct Seams {
+    clock: Arc<NodeClock>,
+    wire: Arc<Wire>,
+}
+
+impl Seams {
+    /// Binds the node's address and starts its router; `None` when the node is being killed as
+    /// it starts.
+    async fn bind(ctx: &Arc<Ctx>, node: Node, addr: SocketAddr, clock: LocalClock, incarnation: u64) -> Option<Seams> {
+        let endpoint = Arc::new(bind(addr).await?);
+        let waiting = Arc::new(Mutex::new(BTreeMap::new()));
+        let router = route(Arc::clone(ctx), Arc::clone(&endpoint), Arc::clone(&waiting), incarnation);
+        // On the node: killed with it.
+        madsim::task::spawn(crate::panics::contained(router.instrument(tracing::Span::current())));
+        let wire = Wire {
+            ctx: Arc::clone(ctx),
+            node,
+            clock,
+            endpoint,
+            incarnation,
+            waiting,
+            crash_after_ack: Mutex::new(None),
+            next_call: AtomicU64::new(CALL_IDS),
+        };
+        Some(Seams { clock: Arc::new(NodeClock { ctx: Arc::clone(ctx), clock }), wire: Arc::new(wire) })
+    }
+
+    fn runtime(&self) -> Runtime {
+        let wire: Arc<Wire> = Arc::clone(&self.wire);
+        Runtime::new(Arc::clone(&self.clock) as Arc<dyn Clock>, wire.clone() as Arc<dyn Client>)
+            .with_hook(wire as Arc<dyn Hook>)
+    }
+}
+
+/// The node's local clock, over madsim's.
+struct NodeClock {
+    ctx: Arc<Ctx>,
+    clock: LocalClock,
+}
+
+impl Clock for NodeClock {
+    fn now(&self) -> Time {
+        self.clock.local(self.ctx.now())
+    }
+
+    fn sleep_until(&self, at: Time) -> BoxFuture<'static, ()> {
+        let (ctx, clock) = (Arc::clone(&self.ctx), self.clock);
+        Box::pin(async move {
+            // madsim wakes no sooner than asked; the loop is for a local reading that rounds down.
+            loop {
+                let now = ctx.now();
+                if clock.local(now) >= at {
+                    return;
+                }
+                ctx.sleep_us(clock.global(at).0.saturating_sub(now.0).max(1)).await;
+            }
+        })
+    }
+}
+
+/// The wire ids of handler calls start here, far above any request id of a machine's (and the
+/// runtime's shutdown release), below the life's bits.
+const CALL_IDS: u64 = 1 << (INCARNATION_SHIFT - 1);
+
+/// Calls awaiting their reply, by wire id: the newest copy of a request sent again replaces the
+/// one it retries.
+type Waiting = Arc<Mutex<BTreeMap<u64, oneshot::Sender<Reply>>>>;
+
+/// The node's network client and its hook.
+struct Wire {
+    ctx: Arc<Ctx>,
+    node: Node,
+    clock: LocalClock,
+    endpoint: Arc<Endpoint>,
+    incarnation: u64,
+    waiting: Waiting,
+    /// A crash dealt at `during_ack` for this job: it strikes once the completion has left, so
+    /// the table may complete the job that a crashed worker acknowledged.
+    crash_after_ack: Mutex<Option<(JobId, u64)>>,
+    next_call: AtomicU64,
+}
+
+impl Wire {
+    /// Sends `request` to `to` under `wire`, and awaits its reply (`None`: a copy sent again took
+    /// the wait over). A completion that a crash awaits is the node's last act.
+    fn ask(&self, to: SocketAddr, wire: u64, request: Request) -> BoxFuture<'static, Option<Reply>> {
+        let (ctx, endpoint, waiting) = (Arc::clone(&self.ctx), Arc::clone(&self.endpoint), Arc::clone(&self.waiting));
+        let crash = match request {
+            Request::Worker(_, WorkerRequest::Complete { job, .. }) => {
+                self.crash_after_ack.lock().expect("hook lock").take_if(|(struck, _)| *struck == job)
+            }
+            _ => None,
+        };
+        let node = self.node;
+        Box::pin(async move {
+            let (sender, reply) = oneshot::channel();
+            waiting.lock().expect("router lock").insert(wire, sender);
+            let _forget = Forget { waiting: &waiting, wire };
+            let reply = reply; // Dropped before the guard, which then sees the call gone.
+            if let Request::Worker(_, WorkerRequest::Execute { .. }) = request {
+                // The effect leaves even if the handler is dropped now (self-fenced as its call
+                // left): madsim's send sleeps a millisecond before the message is on the wire, and
+                // a request written to a socket does not come back when its caller stops waiting.
+                let (ctx, endpoint) = (Arc::clone(&ctx), Arc::clone(&endpoint));
+                let sending = async move { send(&ctx, &endpoint, to, wire, request).await };
+                madsim::task::spawn(crate::panics::contained(sending.instrument(tracing::Span::current())));
+            } else {
+                send(&ctx, &endpoint, to, wire, request).await;
+            }
+            if let Some((job, restart_after_us)) = crash {
+                ctx.crash(node, Point::DuringAck, Some(job), restart_after_us);
+                return futures::future::pending().await;
+            }
+            reply.await.ok()
+        })
+    }
+
+    fn wire_id(&self, id: u64) -> u64 {
+        wire_id(self.incarnation, id)
+    }
+}
+
+/// Forgets a call's wait when the call ends or is dropped (it timed out), unless a copy sent
+/// again has taken it over.
+struct Forget<'a> {
+    waiting: &'a Waiting,
+    wire: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.waiting.lock().expect("router lock");
+        if waiting.get(&self.wire).is_some_and(oneshot::Sender::is_canceled) {
+            waiting.remove(&self.wire);
+        }
+    }
+}
+
+impl Client for Wire {
+    fn worker(
+        &self,
+        worker: WorkerId,
+        id: RequestId,
+        request: WorkerRequest,
+    ) -> BoxFuture<'static, Option<WorkerReply>> {
+        let to = match request {
+            WorkerRequest::Lookup { .. } | WorkerRequest::Execute { .. } => ledger_addr(),
+            _ => table_addr(),
+        };
+        let call = self.ask(to, self.wire_id(id.0), Request::Worker(worker.0, request));
+        Box::pin(async move {
+            match call.await? {
+                Reply::Worker(reply) => Some(reply),
+                other => panic!("a worker got {other:?}"),
+            }
+        })
+    }
+
+    /// Never called: this world's handler is a fenced dependency, which records its own output.
+    fn record(&self, _worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>> {
+        panic!("harness bug: the runtime recorded {output} for {op} under {epoch}, which its fenced dependency had recorded")
+    }
+
+    fn reclaimer(
+        &self,
+        reclaimer: ReclaimerId,
+        id: RequestId,
+        request: ReclaimRequest,
+    ) -> BoxFuture<'static, Option<ReclaimReply>> {
+        let to = match request {
+            ReclaimRequest::Lookup { .. } => ledger_addr(),
+            _ => table_addr(),
+        };
+        let call = self.ask(to, self.wire_id(id.0), Request::Reclaimer(reclaimer.0, request));
+        Box::pin(async move {
+            match call.await? {
+                Reply::Reclaimer(reply) => Some(reply),
+                other => panic!("a reclaimer got {other:?}"),
+            }
+        })
+    }
+
+    fn line(&self, node: Node, event: Event) -> BoxFuture<'static, ()> {
+        self.ctx.record(node, event);
+        Box::pin(futures::future::ready(()))
+    }
+}
+
+impl Hook for Wire {
+    fn at(&self, node: Node, point: Point, job: Option<JobId>) -> BoxFuture<'static, ()> {
+        let ctx = Arc::clone(&self.ctx);
+        match ctx.at_point(node, point, job) {
+            Some(Dealt::Crash { restart_after_us }) if point == Point::DuringAck => {
+                let job = job.expect("an acknowledgement names its job");
+                *self.crash_after_ack.lock().expect("hook lock") = Some((job, restart_after_us));
+                Box::pin(futures::future::ready(()))
+            }
+            Some(Dealt::Crash { restart_after_us }) => {
+                ctx.crash(node, point, job, restart_after_us);
+                Box::pin(futures::future::pending())
+            }
+            Some(Dealt::Stall { len_us }) => Box::pin(async move { ctx.stall(node, point, job, len_us).await }),
+            _ => Box::pin(futures::future::ready(())),
+        }
+    }
+}
+
+/// The handler: the ledger's fenced dependency, called with the operation id and the epoch, and
+/// called again under the same wire id (idempotent by operation) while its answer does not come
+/// within `timeout` of the node's clock. The runtime cancels it when it stops acting on the
+/// lease.
+async fn dependency(wire: Arc<Wire>, job: Job, timeout: Span) -> Outcome<Output> {
+    let id = wire.wire_id(wire.next_call.fetch_add(1, Ordering::Relaxed));
+    let request = Request::Worker(worker_of(wire.node), WorkerRequest::Execute { op: job.op, epoch: job.epoch });
+    let clock = NodeClock { ctx: Arc::clone(&wire.ctx), clock: wire.clock };
+    for attempt in 0u64.. {
+        if attempt > 0 {
+            // A call made again is an effect sent again: on the history, and past the same point,
+            // as the runtime's first. A runtime that failed to cancel this handler when it lost
+            // the lease shows here, as an effect started after the lease expired.
+            let (node, op, epoch) = (wire.node, job.op, job.epoch);
+            wire.ctx.record(node, Event::Executing { job: op.job, op, epoch });
+            wire.at(node, Point::BeforeEffect, Some(op.job)).await;
+        }
+        let call = wire.ask(ledger_addr(), id, request.clone());
+        let timeout = clock.sleep_until(clock.now() + timeout);
+        match futures::future::select(call, timeout).await {
+            futures::future::Either::Left((Some(Reply::Worker(WorkerReply::Executed(execution))), _)) => {
+                return match execution {
+                    Execution::Done { output, apply } => Ok(Output::Recorded { output, apply }),
+                    // The dependency wrote its `dependency_failed` line itself.
+                    Execution::Failed => Err(HandlerError::Reported("the dependency failed".to_string())),
+                };
+            }
+            futures::future::Either::Left((Some(other), _)) => panic!("a dependency call got {other:?}"),
+            _ => {}
+        }
+    }
+    unreachable!("a handler makes fewer than 2^64 calls")
+}
+
+fn worker_of(node: Node) -> u32 {
+    match node {
+        Node::Worker(n) => n,
+        other => panic!("{other} runs no handler"),
+    }
+}
+
+/// The node's replies, each handed when due to the call that awaits it; a reply to an earlier
+/// life, or to a call no longer awaited, is dropped. One receive is kept pending across waits
+/// (madsim's `recv_from_raw` loses a message it took if dropped; see [`super::Inbox`]).
+async fn route(ctx: Arc<Ctx>, endpoint: Arc<Endpoint>, waiting: Waiting, incarnation: u64) {
+    let mut receiving = Box::pin(endpoint.recv_from_raw(TAG));
+    let mut held = Held::<Reply>::new();
+    loop {
+        let now = ctx.now().0;
+        let envelope = match held.due(now) {
+            Some((envelope, _)) => envelope,
+            None => {
+                let received = match held.next_due_us() {
+                    None => Some((&mut receiving).await),
+                    Some(due) => {
+                        ctx.armed();
+                        let wait = std::time::Duration::from_micros(due.saturating_sub(now).max(1));
+                        madsim::time::timeout(wait, &mut receiving).await.ok()
+                    }
+                };
+                let Some(received) = received else { continue };
+                receiving = Box::pin(endpoint.recv_from_raw(TAG));
+                let Ok((payload, from)) = received else { return };
+                let envelope = *payload.downcast::<Envelope<Reply>>().expect("only replies reach a client");
+                match held.arrived(envelope, from, ctx.now().0) {
+                    Some((envelope, _)) => envelope,
+                    None => continue,
+                }
+            }
+        };
+        tracing::trace!(id = envelope.id, reply = ?envelope.body, "reply taken");
+        if envelope.id >> INCARNATION_SHIFT != incarnation {
+            continue; // A reply to this node's previous life.
+        }
+        if let Some(sender) = waiting.lock().expect("router lock").remove(&envelope.id) {
+            let _gone = sender.send(envelope.body);
+        }
+    }
+}
