@@ -7,9 +7,9 @@
 //! output for the same operation (a non-idempotent dependency), which the ledger keeps as a rival.
 
 use super::wire::Letter;
-use super::{bind, Envelope, Held};
+use super::{bind, Mailbox};
 use crate::faults::decide::Question;
-use crate::net::{ledger_addr, Reply, Request, TAG};
+use crate::net::{ledger_addr, Reply, Request};
 use crate::world::ctx::Ctx;
 use crate::world::durable::answered;
 use lease_core::{
@@ -26,32 +26,10 @@ use tracing::Instrument;
 
 pub(super) async fn main(ctx: Arc<Ctx>) {
     let Some(endpoint) = bind(ledger_addr()).await else { return };
-    // One receive kept pending across waits for held requests (see [`super::Inbox`]).
-    let mut receiving = Box::pin(endpoint.recv_from_raw(TAG));
-    let mut held = Held::<Request>::new();
+    let endpoint = Arc::new(endpoint);
+    let mut mailbox = Mailbox::<Request>::new(Arc::clone(&endpoint));
     loop {
-        let now = ctx.now().0;
-        let (envelope, from) = match held.due(now) {
-            Some(due) => due,
-            None => {
-                let received = match held.next_due_us() {
-                    None => Some((&mut receiving).await),
-                    Some(due) => {
-                        ctx.armed();
-                        let wait = std::time::Duration::from_micros(due.saturating_sub(now).max(1));
-                        madsim::time::timeout(wait, &mut receiving).await.ok()
-                    }
-                };
-                let Some(received) = received else { continue };
-                receiving = Box::pin(endpoint.recv_from_raw(TAG));
-                let Ok((payload, from)) = received else { return };
-                let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the ledger");
-                match held.arrived(envelope, from, ctx.now().0) {
-                    Some(due) => due,
-                    None => continue,
-                }
-            }
-        };
+        let Some((envelope, from)) = mailbox.next(&ctx).await else { return };
         tracing::trace!(id = envelope.id, request = ?envelope.body, "request taken");
         let id = envelope.id;
         let letter = Letter::request(&envelope.body, Node::Ledger);
@@ -63,7 +41,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 Reply::Reclaimer(lookup(&ctx, |store, now| serve_reclaimer(store, now, ReclaimerId(n), request)))
             }
             Request::Worker(_, WorkerRequest::Execute { op, epoch }) => {
-                let call = execute(ctx.clone(), endpoint.clone(), from, letter, id, op, epoch);
+                let call = execute(ctx.clone(), Arc::clone(&endpoint), from, letter, id, op, epoch);
                 // In the ledger's span: the call is this life's work.
                 madsim::task::spawn(crate::panics::contained(call.instrument(tracing::Span::current())));
                 continue;
@@ -85,7 +63,15 @@ fn lookup<R>(ctx: &Ctx, serve: impl FnOnce(&mut dyn Store, Time) -> Result<Serve
 }
 
 /// One call to the dependency, on its own task so that slow calls overlap.
-async fn execute(ctx: Arc<Ctx>, endpoint: Endpoint, to: SocketAddr, letter: Letter, id: u64, op: OpId, epoch: Epoch) {
+async fn execute(
+    ctx: Arc<Ctx>,
+    endpoint: Arc<Endpoint>,
+    to: SocketAddr,
+    letter: Letter,
+    id: u64,
+    op: OpId,
+    epoch: Epoch,
+) {
     let caller = letter.from;
     let (call, latency_us) = ctx.call(op.job, epoch, id);
     ctx.sleep_us(latency_us).await;

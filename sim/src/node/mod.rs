@@ -141,3 +141,52 @@ impl<'a> Inbox<'a> {
         }
     }
 }
+
+/// A node's incoming messages of kind `T`, each taken when it is due: one receive is kept pending
+/// across waits (madsim's `recv_from_raw` takes the message out of the mailbox and then sleeps
+/// before it returns it, so a receive dropped when a wait runs out would lose it; see [`Inbox`]),
+/// and a message that arrives before it is due is held until then.
+pub(crate) struct Mailbox<T> {
+    endpoint: Arc<Endpoint>,
+    receiving: Receiving<'static>,
+    held: Held<T>,
+}
+
+impl<T: Send + 'static> Mailbox<T> {
+    /// The mailbox of `endpoint`.
+    pub(crate) fn new(endpoint: Arc<Endpoint>) -> Mailbox<T> {
+        let receiving = Mailbox::<T>::receive(&endpoint);
+        Mailbox { endpoint, receiving, held: Held::new() }
+    }
+
+    fn receive(endpoint: &Arc<Endpoint>) -> Receiving<'static> {
+        let endpoint = Arc::clone(endpoint);
+        Box::pin(async move { endpoint.recv_from_raw(TAG).await })
+    }
+
+    /// The next message due, in order of due time, then of arrival; `None` once the node's
+    /// network is gone (it is being killed).
+    pub(crate) async fn next(&mut self, ctx: &Ctx) -> Option<(Envelope<T>, SocketAddr)> {
+        loop {
+            let now = ctx.now().0;
+            if let Some(due) = self.held.due(now) {
+                return Some(due);
+            }
+            let received = match self.held.next_due_us() {
+                None => Some((&mut self.receiving).await),
+                Some(due) => {
+                    ctx.armed();
+                    let wait = std::time::Duration::from_micros(due.saturating_sub(now).max(1));
+                    madsim::time::timeout(wait, &mut self.receiving).await.ok()
+                }
+            };
+            let Some(received) = received else { continue };
+            self.receiving = Mailbox::<T>::receive(&self.endpoint);
+            let (payload, from) = received.ok()?;
+            let envelope = *payload.downcast::<Envelope<T>>().expect("each node takes one kind of message");
+            if let Some(due) = self.held.arrived(envelope, from, ctx.now().0) {
+                return Some(due);
+            }
+        }
+    }
+}

@@ -15,10 +15,10 @@
 //! answer back ([`Output::Recorded`]). A call whose answer does not come is made again, under
 //! the same wire id, until the runtime cancels the handler.
 
-use super::{bind, send, Envelope, Held};
+use super::{bind, send, Mailbox};
 use crate::clock::LocalClock;
 use crate::faults::decide::Dealt;
-use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT, TAG};
+use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
 use crate::world::ctx::Ctx;
 use futures::channel::oneshot;
 use futures::future::BoxFuture;
@@ -323,34 +323,11 @@ fn worker_of(node: Node) -> u32 {
 }
 
 /// The node's replies, each handed when due to the call that awaits it; a reply to an earlier
-/// life, or to a call no longer awaited, is dropped. One receive is kept pending across waits
-/// (madsim's `recv_from_raw` loses a message it took if dropped; see [`super::Inbox`]).
+/// life, or to a call no longer awaited, is dropped.
 async fn route(ctx: Arc<Ctx>, endpoint: Arc<Endpoint>, waiting: Waiting, incarnation: u64) {
-    let mut receiving = Box::pin(endpoint.recv_from_raw(TAG));
-    let mut held = Held::<Reply>::new();
+    let mut mailbox = Mailbox::<Reply>::new(endpoint);
     loop {
-        let now = ctx.now().0;
-        let envelope = match held.due(now) {
-            Some((envelope, _)) => envelope,
-            None => {
-                let received = match held.next_due_us() {
-                    None => Some((&mut receiving).await),
-                    Some(due) => {
-                        ctx.armed();
-                        let wait = std::time::Duration::from_micros(due.saturating_sub(now).max(1));
-                        madsim::time::timeout(wait, &mut receiving).await.ok()
-                    }
-                };
-                let Some(received) = received else { continue };
-                receiving = Box::pin(endpoint.recv_from_raw(TAG));
-                let Ok((payload, from)) = received else { return };
-                let envelope = *payload.downcast::<Envelope<Reply>>().expect("only replies reach a client");
-                match held.arrived(envelope, from, ctx.now().0) {
-                    Some((envelope, _)) => envelope,
-                    None => continue,
-                }
-            }
-        };
+        let Some((envelope, _)) = mailbox.next(&ctx).await else { return };
         tracing::trace!(id = envelope.id, reply = ?envelope.body, "reply taken");
         if envelope.id >> INCARNATION_SHIFT != incarnation {
             continue; // A reply to this node's previous life.
