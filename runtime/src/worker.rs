@@ -435,8 +435,8 @@ impl<H: Handler> Run<H> {
         self.slots[slot].worker.handle_sent(now, id);
         let call = self.client().worker(self.slots[slot].id, id, request);
         let answer = match request {
-            WorkerRequest::Acquire => call,
-            _ => self.bound(now + self.options.worker.request_timeout, call),
+            WorkerRequest::Acquire => Either::Left(call),
+            _ => Either::Right(self.bound(now + self.options.worker.request_timeout, call)),
         };
         self.inflight.push(Box::pin(answer.map(move |reply| Done::Answer { slot, id, request, reply })));
     }
@@ -446,10 +446,10 @@ impl<H: Handler> Run<H> {
         &mut self,
         deadline: Time,
         call: BoxFuture<'static, Option<T>>,
-    ) -> BoxFuture<'static, Option<T>> {
+    ) -> impl Future<Output = Option<T>> + Send + 'static {
         let (abort, registration) = AbortHandle::new_pair();
         self.deadlines.push((deadline, abort));
-        Box::pin(Abortable::new(call, registration).map(|answer| answer.ok().flatten()))
+        Abortable::new(call, registration).map(|answer| answer.ok().flatten())
     }
 
     /// The machine's `Execute` `id`: the handler, once (see the module doc).

@@ -159,7 +159,13 @@ struct Wire {
 impl Wire {
     /// Sends `request` to `to` under `wire`, and awaits its reply (`None`: a copy sent again took
     /// the wait over). A completion that a crash awaits is the node's last act.
-    fn ask(&self, to: SocketAddr, wire: u64, request: Request) -> BoxFuture<'static, Option<Reply>> {
+    fn ask<R: Send + 'static>(
+        &self,
+        to: SocketAddr,
+        wire: u64,
+        request: Request,
+        take: fn(Reply) -> R,
+    ) -> BoxFuture<'static, Option<R>> {
         let (ctx, endpoint, waiting) = (Arc::clone(&self.ctx), Arc::clone(&self.endpoint), Arc::clone(&self.waiting));
         let crash = match request {
             Request::Worker(_, WorkerRequest::Complete { job, .. }) => {
@@ -187,7 +193,7 @@ impl Wire {
                 ctx.crash(node, Point::DuringAck, Some(job), restart_after_us);
                 return futures::future::pending().await;
             }
-            reply.await.ok()
+            reply.await.ok().map(take)
         })
     }
 
@@ -223,13 +229,11 @@ impl Client for Wire {
             WorkerRequest::Lookup { .. } | WorkerRequest::Execute { .. } => ledger_addr(),
             _ => table_addr(),
         };
-        let call = self.ask(to, self.wire_id(id.0), Request::Worker(worker.0, request));
-        Box::pin(async move {
-            match call.await? {
-                Reply::Worker(reply) => Some(reply),
-                other => panic!("a worker got {other:?}"),
-            }
-        })
+        let take = |reply| match reply {
+            Reply::Worker(reply) => reply,
+            other => panic!("a worker got {other:?}"),
+        };
+        self.ask(to, self.wire_id(id.0), Request::Worker(worker.0, request), take)
     }
 
     /// Never called: this world's handler is a fenced dependency, which records its own output.
@@ -247,13 +251,11 @@ impl Client for Wire {
             ReclaimRequest::Lookup { .. } => ledger_addr(),
             _ => table_addr(),
         };
-        let call = self.ask(to, self.wire_id(id.0), Request::Reclaimer(reclaimer.0, request));
-        Box::pin(async move {
-            match call.await? {
-                Reply::Reclaimer(reply) => Some(reply),
-                other => panic!("a reclaimer got {other:?}"),
-            }
-        })
+        let take = |reply| match reply {
+            Reply::Reclaimer(reply) => reply,
+            other => panic!("a reclaimer got {other:?}"),
+        };
+        self.ask(to, self.wire_id(id.0), Request::Reclaimer(reclaimer.0, request), take)
     }
 
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, ()> {
@@ -298,7 +300,7 @@ async fn dependency(wire: Arc<Wire>, job: Job, timeout: Span) -> Outcome<Output>
             wire.ctx.record(node, Event::Executing { job: op.job, op, epoch });
             wire.at(node, Point::BeforeEffect, Some(op.job)).await;
         }
-        let call = wire.ask(ledger_addr(), id, request.clone());
+        let call = wire.ask(ledger_addr(), id, request.clone(), |reply| reply);
         let timeout = clock.sleep_until(clock.now() + timeout);
         match futures::future::select(call, timeout).await {
             futures::future::Either::Left((Some(Reply::Worker(WorkerReply::Executed(execution))), _)) => {
