@@ -23,6 +23,9 @@ pub(crate) struct Ctx {
     /// Timers armed in the world (sleeps and receive timeouts), for the event counts.
     pub(crate) timers: std::sync::atomic::AtomicU64,
     pub(crate) start: Instant,
+    /// madsim's clock, read directly: a read through `Instant::now` takes madsim's `clock_gettime`
+    /// override, which looks the runtime up in a thread-local and clones its handle every time.
+    pub(crate) time: madsim::time::TimeHandle,
     /// The world's own node: it carries held-back messages, restarts and repairs, so that no
     /// crash or pause of the node that caused them touches them.
     pub(crate) chaos: NodeHandle,
@@ -69,7 +72,7 @@ pub(crate) type JobMessage = (Node, Node, lease_history::MessageKind, bool, leas
 impl Ctx {
     /// Simulated time since the world began: the table's clock.
     pub fn now(&self) -> Time {
-        Time(self.start.elapsed().as_micros() as u64)
+        Time(self.time.now_instant().duration_since(self.start).as_micros() as u64)
     }
 
     /// Sleeps `us` microseconds of simulated time, counting the timer.

@@ -29,7 +29,7 @@ use lease_core::Bugs;
 use lease_history::{Entry, Event, Node};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId as SimNodeId;
-use madsim::time::{sleep, Instant};
+use madsim::time::sleep;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -192,7 +192,16 @@ fn run_world(params: Params) -> RunReport {
         let params = params.clone();
         async move {
             let timers = std::sync::atomic::AtomicU64::new(0);
-            let ctx = Arc::new(Ctx { params, bugs, timers, start: Instant::now(), chaos, state: Mutex::new(state) });
+            let time = madsim::time::TimeHandle::current();
+            let ctx = Arc::new(Ctx {
+                params,
+                bugs,
+                timers,
+                start: time.now_instant(),
+                time,
+                chaos,
+                state: Mutex::new(state),
+            });
             SELF.with(|cell| *cell.borrow_mut() = Some(ctx.clone()));
             let verdict = tracing::Instrument::instrument(supervise(&ctx), crate::logs::world_span()).await;
             let sim_us = ctx.now().0;
