@@ -18,6 +18,7 @@
 //! | `paused_worker_woke_after_expiry` | a `resumed` worker that, when `paused`, held a lease that has expired by now |
 //! | `full_batch` | a batch's `reclaimed` count reaching `batch_max`, when `batch_max` is 2 or more (a batch of one is always full, and proves nothing about the bound) |
 //! | `dead_lettered` | a `terminal` dead_lettered |
+//! | `dead_lettered_for_good` | a `terminal` dead_lettered at its worker's word (`permanent`: the dependency refused the job for good) |
 //! | `quarantined` | a `terminal` quarantined |
 //! | `rejected_arrival` | a `rejected` |
 //! | `lease_renewed` | a `renewed` |
@@ -48,6 +49,7 @@ const BATCH_STOPPED_ON_CONFLICT: &str = "batch_stopped_on_conflict";
 const PAUSED_WORKER_WOKE_AFTER_EXPIRY: &str = "paused_worker_woke_after_expiry";
 const FULL_BATCH: &str = "full_batch";
 const DEAD_LETTERED: &str = "dead_lettered";
+const DEAD_LETTERED_FOR_GOOD: &str = "dead_lettered_for_good";
 const QUARANTINED: &str = "quarantined";
 const REJECTED_ARRIVAL: &str = "rejected_arrival";
 const LEASE_RENEWED: &str = "lease_renewed";
@@ -93,6 +95,7 @@ impl Coverage {
         WORKER_CRASHED,
         RECLAIMER_CRASHED,
         GRANT_RELEASED,
+        DEAD_LETTERED_FOR_GOOD,
         windows::LIST_TO_FENCE,
         windows::FENCE_TO_LOOKUP,
         windows::RENEW_IN_FLIGHT,
@@ -179,8 +182,12 @@ impl Situations {
                 self.coverage.bump(GRANT_RELEASED);
                 self.release(*job);
             }
-            Event::Terminal { job, outcome, .. } => {
+            Event::Terminal { job, outcome, permanent, .. } => {
                 match outcome {
+                    OutcomeKind::DeadLettered if *permanent => {
+                        self.coverage.bump(DEAD_LETTERED);
+                        self.coverage.bump(DEAD_LETTERED_FOR_GOOD);
+                    }
                     OutcomeKind::DeadLettered => self.coverage.bump(DEAD_LETTERED),
                     OutcomeKind::Quarantined => self.coverage.bump(QUARANTINED),
                     OutcomeKind::Completed => {}
@@ -254,10 +261,11 @@ mod tests {
         let coverage = Coverage::default();
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
         assert!(Coverage::SITUATIONS.iter().all(|name| coverage.0.get(name) == Some(&0)));
-        assert_eq!(Coverage::SITUATIONS.len(), 27);
+        assert_eq!(Coverage::SITUATIONS.len(), 28);
         assert_eq!(Coverage::SITUATIONS[0], "adopted_by_worker");
         assert_eq!(Coverage::SITUATIONS[19], "grant_released");
-        assert_eq!(Coverage::SITUATIONS[20..], super::windows::WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[20], "dead_lettered_for_good");
+        assert_eq!(Coverage::SITUATIONS[21..], super::windows::WINDOWS);
     }
 
     // Merging adds counts name by name.
@@ -365,6 +373,7 @@ mod tests {
             ("worker_crashed", 2),
             ("reclaimer_crashed", 1),
             ("grant_released", 0),
+            ("dead_lettered_for_good", 0),
             ("window_list_to_fence", 0),
             ("window_fence_to_lookup", 0),
             ("window_renew_in_flight", 1),

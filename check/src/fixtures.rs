@@ -299,9 +299,18 @@ impl History {
         self.dependency_answered_failed(job, epoch, true)
     }
 
+    /// The dependency refuses the call for good, before any effect.
+    pub fn refused_for_good(&mut self, job: JobId, epoch: Epoch) -> usize {
+        let from = self.from(job, epoch, None);
+        let event =
+            Event::DependencyFailed { from, job, op: OpId::for_job(job), epoch, after_effect: false, permanent: true };
+        self.push(Node::Ledger, event)
+    }
+
     fn dependency_answered_failed(&mut self, job: JobId, epoch: Epoch, after_effect: bool) -> usize {
         let from = self.from(job, epoch, None);
-        let event = Event::DependencyFailed { from, job, op: OpId::for_job(job), epoch, after_effect };
+        let event =
+            Event::DependencyFailed { from, job, op: OpId::for_job(job), epoch, after_effect, permanent: false };
         self.push(Node::Ledger, event)
     }
 
@@ -335,13 +344,33 @@ impl History {
         self.unfinished.remove(&job);
         self.leases.remove(&job);
         let from = self.from(job, epoch, batch);
-        Event::Terminal { from, job, outcome, output: None, epoch, attempts: None, identities: None, batch }
+        Event::Terminal {
+            from,
+            job,
+            outcome,
+            output: None,
+            epoch,
+            attempts: None,
+            identities: None,
+            batch,
+            permanent: false,
+        }
     }
 
     pub fn completed(&mut self, job: JobId, output: OutputId, epoch: Epoch, batch: Option<BatchId>) -> usize {
         let mut event = self.terminal(job, OutcomeKind::Completed, epoch, batch);
         if let Event::Terminal { output: slot, .. } = &mut event {
             *slot = Some(output);
+        }
+        self.push(Node::Table, event)
+    }
+
+    /// The job dead-lettered at its worker's word (a `dead_letter` request), after `attempts`.
+    pub fn dead_lettered_for_good(&mut self, job: JobId, epoch: Epoch, attempts: u32) -> usize {
+        let mut event = self.terminal(job, OutcomeKind::DeadLettered, epoch, None);
+        if let Event::Terminal { attempts: slot, permanent, .. } = &mut event {
+            *slot = Some(attempts);
+            *permanent = true;
         }
         self.push(Node::Table, event)
     }

@@ -108,8 +108,13 @@ impl Windows {
                 }
             }
             Event::Refused { from, job, epoch, request, reason, .. } => {
-                let hand_in =
-                    [RefusedRequest::Renew, RefusedRequest::Complete, RefusedRequest::Requeue, RefusedRequest::Release];
+                let hand_in = [
+                    RefusedRequest::Renew,
+                    RefusedRequest::Complete,
+                    RefusedRequest::Requeue,
+                    RefusedRequest::Release,
+                    RefusedRequest::DeadLetter,
+                ];
                 if hand_in.contains(request) {
                     self.hand_in(*job, seen);
                 }
@@ -122,7 +127,8 @@ impl Windows {
                         }
                     }
                     RefusedRequest::Complete => self.repeat(Asked::Complete(*from, *job, *epoch), seen),
-                    RefusedRequest::Requeue => {
+                    // A dead-letter is a hand-back too, judged as a requeue is.
+                    RefusedRequest::Requeue | RefusedRequest::DeadLetter => {
                         self.hand_back(facts, *job, *epoch, seen);
                         self.repeat(Asked::Requeue(*from, *job, *epoch), seen);
                     }

@@ -241,6 +241,18 @@ impl Rules {
         decision
     }
 
+    /// A dead-letter of `record` under `epoch`, asked by its worker after a permanent failure:
+    /// the job ends dead-lettered with the attempts it spent, if `epoch` holds its live lease;
+    /// refused otherwise, as a requeue would be (a stale worker never ends a job it lost).
+    pub fn dead_letter(&self, job: JobId, record: &JobRecord, epoch: Epoch) -> Decision<Requeue> {
+        if let Err(refusal) = leased(record, epoch, false) {
+            return Decision::answer(Requeue::Refused(refusal));
+        }
+        let terminal = Terminal { job, epoch, outcome: Outcome::DeadLettered { attempts: record.attempts } };
+        let ended = JobRecord { state: JobState::Terminal(terminal), ..*record };
+        Decision::write(Requeue::DeadLettered(terminal), ended, Place::Stay)
+    }
+
     /// What a requeue of an ended job does under the planted [`Bug::HandBackByJobId`] (puts it back
     /// in the queue) or [`Bug::DeadLetterIgnoresTerminal`] (dead-letters it again); `None` when
     /// neither is planted, or the job has not ended.

@@ -185,6 +185,16 @@ impl LeaseTable {
         Ok(self.write(job, decision))
     }
 
+    /// Dead-letters a leased job now, at its worker's word that the dependency refused it for
+    /// good: its attempts are left as they are. Only for the current epoch of a leased job, as a
+    /// requeue is.
+    pub fn dead_letter(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, TableError> {
+        self.record(job)?; // An unknown job is misuse: it must not move the clock either.
+        self.advance(now)?;
+        let decision = self.rules.dead_letter(job, self.record(job)?, epoch);
+        Ok(self.write(job, decision))
+    }
+
     /// Undoes a grant its worker never took: the job goes back to the head of the queue, where
     /// it was, and the grant's attempt is not counted, for the job was never tried. Only for the
     /// current epoch of a leased job; a job is never dead-lettered by a release.

@@ -126,8 +126,17 @@ pub enum WorkerRequest {
         /// The lease's epoch.
         epoch: Epoch,
     },
+    /// End the job as dead-lettered now, its attempts left unspent: the dependency refused it for
+    /// good ([`Execution::Permanent`]), so no attempt is worth making again.
+    DeadLetter {
+        /// The job.
+        job: JobId,
+        /// The lease's epoch.
+        epoch: Epoch,
+    },
     /// Hand back a grant the worker never took (it answered an acquire the worker had given
-    /// up): the table undoes the grant, attempt included. Sent once, not awaited.
+    /// up), or, from the runtime at shutdown, one it never executed under: the table undoes the
+    /// grant, attempt included. Sent once, not awaited.
     Release {
         /// The job.
         job: JobId,
@@ -148,6 +157,9 @@ pub enum Execution {
     },
     /// The dependency failed before it produced anything.
     Failed,
+    /// The dependency refused the job for good, before it produced anything (a malformed
+    /// request, a document that no longer exists): trying again would fail again.
+    Permanent,
 }
 
 /// A reply from the world to a worker's request.
@@ -163,7 +175,7 @@ pub enum WorkerReply {
     Executed(Execution),
     /// The table answered a `Complete`.
     Completed(Completion),
-    /// The table answered a `Requeue`.
+    /// The table answered a `Requeue` or a `DeadLetter`.
     Requeued(Requeue),
     /// The table answered a `Release`.
     Released(Release),
@@ -435,9 +447,10 @@ impl Worker {
                 Execution::Done { apply: Apply::Fenced { .. }, .. } => self.abandon(Abandon::EffectFenced),
                 Execution::Done { apply: Apply::Conflict { .. }, .. } => self.abandon(Abandon::Conflict),
                 Execution::Failed => self.act(now, WorkerRequest::Requeue { job: op.job, epoch }),
+                Execution::Permanent => self.act(now, WorkerRequest::DeadLetter { job: op.job, epoch }),
             },
             (WorkerRequest::Complete { .. }, WorkerReply::Completed(_))
-            | (WorkerRequest::Requeue { .. }, WorkerReply::Requeued(_)) => {
+            | (WorkerRequest::Requeue { .. } | WorkerRequest::DeadLetter { .. }, WorkerReply::Requeued(_)) => {
                 // Done with this job, whatever the answer: a refusal means someone else owns it.
                 self.held = None;
                 self.acquire_at = now;

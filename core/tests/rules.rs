@@ -540,6 +540,32 @@ fn requeue_counts_attempts_and_dead_letters_after_attempts_max() {
 }
 
 #[test]
+fn dead_letter_ends_a_leased_job_at_once_with_the_attempts_it_spent() {
+    // Proves a dead-letter (a worker's, after its dependency refused the job for good): only for
+    // the current epoch of a leased job; the job ends after its first attempt of three, not its
+    // last; a stale or repeated dead-letter, or one of a queued job, is refused.
+    let mut table = table();
+    enqueue(&mut table, t(0), 1);
+    let first = grant(&mut table, t(1), W1);
+    assert_eq!(table.requeue(t(2), job(1), first.lease.epoch).unwrap(), Requeue::Requeued { attempts: 1 });
+    assert_eq!(table.dead_letter(t(3), job(1), first.lease.epoch).unwrap(), Requeue::Refused(Refusal::NotLeased));
+    let second = grant(&mut table, t(4), W1);
+    assert_eq!(
+        table.dead_letter(t(5), job(1), first.lease.epoch).unwrap(),
+        Requeue::Refused(Refusal::StaleEpoch { current: second.lease.epoch })
+    );
+    let ended = table.dead_letter(t(6), job(1), second.lease.epoch).unwrap();
+    let terminal = Terminal { job: job(1), epoch: second.lease.epoch, outcome: Outcome::DeadLettered { attempts: 2 } };
+    assert_eq!(ended, Requeue::DeadLettered(terminal));
+    assert_eq!(table.terminal(job(1)), Some(&terminal));
+    assert_eq!(
+        table.dead_letter(t(7), job(1), second.lease.epoch).unwrap(),
+        Requeue::Refused(Refusal::AlreadyTerminal)
+    );
+    assert_eq!((table.backlog(), table.acquire(t(8), W1).unwrap()), (0, Acquired::Empty));
+}
+
+#[test]
 fn release_undoes_a_grant_and_puts_the_job_back_at_the_head_of_the_queue() {
     // Proves a release: only for the current epoch of a leased job; the grant's attempt is not
     // counted (the next grant is attempt 1 again), the job is granted before jobs queued after
@@ -1121,6 +1147,19 @@ fn a_dependency_failure_requeues_the_job() {
 }
 
 #[test]
+fn a_permanent_dependency_failure_dead_letters_the_job() {
+    // Proves a dependency's refusal for good ends the job under the lease's epoch, then acquires.
+    let (mut worker, execute, _) = worker_holding(worker_config(), 1, 1, t(5));
+    worker.handle_reply(t(10), execute, WorkerReply::Executed(Execution::Permanent));
+    let (dead_letter, request) = one_send(drain_worker(&mut worker));
+    assert_eq!(request, WorkerRequest::DeadLetter { job: job(1), epoch: Epoch(1) });
+    let terminal = Terminal { job: job(1), epoch: Epoch(1), outcome: Outcome::DeadLettered { attempts: 1 } };
+    worker.handle_reply(t(12), dead_letter, WorkerReply::Requeued(Requeue::DeadLettered(terminal)));
+    assert_eq!(one_send(drain_worker(&mut worker)).1, WorkerRequest::Acquire);
+    assert_eq!(worker.holding(), None);
+}
+
+#[test]
 fn an_idle_worker_asks_again_after_idle_backoff() {
     // Proves an Empty answer makes the worker wait idle_backoff before the next Acquire.
     let mut worker = Worker::new(W1, worker_config(), Bugs::NONE, t(0)).unwrap();
@@ -1546,6 +1585,11 @@ impl World {
             }
             WorkerRequest::Release { job, epoch } => {
                 WorkerReply::Released(self.table.release(now, job, epoch).unwrap())
+            }
+            WorkerRequest::DeadLetter { job, epoch } => {
+                let ended = self.table.dead_letter(now, job, epoch).unwrap();
+                self.note(dead_lettered(ended));
+                WorkerReply::Requeued(ended)
             }
         };
         let crash = matches!(reply, WorkerReply::Executed(Execution::Done { apply: Apply::Applied, .. }))

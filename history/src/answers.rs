@@ -112,6 +112,20 @@ pub fn requeue(asker: &Asker, job: JobId, epoch: Epoch, answer: &Requeue) -> Eve
     }
 }
 
+/// A dead-letter's line (a worker's, after a permanent failure).
+pub fn dead_letter(asker: &Asker, job: JobId, epoch: Epoch, answer: &Requeue) -> Event {
+    match answer {
+        Requeue::DeadLettered(ended) => match terminal(asker, ended) {
+            Event::Terminal { from, job, outcome, output, epoch, attempts, identities, batch, .. } => {
+                Event::Terminal { from, job, outcome, output, epoch, attempts, identities, batch, permanent: true }
+            }
+            other => unreachable!("a terminal outcome's line is {other:?}"),
+        },
+        Requeue::Requeued { .. } => unreachable!("a dead-letter never requeues"),
+        Requeue::Refused(refusal) => refused(asker, job, epoch, RefusedRequest::DeadLetter, (*refusal).into()),
+    }
+}
+
 /// A release's line.
 pub fn release(asker: &Asker, job: JobId, epoch: Epoch, answer: &Release) -> Event {
     match *answer {
@@ -189,6 +203,7 @@ pub fn terminal(asker: &Asker, ended: &Terminal) -> Event {
         attempts,
         identities,
         batch: asker.batch,
+        permanent: false,
     }
 }
 

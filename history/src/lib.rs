@@ -34,7 +34,12 @@ use std::str::FromStr;
 /// - 6: the `run` line's facts that a checker reads are typed fields (`drift_margin_us`,
 ///   `latency_us`, `latency_calm_us`), and `params` is for people only and may be absent, as may
 ///   `seed` and `scenario`: a history written outside the simulator needs only the limits.
-pub const HISTORY_VERSION: u32 = 6;
+/// - 7: a worker dead-letters a job its dependency refused for good (`dependency_failed` with
+///   `permanent`, then `terminal` `dead_lettered` with `permanent`, or `refused` `dead_letter`);
+///   a worker's process that shuts down hands back a grant it never ran (`abandoned` `shutdown`,
+///   then `released`); and a runtime records its handler's output itself (a `record` message). A
+///   version-6 reader would judge a `permanent` dead-letter as a requeue out of attempts.
+pub const HISTORY_VERSION: u32 = 7;
 
 /// The oldest contract version this crate still reads. A version-5 `run` line has none of
 /// version 6's typed fields, so the checkers assume their stated defaults.
@@ -239,6 +244,8 @@ pub enum RefusedRequest {
     Quarantine,
     /// `release`: a worker handing back a grant it never took.
     Release,
+    /// `dead_letter`: a worker ending a job after its dependency refused it for good.
+    DeadLetter,
 }
 
 impl RefusedRequest {
@@ -250,6 +257,7 @@ impl RefusedRequest {
             RefusedRequest::Requeue => "requeue",
             RefusedRequest::Quarantine => "quarantine",
             RefusedRequest::Release => "release",
+            RefusedRequest::DeadLetter => "dead_letter",
         }
     }
 }
@@ -309,6 +317,10 @@ pub enum AbandonReason {
     /// `declined`: a grant answered an acquire the worker no longer waited for; it hands the job
     /// back (a `requeue`) without ever taking it.
     Declined,
+    /// `shutdown`: the worker's process shut down before it started the job's effect (the grant
+    /// came while it drained, or its lookup was still in flight when the grace ran out); it hands
+    /// the job back (a `release`), its attempt undone. The runtime's reason, not a machine's.
+    Shutdown,
 }
 
 impl AbandonReason {
@@ -320,6 +332,7 @@ impl AbandonReason {
             AbandonReason::EffectFenced => "effect_fenced",
             AbandonReason::Conflict => "conflict",
             AbandonReason::Declined => "declined",
+            AbandonReason::Shutdown => "shutdown",
         }
     }
 }
@@ -409,6 +422,11 @@ pub enum MessageKind {
     Quarantine,
     /// `release`: a worker hands back a grant it never took.
     Release,
+    /// `record`: a worker records its handler's output in the ledger, under its epoch (the
+    /// runtime's record of an output the dependency did not record itself).
+    Record,
+    /// `dead_letter`: a worker ends a job its dependency refused for good.
+    DeadLetter,
 }
 
 impl MessageKind {
@@ -426,6 +444,8 @@ impl MessageKind {
             MessageKind::Fence => "fence",
             MessageKind::Quarantine => "quarantine",
             MessageKind::Release => "release",
+            MessageKind::Record => "record",
+            MessageKind::DeadLetter => "dead_letter",
         }
     }
 }
@@ -638,6 +658,10 @@ pub enum Event {
         /// Whether the effect happened before the failed answer.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         after_effect: bool,
+        /// Whether the dependency refused the job for good (before any effect): the worker
+        /// dead-letters it now (`dead_letter`) instead of requeueing it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        permanent: bool,
     },
     /// The ledger recorded an output: the effect happened.
     EffectApplied {
@@ -700,6 +724,10 @@ pub enum Event {
         /// The reclaim batch, when a reclaimer ended it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         batch: Option<BatchId>,
+        /// Dead-lettered at its worker's word (a `dead_letter` request: its dependency refused
+        /// the job for good), not for running out of attempts.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        permanent: bool,
     },
     /// The table answered a completion of an already completed job, with the same output, as an
     /// idempotent success: no second terminal outcome.
@@ -1081,7 +1109,7 @@ mod tests {
         assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
         let older =
             [("", 1), (r#""history_version":2,"#, 2), (r#""history_version":3,"#, 3), (r#""history_version":4,"#, 4)];
-        for (version, found) in older.into_iter().chain([(r#""history_version":7,"#, 7)]) {
+        for (version, found) in older.into_iter().chain([(r#""history_version":8,"#, 8)]) {
             let other = run.replace(r#""history_version":5,"#, version);
             let refused = parse_jsonl(&format!("{other}\n{arrived}\n"));
             assert!(matches!(refused, Err(HistoryError::UnknownVersion { found: f }) if f == found), "{refused:?}");

@@ -182,18 +182,22 @@ fn details(event: &Event) -> String {
             format!("{job} {epoch} found {}{rival}{}", output(found), by(from, b))
         }
         Event::Executing { job, epoch, .. } => format!("{job} {epoch}"),
-        Event::DependencyFailed { from, job, epoch, after_effect, .. } => {
+        Event::DependencyFailed { from, job, epoch, after_effect, permanent, .. } => {
             let when = if *after_effect { " after its effect" } else { "" };
-            format!("{job} {epoch}{when} by {from}")
+            let good = if *permanent { " for good" } else { "" };
+            format!("{job} {epoch}{when}{good} by {from}")
         }
         Event::EffectApplied { from, job, epoch, output, .. } => format!("{job} {epoch} {output} by {from}"),
         Event::EffectRejected { from, job, epoch, output, reason, .. } => {
             format!("{job} {epoch} {output} {reason} by {from}")
         }
         Event::Adopted { job, epoch, output, .. } => format!("{job} {epoch} {output}"),
-        Event::Terminal { from, job, outcome, output, epoch, attempts, identities, batch: b } => {
+        Event::Terminal { from, job, outcome, output, epoch, attempts, identities, batch: b, permanent } => {
             let what = match outcome {
                 OutcomeKind::Completed => format!("completed {}", self::output(output)),
+                OutcomeKind::DeadLettered if *permanent => {
+                    format!("dead_lettered at once, refused for good, after {} attempts", attempts.unwrap_or(0))
+                }
                 OutcomeKind::DeadLettered => format!("dead_lettered after {} attempts", attempts.unwrap_or(0)),
                 OutcomeKind::Quarantined => {
                     let [a, b] = identities.unwrap_or([OutputId(0), OutputId(0)]);

@@ -273,6 +273,9 @@ fn stub_handler(port: u16, worker: WorkerId) -> impl Fn(Job) -> BoxFuture<'stati
                     Ok(Some(Execution::Failed)) => {
                         return Err(HandlerError::Reported("the dependency failed".to_string()))
                     }
+                    Ok(Some(Execution::Permanent)) => {
+                        return Err(HandlerError::ReportedPermanent("the dependency refused".to_string()))
+                    }
                     Ok(None) | Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
                 }
             }

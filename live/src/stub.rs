@@ -224,7 +224,10 @@ fn record(
 ) -> Result<String, lease_store::StoreError> {
     let from = Node::Worker(worker.0);
     let Some(output) = performed else {
-        store.line(Node::Ledger, Event::DependencyFailed { from, job: op.job, op, epoch, after_effect: false })?;
+        store.line(
+            Node::Ledger,
+            Event::DependencyFailed { from, job: op.job, op, epoch, after_effect: false, permanent: false },
+        )?;
         return Ok("failed\n".to_string());
     };
     store.set_caller(Caller { from: Some(Owner::Worker(worker)), batch: None });

@@ -138,6 +138,7 @@ mod tests {
                 attempts: None,
                 identities: None,
                 batch: None,
+                permanent: false,
             }),
         ];
         let truth = Truth { ops: vec![count(1, Some(9), 1, 1)] };

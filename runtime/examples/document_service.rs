@@ -1,8 +1,9 @@
-//! A document service on lease-runtime: 1,000 jobs, a mock dependency called with each job's op id
-//! and epoch, two worker processes, the first killed mid-job. Exits 0 only if every job ended
-//! exactly once with one effect. SQLite (a new file) by default; `--url URL`: PostgreSQL (a new schema, kept).
+//! A document service on lease-runtime: 1,000 jobs, each naming its document in its payload, a mock
+//! dependency called with each job's op id and epoch, two worker processes, the first killed mid-job.
+//! Exits 0 only if every job ended exactly once with one effect, of its payload. SQLite (a new file)
+//! by default; `--url URL`: PostgreSQL (a new schema, kept).
 use futures::future::{self, Either, FutureExt};
-use lease_core::{Epoch, JobId, JobState, OpId, Outcome, ReclaimerId, Span, TableConfig, WorkerId};
+use lease_core::{JobId, JobState, OpId, Outcome, ReclaimerId, Span, TableConfig, WorkerId};
 use lease_runtime::store::{HostClock, StoreClient};
 use lease_runtime::{output_id, Job, ReclaimerOptions, Runtime, WorkerOptions};
 use lease_store::Place;
@@ -10,14 +11,13 @@ use std::{collections::BTreeMap, sync::Arc, sync::Mutex, time::Duration};
 
 const JOBS: u64 = 1_000;
 
-/// The dependency, idempotent by operation id: a repeated call performs nothing and returns the
-/// first output. It keeps every effect it performed.
+/// The dependency, idempotent by operation id: a repeated call returns the first output. It keeps its effects.
 type Renderer = Arc<Mutex<BTreeMap<OpId, Vec<u8>>>>;
 
-async fn render(renderer: Renderer, op: OpId, epoch: Epoch) -> Vec<u8> {
+async fn render(renderer: Renderer, job: Job) -> Vec<u8> {
     tokio::time::sleep(Duration::from_millis(2)).await;
-    let mut done = renderer.lock().unwrap();
-    done.entry(op).or_insert_with(|| format!("document {op} rendered under {epoch}").into_bytes()).clone()
+    let page = format!("{} rendered as {} under {}", String::from_utf8_lossy(&job.payload), job.op, job.epoch);
+    renderer.lock().unwrap().entry(job.op).or_insert_with(|| page.into_bytes()).clone()
 }
 
 #[tokio::main]
@@ -33,14 +33,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clock = HostClock::start();
     let client = StoreClient::open(&place, table, clock, 1).await?;
     for job in 0..JOBS {
-        let _accepted = client.enqueue(JobId(job)).await?;
+        let _accepted = client.enqueue_with(JobId(job), format!("doc-{job}.md").into_bytes()).await?;
     }
     let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
     let renderer = Renderer::default();
     let process = |first: u32| {
         let options = WorkerOptions::with_ttl((first..first + 4).map(WorkerId).collect(), ttl);
         let renderer = renderer.clone();
-        let handler = move |job: Job| render(renderer.clone(), job.op, job.epoch).map(Ok);
+        let handler = move |job: Job| render(renderer.clone(), job).map(Ok);
         runtime.work(options, handler, all_ended(client.clone())).boxed()
     };
     // The first process is killed after 200 ms, mid-job: its future is dropped.
@@ -55,20 +55,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut wrong = 0;
     for job in (0..JOBS).map(JobId) {
         let record = client.call(move |store, _| store.job(job)).await?.expect("every job was enqueued");
-        let completed = effects.get(&OpId::for_job(job)).map(|bytes| Outcome::Completed { output: output_id(bytes) });
+        let own = format!("doc-{job}.md ");
+        let effect = effects.get(&OpId::for_job(job)).filter(|bytes| bytes.starts_with(own.as_bytes()));
+        let completed = effect.map(|bytes| Outcome::Completed { output: output_id(bytes) });
         wrong += u64::from(!matches!(record.state, JobState::Terminal(ended) if Some(ended.outcome) == completed));
     }
     println!("{JOBS} jobs on {place}: {} effects, {applied} applied", effects.len());
-    println!(
-        "{} leases of the killed process reclaimed; the survivor completed {}",
-        reclaimed.fenced, survivor.completed
-    );
+    println!("{} leases of the killed one reclaimed; the survivor completed {}", reclaimed.fenced, survivor.completed);
     let _removed = std::fs::remove_file(&path);
     if wrong > 0 || applied != JOBS || effects.len() as u64 != JOBS {
-        println!("FAILED: {wrong} jobs did not end exactly once with their one effect");
+        println!("FAILED: {wrong} jobs did not end exactly once with their one effect, of their payload");
         std::process::exit(1);
     }
-    println!("held: every job ended exactly once, with one effect");
+    println!("held: every job ended exactly once, with one effect, rendered from its payload");
     Ok(())
 }
 

@@ -17,8 +17,7 @@ pub struct Job {
     pub op: OpId,
     /// The lease's epoch: the fencing token to hand to the dependency.
     pub epoch: Epoch,
-    /// The job's payload: empty until the stores keep one (issue 24; see
-    /// [`crate::Client::payload`]).
+    /// The job's payload, as it was enqueued ([`crate::Client::payload`]; empty when it had none).
     pub payload: Vec<u8>,
     /// Fires when the runtime stops acting on the lease (self-fenced, lease lost, shut down).
     pub cancel: Cancel,
@@ -97,10 +96,26 @@ pub enum HandlerError {
     /// lease-live's stub do, or one whose answer was lost after its effect), so the runtime writes
     /// none.
     Reported(String),
-    /// Never worth trying again. The core has no dead-letter-now request yet, so this takes the
-    /// requeue path too, as [`HandlerError::Retryable`] does: the job dead-letters once its
-    /// attempts run out, not at once.
+    /// Never worth trying again (a malformed payload, a document that no longer exists): the job
+    /// is dead-lettered at once, its remaining attempts unspent. The runtime puts the refusal on
+    /// the history (the dependency's `dependency_failed`, `permanent`), so that the dead-letter has
+    /// its reason.
     Permanent(String),
+    /// Never worth trying again, as [`HandlerError::Permanent`]; the dependency has put its
+    /// refusal on the history itself, so the runtime writes none.
+    ReportedPermanent(String),
+}
+
+impl HandlerError {
+    /// Whether the job is dead-lettered now, rather than requeued.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, HandlerError::Permanent(_) | HandlerError::ReportedPermanent(_))
+    }
+
+    /// Whether the dependency wrote the failure's line itself.
+    pub fn is_reported(&self) -> bool {
+        matches!(self, HandlerError::Reported(_) | HandlerError::ReportedPermanent(_))
+    }
 }
 
 /// What a handler's effect produced, and who records it in the ledger.

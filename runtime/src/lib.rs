@@ -47,10 +47,12 @@
 //! does the `service` example ([`service`]: crashes after the effect and a lost answer injected,
 //! every job judged at the end).
 //!
-//! **Not yet** (issue 23's next steps): a payload column
-//! (issue 24: [`Job::payload`] is empty); a dead-letter-now request for
-//! [`HandlerError::Permanent`] (it takes the requeue path); a shutdown release that the history
-//! and `lease-check` know (see [`worker`]).
+//! **What a handler gets and says.** A job's payload is the bytes it was enqueued with
+//! ([`store::StoreClient::enqueue_with`]), read before the handler runs. A
+//! [`HandlerError::Retryable`] requeues the job (its attempt counted); a
+//! [`HandlerError::Permanent`] dead-letters it at once (`lease-core`'s `dead_letter` request),
+//! and either says why on the history. At shutdown, a lease under which nothing ran goes back to
+//! the queue, said on the history too (see [`worker`]).
 
 pub mod job;
 pub mod reclaimer;

@@ -22,10 +22,11 @@ pub trait Clock: Send + Sync {
 
 /// The table and ledger calls. `None` is no answer (lost, or the caller gave up): the core's
 /// retry handles it. The runtime bounds every call by the request's timeout, so a call that never
-/// resolves is dropped then, not leaked, except an acquire: it is awaited until the client
-/// answers it or gives it up, however late, so that a late grant is declined rather than left
-/// leased to nobody. A client resolves every acquire in the end (a store call returns or fails;
-/// the simulator's network answers or drops it with the node's life).
+/// resolves is dropped then, not leaked, except an acquire and a release: they are awaited until
+/// the client answers them or gives them up, however late, so that a late grant is declined (or
+/// handed back at shutdown) rather than left leased to nobody, and a release is counted. A client
+/// resolves every acquire and release in the end (a store call returns or fails; the simulator's
+/// network answers them, or drops them with the node's life).
 pub trait Client: Send + Sync {
     /// Worker `worker`'s request `id`, anything but an `Execute` (the runtime makes that call: it
     /// is the handler). `id` is the same for every copy of a request sent again: the table
@@ -49,9 +50,11 @@ pub trait Client: Send + Sync {
         request: ReclaimRequest,
     ) -> BoxFuture<'static, Option<ReclaimReply>>;
 
-    /// The job's payload. The default is empty: the stores keep no payload yet.
-    fn payload(&self, _job: JobId) -> BoxFuture<'static, Vec<u8>> {
-        Box::pin(future::ready(Vec::new()))
+    /// The job's payload, read before its handler runs ([`crate::Job::payload`]); an error is
+    /// the handler's retryable failure (the job is requeued, its attempt counted). The default is
+    /// empty: a client whose jobs carry none.
+    fn payload(&self, _job: JobId) -> BoxFuture<'static, Result<Vec<u8>, String>> {
+        Box::pin(future::ready(Ok(Vec::new())))
     }
 
     /// Writes a line of the runtime's own (`executing`, `adopted`, `abandoned`, `batch_stopped`)
@@ -94,19 +97,4 @@ impl Hook for NoHook {
     fn at(&self, _node: Node, _point: Point, _job: Option<JobId>) -> BoxFuture<'static, ()> {
         Box::pin(future::ready(()))
     }
-}
-
-/// `call`, or `None` once `clock` reaches `deadline`: a call is never awaited past its timeout.
-pub(crate) fn bounded<T: Send + 'static>(
-    clock: &dyn Clock,
-    deadline: Time,
-    call: BoxFuture<'static, Option<T>>,
-) -> BoxFuture<'static, Option<T>> {
-    let timeout = clock.sleep_until(deadline);
-    Box::pin(async move {
-        match future::select(call, timeout).await {
-            future::Either::Left((answer, _)) => answer,
-            future::Either::Right(((), _)) => None,
-        }
-    })
 }

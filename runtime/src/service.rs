@@ -459,7 +459,10 @@ fn dependency(run: Run, client: StoreClient, id: WorkerId) -> impl Fn(Job) -> Bo
             let _apply = client.record(id, job.op, job.epoch, output_id(&bytes)).await;
             let (from, op, epoch) = (Node::Worker(id.0), job.op, job.epoch);
             client
-                .line(Node::Ledger, Event::DependencyFailed { from, job: job.id, op, epoch, after_effect: true })
+                .line(
+                    Node::Ledger,
+                    Event::DependencyFailed { from, job: job.id, op, epoch, after_effect: true, permanent: false },
+                )
                 .await;
             Err(HandlerError::Reported("the dependency's answer was lost".to_string()))
         })

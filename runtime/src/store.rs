@@ -141,12 +141,19 @@ impl StoreClient {
         Box::pin(async move { answered.await.map_err(|_| gone())? })
     }
 
-    /// Accepts `job` into the queue, unless known or at capacity. (No payload yet: the stores
-    /// keep none until issue 24.)
+    /// Accepts `job` into the queue with no payload, unless known or at capacity.
     pub fn enqueue(&self, job: JobId) -> BoxFuture<'static, Result<Enqueued, StoreError>> {
+        self.enqueue_with(job, Vec::new())
+    }
+
+    /// Accepts `job` into the queue with `payload` (the bytes its handler receives as
+    /// [`crate::Job::payload`], at most [`lease_store::PAYLOAD_MAX`]), unless known or at
+    /// capacity. The job id is the caller's idempotency key: an enqueue of a known job is
+    /// accepted once ([`Enqueued::Duplicate`] after), and keeps the first payload.
+    pub fn enqueue_with(&self, job: JobId, payload: Vec<u8>) -> BoxFuture<'static, Result<Enqueued, StoreError>> {
         self.call(move |store, now| {
             store.set_caller(Caller::default());
-            store.enqueue(now, job)
+            store.enqueue_with(now, job, &payload)
         })
     }
 
@@ -213,6 +220,11 @@ impl Client for StoreClient {
         request: ReclaimRequest,
     ) -> BoxFuture<'static, Option<ReclaimReply>> {
         self.answer(move |store, now| Ok(lease_store::serve_reclaimer(store, now, reclaimer, request)?.reply))
+    }
+
+    fn payload(&self, job: JobId) -> BoxFuture<'static, Result<Vec<u8>, String>> {
+        let read = self.call(move |store, _| store.payload(job));
+        Box::pin(async move { read.await.map_err(|error| error.to_string()) })
     }
 
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, ()> {

@@ -37,12 +37,13 @@
 //!   reclaimer looks the operation up, then adopts or requeues (the attempt counted, for it was
 //!   one).
 //!
-//! `lease-check`'s conformance spec accepts a worker's release only of a grant it declined
-//! (`worker_releases_only_what_it_declined`), so a history with a shutdown release fails it
-//! until the spec (and the history, by an abandon reason of its own) knows the shutdown.
+//! Each release says so first, on the history: an `abandoned` line whose why is `shutdown`.
+//! `lease-check`'s conformance spec accepts a worker's release only of a grant it declined, or one
+//! it gave up at shutdown without an `executing` line under it
+//! (`worker_releases_only_what_it_declined`), so a service's exported history is judged whole.
 
 use crate::job::{Cancel, Handler, HandlerError, Job, Outcome, Output, Trigger};
-use crate::seam::{bounded, Client, Clock, Hook, Point};
+use crate::seam::{Client, Clock, Hook, Point};
 use crate::{OptionsError, Runtime};
 use futures::future::{self, AbortHandle, Abortable, BoxFuture, Either, Fuse, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -160,7 +161,8 @@ struct Slot {
     id: WorkerId,
     worker: Worker,
     effect: Option<Effect>,
-    /// The lease under which a handler last started: never released at shutdown.
+    /// The lease under which the slot last wrote `executing` (its handler about to start): never
+    /// released at shutdown.
     started_lease: Option<(JobId, Epoch)>,
     /// Acquire calls in flight.
     acquiring: u32,
@@ -435,7 +437,8 @@ impl<H: Handler> Run<H> {
         self.slots[slot].worker.handle_sent(now, id);
         let call = self.client().worker(self.slots[slot].id, id, request);
         let answer = match request {
-            WorkerRequest::Acquire => Either::Left(call),
+            // A release too: it is sent once, and its answer (the grant undone) is counted.
+            WorkerRequest::Acquire | WorkerRequest::Release { .. } => Either::Left(call),
             _ => Either::Right(self.bound(now + self.options.worker.request_timeout, call)),
         };
         self.inflight.push(Box::pin(answer.map(move |reply| Done::Answer { slot, id, request, reply })));
@@ -470,6 +473,8 @@ impl<H: Handler> Run<H> {
         if self.slots[slot].worker.awaiting(id) != Some(execute) {
             return;
         }
+        // From its `executing` line on, the lease is never released at shutdown.
+        self.slots[slot].started_lease = Some((op.job, epoch));
         self.client().line(node, Event::Executing { job: op.job, op, epoch }).await;
         // Decided, not yet started: a process paused here (a GC pause, a stall) starts its effect
         // late, perhaps past the lease, and only the dependency's check of the epoch (or the
@@ -481,7 +486,12 @@ impl<H: Handler> Run<H> {
         let payload = self.client().payload(op.job);
         let (handler, deadline) = (Arc::clone(&self.handler), Arc::clone(&self.slots[slot].deadline));
         deadline.store(self.slots[slot].worker.act_until().map_or(0, |at| at.0), Ordering::Relaxed);
-        let run = async move { handler.call(Job::new(op, epoch, payload.await, cancel, deadline)).await };
+        let run = async move {
+            match payload.await {
+                Ok(payload) => handler.call(Job::new(op, epoch, payload, cancel, deadline)).await,
+                Err(error) => Err(HandlerError::Retryable(format!("its payload could not be read: {error}"))),
+            }
+        };
         let limit = self.options.handler_timeout.map(|limit| self.seams.clock.sleep_until(self.clock().now() + limit));
         let run = async move {
             let Some(limit) = limit else { return Done::Handled { slot, id, outcome: run.await } };
@@ -500,7 +510,6 @@ impl<H: Handler> Run<H> {
         }
         let running = Some((trigger, abort));
         self.slots[slot].effect = Some(Effect { id, op, epoch, running, output: None, recording: false });
-        self.slots[slot].started_lease = Some((op.job, epoch));
         self.tally.handled += 1;
     }
 
@@ -552,17 +561,21 @@ impl<H: Handler> Run<H> {
             self.tally.released += u64::from(matches!(release, Release::Released { .. }));
             return;
         }
-        if self.slots[slot].closed {
-            return;
-        }
         let awaited = self.slots[slot].worker.awaiting(id) == Some(request);
-        if let (true, Some(_), WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant))) =
-            (awaited, self.drain_until, reply)
-        {
-            // Shutting down: a grant that answers an acquire sent before goes straight back.
-            self.slots[slot].closed = true;
-            let release = WorkerRequest::Release { job: grant.lease.job, epoch: grant.lease.epoch };
-            self.call(slot, SHUTDOWN_RELEASE, release);
+        if let WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant)) = reply {
+            // Shutting down: a grant that answers an acquire sent before goes straight back, the
+            // machine's own (awaited) or one a slot closed since sent (it asked again as the
+            // drain began, and closed then): no machine will take it, and left leased it would
+            // cost the job an attempt nobody made.
+            if self.slots[slot].closed || (awaited && self.drain_until.is_some()) {
+                self.slots[slot].closed = true;
+                let (job, epoch) = (grant.lease.job, grant.lease.epoch);
+                self.hand_back(slot, job, epoch).await;
+                self.call(slot, SHUTDOWN_RELEASE, WorkerRequest::Release { job, epoch });
+                return;
+            }
+        }
+        if self.slots[slot].closed {
             return;
         }
         let node = Node::Worker(self.slots[slot].id.0);
@@ -601,24 +614,25 @@ impl<H: Handler> Run<H> {
             Ok(Output::Named(output)) => output,
             Ok(Output::Recorded { output, apply }) => return self.effect_done(slot, id, output, apply).await,
             Err(error) => {
-                // Every kind alike: the core has no dead-letter-now request yet. The history says
-                // why the job goes back, as the dependency's own line, unless the dependency wrote
-                // it: without it, lease-check finds a requeue that nothing explains.
-                let reported = matches!(error, HandlerError::Reported(_));
-                let (op, epoch) = (effect.op, effect.epoch);
+                // A retryable failure is requeued, a permanent one dead-lettered now. The history
+                // says why, as the dependency's own line, unless the dependency wrote it: without
+                // it, lease-check finds a requeue (or a dead-letter) that nothing explains.
+                let (op, epoch, permanent) = (effect.op, effect.epoch, error.is_permanent());
                 let failed = Event::DependencyFailed {
                     from: Node::Worker(held.id.0),
                     job: op.job,
                     op,
                     epoch,
                     after_effect: false,
+                    permanent,
                 };
                 held.effect = None;
-                if !reported {
+                if !error.is_reported() {
                     self.seams.client.line(Node::Ledger, failed).await;
                 }
                 let held = &mut self.slots[slot];
-                held.worker.handle_reply(self.seams.clock.now(), id, WorkerReply::Executed(Execution::Failed));
+                let execution = if permanent { Execution::Permanent } else { Execution::Failed };
+                held.worker.handle_reply(self.seams.clock.now(), id, WorkerReply::Executed(execution));
                 return;
             }
         };
@@ -669,9 +683,59 @@ impl<H: Handler> Run<H> {
         self.slots[slot].worker.handle_reply(now, id, reply);
     }
 
+    /// Says on the history that the slot gives `job`/`epoch` up at shutdown, before it releases
+    /// it: `lease-check` accepts a worker's release only of a grant it declined, or one it gave up
+    /// so, having never executed under it.
+    async fn hand_back(&mut self, slot: usize, job: JobId, epoch: Epoch) {
+        let node = Node::Worker(self.slots[slot].id.0);
+        let why = lease_history::AbandonReason::Shutdown;
+        self.client().line(node, Event::Abandoned { job, epoch, why }).await;
+    }
+
+    /// Every call still in flight once the loop has ended, each as it ends. Nothing takes the time
+    /// any more, so the calls bounded by a deadline (a renewal, a lookup, a completion, a record)
+    /// are ended unanswered at the latest one, rather than hold the shutdown for as long as an
+    /// answer takes; acquires and releases are awaited until the client answers them.
+    async fn in_flight_at_end(&mut self) -> Vec<Done> {
+        let mut inflight = std::mem::take(&mut self.inflight);
+        let latest = self.deadlines.iter().map(|(at, _)| *at).max();
+        let mut timer = latest.map(|at| self.seams.clock.sleep_until(at));
+        let mut ended = Vec::new();
+        loop {
+            let next = match timer.as_mut() {
+                None => Either::Left(inflight.next().await),
+                Some(timer) => match future::select(inflight.next(), timer).await {
+                    Either::Left((next, _)) => Either::Left(next),
+                    Either::Right(((), _)) => Either::Right(()),
+                },
+            };
+            match next {
+                Either::Left(Some(done)) => ended.push(done),
+                Either::Left(None) => return ended,
+                // The latest deadline passed: what is still bounded ends now.
+                Either::Right(()) => {
+                    self.deadlines.drain(..).for_each(|(_, abort)| abort.abort());
+                    timer = None;
+                }
+            }
+        }
+    }
+
+    /// Hands `job`/`epoch` back once the loop has ended: its line, then its release, awaited
+    /// until the client answers it (nothing takes the time any more).
+    async fn release_at_end(
+        &mut self,
+        slot: usize,
+        job: JobId,
+        epoch: Epoch,
+    ) -> BoxFuture<'static, Option<WorkerReply>> {
+        self.hand_back(slot, job, epoch).await;
+        self.client().worker(self.slots[slot].id, SHUTDOWN_RELEASE, WorkerRequest::Release { job, epoch })
+    }
+
     /// The grace is over (or nothing is left): cancel what still runs, release what can be.
     async fn finish(&mut self) {
-        let mut releases = Vec::new();
+        let mut back = Vec::new();
         for slot in 0..self.slots.len() {
             let Some((job, epoch)) = self.slots[slot].worker.holding().filter(|_| !self.slots[slot].closed) else {
                 continue;
@@ -681,17 +745,27 @@ impl<H: Handler> Run<H> {
                 self.tally.left += 1;
                 continue;
             }
-            let deadline = self.clock().now() + self.options.worker.request_timeout;
-            let release = WorkerRequest::Release { job, epoch };
-            let call = self.client().worker(self.slots[slot].id, SHUTDOWN_RELEASE, release);
-            releases.push(bounded(self.clock(), deadline, call));
+            back.push((slot, job, epoch));
         }
-        // Grants released while draining may still be in flight.
-        let pending: Vec<_> = std::mem::take(&mut self.inflight).collect().await;
-        for done in pending {
-            if let Done::Answer { reply: Some(WorkerReply::Released(Release::Released { .. })), .. } = done {
-                self.tally.released += 1;
+        // Calls still in flight: releases sent while draining, and acquires, whose grants no
+        // machine takes now: each goes back, unless it is a lease a slot holds (handled above).
+        for done in self.in_flight_at_end().await {
+            let Done::Answer { slot, reply: Some(reply), .. } = done else { continue };
+            match reply {
+                WorkerReply::Released(Release::Released { .. }) => self.tally.released += 1,
+                WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant)) => {
+                    let (job, epoch) = (grant.lease.job, grant.lease.epoch);
+                    let held = &self.slots[slot];
+                    if held.worker.holding() != Some((job, epoch)) && held.started_lease != Some((job, epoch)) {
+                        back.push((slot, job, epoch));
+                    }
+                }
+                _ => {}
             }
+        }
+        let mut releases = Vec::new();
+        for (slot, job, epoch) in back {
+            releases.push(self.release_at_end(slot, job, epoch).await);
         }
         for reply in futures::future::join_all(releases).await {
             self.tally.released += u64::from(matches!(reply, Some(WorkerReply::Released(Release::Released { .. }))));

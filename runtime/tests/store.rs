@@ -1,7 +1,7 @@
 //! The runtime on real stores, inside `#[tokio::main]`-style runtimes (`#[tokio::test]`), on the
 //! host's clock: SQLite (a temporary file) and PostgreSQL (a scratch schema on
 //! `LEASE_PG_URL`, by default the local server; a missing server is said plainly, and fails the
-//! test under `LEASE_PG_REQUIRED=1`). The same three behaviours run on each.
+//! test under `LEASE_PG_REQUIRED=1`). The same behaviours run on each.
 
 use futures::future::{self, BoxFuture};
 use lease_core::{
@@ -172,13 +172,28 @@ fn completed_with(state: &JobState) -> Option<OutputId> {
     }
 }
 
-/// A client that loses the answers to one lease's renewals (the table takes them).
-struct LosingRenewals {
+/// A client that meddles with the answers of a store: it loses those to one lease's renewals
+/// (the table takes them), and holds back those to acquires and lookups.
+#[derive(Clone)]
+struct Meddling {
     inner: StoreClient,
-    lease: (JobId, Epoch),
+    lost_renewals: Option<(JobId, Epoch)>,
+    slow_acquires: Duration,
+    slow_lookups: Duration,
 }
 
-impl Client for LosingRenewals {
+impl Meddling {
+    fn new(inner: &StoreClient) -> Meddling {
+        Meddling {
+            inner: inner.clone(),
+            lost_renewals: None,
+            slow_acquires: Duration::ZERO,
+            slow_lookups: Duration::ZERO,
+        }
+    }
+}
+
+impl Client for Meddling {
     fn worker(
         &self,
         worker: WorkerId,
@@ -186,8 +201,17 @@ impl Client for LosingRenewals {
         request: WorkerRequest,
     ) -> BoxFuture<'static, Option<WorkerReply>> {
         let answer = self.inner.worker(worker, id, request);
-        let lost = matches!(request, WorkerRequest::Renew { job, epoch } if (job, epoch) == self.lease);
-        Box::pin(async move { answer.await.filter(|_| !lost) })
+        let lost = matches!(request, WorkerRequest::Renew { job, epoch } if Some((job, epoch)) == self.lost_renewals);
+        let held = match request {
+            WorkerRequest::Acquire => self.slow_acquires,
+            WorkerRequest::Lookup { .. } => self.slow_lookups,
+            _ => Duration::ZERO,
+        };
+        Box::pin(async move {
+            let answer = answer.await.filter(|_| !lost);
+            tokio::time::sleep(held).await;
+            answer
+        })
     }
 
     fn record(
@@ -270,7 +294,7 @@ async fn hung_handler_is_cancelled_and_its_job_ends_once(opened: Opened) {
             }
         }
     };
-    let losing = LosingRenewals { inner: client.clone(), lease: (JobId(0), Epoch(1)) };
+    let losing = Meddling { lost_renewals: Some((JobId(0), Epoch(1))), ..Meddling::new(&client) };
     let runtime = Runtime::new(Arc::new(clock), Arc::new(losing));
     let limit = Duration::from_secs(10);
     let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, all_ended(&client, 1, limit));
@@ -342,6 +366,97 @@ async fn shutdown_finishes_or_hands_back_every_job(opened: Opened) {
     judge(&client).await;
 }
 
+// Graceful shutdown hands back the grants it never ran, and says so. First, the answers to two
+// slots' acquires come after the signal (the store granted at once; the answers are held 100 ms,
+// the signal comes at 30 ms): both grants go straight back. Then both jobs, their first leases
+// expired and reclaimed, are granted again (attempt 2) and their lookups' answers held past the
+// grace: at the grace's end, both leases are released. Each release is preceded by the worker's
+// `abandoned` `shutdown`, every attempt it spent is undone, and lease-check accepts the history.
+async fn shutdown_hands_back_the_grants_it_never_ran(opened: Opened) {
+    let Opened { client, clock, .. } = opened;
+    enqueue(&client, 2).await;
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    let handler = |job: Job| async move { Ok(output_bytes(job.id, 1)) };
+    let slow = Meddling { slow_acquires: Duration::from_millis(100), ..Meddling::new(&client) };
+    let slow_acquires = Runtime::new(Arc::new(clock), Arc::new(slow));
+    let options = WorkerOptions { grace: Span::from_ms(300), ..WorkerOptions::new(slots(2), worker_config()) };
+    let worked = slow_acquires.work(options, handler, tokio::time::sleep(Duration::from_millis(30))).await.unwrap();
+    assert_eq!((worked.released, worked.handled, worked.left), (2, 0, 0), "{worked:?}");
+    assert_eq!(states(&client, 2).await, vec![(JobState::Queued, 0); 2], "both back, no attempt counted");
+
+    // Both jobs' first leases, taken by workers that never act on them, expire and are reclaimed.
+    for worker in [8, 9] {
+        let taken = client.worker(WorkerId(worker), RequestId(1), WorkerRequest::Acquire).await;
+        assert!(matches!(taken, Some(WorkerReply::Acquired(lease_core::Acquired::Granted(_)))), "{taken:?}");
+    }
+    let requeued = {
+        let client = client.clone();
+        async move {
+            while states(&client, 2).await.iter().any(|(state, _)| matches!(state, JobState::Leased(_))) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert_eq!(runtime.reclaim(reclaimer(), requeued).await.unwrap().fenced, 2);
+    let slow = Meddling { slow_lookups: Duration::from_secs(2), ..Meddling::new(&client) };
+    let slow_lookups = Runtime::new(Arc::new(clock), Arc::new(slow));
+    let options = WorkerOptions { grace: Span::from_ms(100), ..WorkerOptions::new(slots(2), worker_config()) };
+    let worked = slow_lookups.work(options, handler, tokio::time::sleep(Duration::from_millis(50))).await.unwrap();
+    let log = client.call(|store, _| store.events()).await.unwrap();
+    assert_eq!((worked.released, worked.handled, worked.left), (2, 0, 0), "{worked:?} {log:#?}");
+    assert_eq!(states(&client, 2).await, vec![(JobState::Queued, 1); 2], "both back, their second grants undone");
+    let log = client.call(|store, _| store.events()).await.unwrap();
+    let count = |text: &str| log.iter().filter(|line| line.contains(text)).count();
+    assert_eq!((count(r#""why":"shutdown""#), count(r#""kind":"released""#)), (4, 4), "{log:#?}");
+    judge(&client).await;
+}
+
+// A handler that refuses its job for good (a payload it cannot read): the runtime dead-letters
+// the job at once, after one call of three attempts, says why on the history (`dependency_failed`,
+// `permanent`), and lease-check accepts the dead-letter. The other job, whose payload reads,
+// completes; each handler saw its own payload.
+async fn permanent_failure_dead_letters_at_once(opened: Opened) {
+    let Opened { client, clock, .. } = opened;
+    for (job, payload) in [(0, b"not a document".to_vec()), (1, b"doc-1.md".to_vec())] {
+        assert!(matches!(
+            client.enqueue_with(JobId(job), payload).await.unwrap(),
+            lease_core::Enqueued::Accepted { .. }
+        ));
+    }
+    let seen: Arc<Mutex<Vec<(JobId, Vec<u8>)>>> = Arc::default();
+    let handler = {
+        let seen = Arc::clone(&seen);
+        move |job: Job| {
+            seen.lock().unwrap().push((job.id, job.payload.clone()));
+            async move {
+                if !job.payload.starts_with(b"doc-") {
+                    return Err(HandlerError::Permanent("not a document".to_string()));
+                }
+                Ok(job.payload)
+            }
+        }
+    };
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    let limit = Duration::from_secs(10);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, all_ended(&client, 2, limit));
+    work.await.unwrap();
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen, vec![(JobId(0), b"not a document".to_vec()), (JobId(1), b"doc-1.md".to_vec())], "one call each");
+    let states = states(&client, 2).await;
+    let dead = JobState::Terminal(lease_core::Terminal {
+        job: JobId(0),
+        epoch: Epoch(1),
+        outcome: Outcome::DeadLettered { attempts: 1 },
+    });
+    assert_eq!(states[0], (dead, 1), "dead-lettered after its first attempt");
+    assert_eq!(completed_with(&states[1].0), Some(output_id(b"doc-1.md")), "{states:?}");
+    let log = client.call(|store, _| store.events()).await.unwrap();
+    let count = |text: &str| log.iter().filter(|line| line.contains(text)).count();
+    assert_eq!((count(r#""permanent":true"#), count(r#""kind":"requeued""#)), (2, 0), "{log:#?}");
+    judge(&client).await;
+}
+
 // A handler that fails (retryable) on its first run: the runtime requeues the job, says why on
 // the history (the dependency's `dependency_failed`, before any effect), and the second run
 // completes it. lease-check judges the log: a requeue with no failure to explain it is refused.
@@ -402,6 +517,30 @@ async fn sqlite_a_hung_handler_is_cancelled_and_its_job_ends_once() {
 #[tokio::test]
 async fn sqlite_shutdown_finishes_or_hands_back_every_job() {
     shutdown_finishes_or_hands_back_every_job(sqlite("shutdown").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_permanent_failure_dead_letters_at_once() {
+    permanent_failure_dead_letters_at_once(sqlite("permanent").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_a_permanent_failure_dead_letters_at_once() {
+    if let Some(opened) = postgres("permanent").await {
+        permanent_failure_dead_letters_at_once(opened).await;
+    }
+}
+
+#[tokio::test]
+async fn sqlite_shutdown_hands_back_the_grants_it_never_ran() {
+    shutdown_hands_back_the_grants_it_never_ran(sqlite("handback").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_shutdown_hands_back_the_grants_it_never_ran() {
+    if let Some(opened) = postgres("handback").await {
+        shutdown_hands_back_the_grants_it_never_ran(opened).await;
+    }
 }
 
 #[tokio::test]

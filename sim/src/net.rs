@@ -1,7 +1,9 @@
 //! What crosses madsim's network: requests and replies in envelopes, sent as raw payloads (no
 //! serialisation: the simulated network carries Rust values).
 
-use lease_core::{JobId, ReclaimReply, ReclaimRequest, Rejection, WorkerReply, WorkerRequest};
+use lease_core::{
+    Apply, Epoch, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, Rejection, WorkerReply, WorkerRequest,
+};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// The single message tag every node listens on.
@@ -18,6 +20,11 @@ pub enum Request {
     Reclaimer(u32, ReclaimRequest),
     /// From the arrival generator.
     Enqueue(JobId),
+    /// From worker `n`'s recording handler: a call to the dependency that produces the
+    /// operation's output and records nothing (the runtime records it: [`Request::Record`]).
+    Produce(u32, OpId, Epoch),
+    /// From worker `n`'s runtime: record its handler's output in the ledger, under the epoch.
+    Record(u32, OpId, Epoch, OutputId),
 }
 
 /// A reply to a [`Request`].
@@ -29,6 +36,21 @@ pub enum Reply {
     Reclaimer(ReclaimReply),
     /// To the arrival generator: accepted (or known) when `None`, else why not.
     Enqueued(Option<Rejection>),
+    /// To a [`Request::Produce`].
+    Produced(Produced),
+    /// To a [`Request::Record`]: the ledger's answer.
+    Recorded(Apply),
+}
+
+/// A recording handler's dependency call's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Produced {
+    /// The output, recorded nowhere yet.
+    Output(OutputId),
+    /// The dependency failed before it produced anything (its `dependency_failed` says so).
+    Failed,
+    /// The dependency refused the job for good (its `dependency_failed`, `permanent`).
+    Refused,
 }
 
 /// A message with the id that pairs a reply with its request. The id carries the sender's

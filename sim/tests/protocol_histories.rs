@@ -215,7 +215,10 @@ impl Driver {
             }
             (2, Phase::InFlight(_)) => {
                 let from = self.actor;
-                self.record(Node::Ledger, Event::DependencyFailed { from, job, op, epoch, after_effect: false });
+                self.record(
+                    Node::Ledger,
+                    Event::DependencyFailed { from, job, op, epoch, after_effect: false, permanent: false },
+                );
                 let requeue = self.table.requeue(self.now, job, epoch).unwrap();
                 self.record_requeue(job, epoch, requeue, None);
                 self.drop_lease(worker);

@@ -134,6 +134,16 @@ pub enum StoreError {
     /// A row that no statement of this crate writes.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// A payload longer than [`PAYLOAD_MAX`]: the job is not enqueued.
+    #[error("job {job}'s payload is {len} bytes, more than the {max} a job carries: not enqueued")]
+    PayloadTooLarge {
+        /// The job.
+        job: JobId,
+        /// The payload's length.
+        len: usize,
+        /// [`PAYLOAD_MAX`].
+        max: usize,
+    },
     /// A compare-and-set write found the row changed under a decision made inside the same
     /// transaction, which its lock forbids: the transaction was rolled back, nothing answered.
     #[error("job {job}'s row changed under a locked decision: rolled back")]
@@ -141,6 +151,18 @@ pub enum StoreError {
         /// The job.
         job: JobId,
     },
+}
+
+/// The most bytes a job's payload holds: a job carries what its handler needs to find its work
+/// (a document's id, a small request), not the work itself.
+pub const PAYLOAD_MAX: usize = 1 << 20;
+
+/// Refuses a payload past [`PAYLOAD_MAX`].
+pub(crate) fn check_payload(job: JobId, payload: &[u8]) -> Result<(), StoreError> {
+    if payload.len() > PAYLOAD_MAX {
+        return Err(StoreError::PayloadTooLarge { job, len: payload.len(), max: PAYLOAD_MAX });
+    }
+    Ok(())
 }
 
 /// Whose clock is the table's.
@@ -206,8 +228,16 @@ pub trait TableStore {
     fn config(&self) -> TableConfig;
     /// Names the requester (and batch) of the calls that follow, for the history lines.
     fn set_caller(&mut self, caller: Caller);
-    /// Accepts a job, unless known or at capacity.
-    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError>;
+    /// Accepts a job with no payload, unless known or at capacity.
+    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
+        self.enqueue_with(now, job, &[])
+    }
+    /// Accepts a job with `payload` (at most [`PAYLOAD_MAX`] bytes), unless known or at
+    /// capacity. The payload is kept with the job, in the same transaction, only when the job is
+    /// accepted: an enqueue of a known job is idempotent, and keeps the first payload.
+    fn enqueue_with(&mut self, now: Time, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError>;
+    /// The payload the job was enqueued with: empty when it had none, or is not known.
+    fn payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError>;
     /// Grants the oldest queued job.
     fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError>;
     /// Grants the oldest queued job, or the standing grant of a retried request.
@@ -218,6 +248,9 @@ pub trait TableStore {
     fn complete(&mut self, now: Time, job: JobId, epoch: Epoch, output: OutputId) -> Result<Completion, StoreError>;
     /// Hands a leased job back, or dead-letters it out of attempts.
     fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError>;
+    /// Dead-letters a leased job now, at its worker's word that its dependency refused it for
+    /// good, for its current epoch.
+    fn dead_letter(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError>;
     /// Undoes a grant its worker never took.
     fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError>;
     /// Leases expired by the table's clock, earliest first, at most `batch_max`.

@@ -18,6 +18,8 @@ pub struct MemoryStore {
     caller: Caller,
     /// The history lines, unless unlogged (`None`).
     events: Option<Vec<String>>,
+    /// Each accepted job's payload, when it has one.
+    payloads: std::collections::BTreeMap<JobId, Vec<u8>>,
 }
 
 impl MemoryStore {
@@ -25,7 +27,8 @@ impl MemoryStore {
     pub fn new(config: TableConfig, bugs: Bugs) -> Result<MemoryStore, StoreError> {
         let table = LeaseTable::with_bugs(config, bugs)?;
         let ledger = EffectLedger::with_bugs(bugs);
-        Ok(MemoryStore { table, ledger, caller: Caller::default(), events: Some(Vec::new()) })
+        let payloads = std::collections::BTreeMap::new();
+        Ok(MemoryStore { table, ledger, caller: Caller::default(), events: Some(Vec::new()), payloads })
     }
 
     /// An empty store that keeps no history lines ([`TableStore::events`] is always empty): for
@@ -50,10 +53,18 @@ impl TableStore for MemoryStore {
         self.caller = caller;
     }
 
-    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
+    fn enqueue_with(&mut self, now: Time, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError> {
+        crate::check_payload(job, payload)?;
         let answer = self.table.enqueue(now, job)?;
+        if matches!(answer, Enqueued::Accepted { .. }) && !payload.is_empty() {
+            self.payloads.insert(job, payload.to_vec());
+        }
         self.log(now, answers::enqueued(job, &answer));
         Ok(answer)
+    }
+
+    fn payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {
+        Ok(self.payloads.get(&job).cloned().unwrap_or_default())
     }
 
     fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
@@ -83,6 +94,12 @@ impl TableStore for MemoryStore {
     fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
         let answer = self.table.requeue(now, job, epoch)?;
         self.log(now, answers::requeue(&self.caller.asker(), job, epoch, &answer));
+        Ok(answer)
+    }
+
+    fn dead_letter(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
+        let answer = self.table.dead_letter(now, job, epoch)?;
+        self.log(now, answers::dead_letter(&self.caller.asker(), job, epoch, &answer));
         Ok(answer)
     }
 

@@ -51,7 +51,7 @@ impl std::fmt::Debug for PostgresStore {
 const LOCKED: [&str; 4] = [schema::SELECT_JOB, schema::SELECT_GRANTED_JOB, schema::SELECT_HEAD, schema::SELECT_OP];
 
 /// The text of every statement a handle prepares when it opens (and [`LOCKED`]).
-const STATEMENTS: [&str; 19] = [
+const STATEMENTS: [&str; 21] = [
     schema::SELECT_JOB,
     schema::SELECT_KNOWN,
     schema::SELECT_EXPIRED,
@@ -59,6 +59,8 @@ const STATEMENTS: [&str; 19] = [
     schema::SELECT_EARLIEST,
     schema::SELECT_QUEUE_ENDS,
     schema::INSERT_JOB,
+    schema::INSERT_PAYLOAD,
+    schema::SELECT_PAYLOAD,
     schema::UPDATE_JOB,
     schema::PLANTED_COMPLETE_BY_STATE,
     schema::PLANTED_RENEW_BY_EPOCH,
@@ -392,6 +394,11 @@ impl Tx for PgTx<'_> {
         Ok(())
     }
 
+    fn insert_payload(&mut self, job: JobId, payload: &[u8]) -> Result<(), StoreError> {
+        self.hold(schema::INSERT_PAYLOAD, vec![Box::new(int(job.0)), Box::new(payload.to_vec())], None);
+        Ok(())
+    }
+
     fn update(&mut self, r: &Row, old: &Row) -> Result<usize, StoreError> {
         let mut params = row_params(r);
         params.push(Box::new(old.state));
@@ -527,5 +534,9 @@ impl SqlStore for PostgresStore {
     fn read_op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
         let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];
         Ok(self.query(schema::SELECT_OP, &key)?.first().map(op_record).unwrap_or_default())
+    }
+
+    fn read_payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {
+        Ok(self.query(schema::SELECT_PAYLOAD, &[&int(job.0)])?.first().map(|row| row.get(0)).unwrap_or_default())
     }
 }

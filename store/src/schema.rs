@@ -9,10 +9,10 @@
 /// The schema versions this build knows, in order: `(version, for both databases, for
 /// PostgreSQL only)`. Each migration moves the database from the version before it to its own. A
 /// database at a later version than the last is refused.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, V1, ""), (2, "", V2_POSTGRES)];
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, V1, ""), (2, "", V2_POSTGRES), (3, V3, "")];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Version 1: jobs, the ledger, the per-worker last grants and the event log.
 const V1: &str = "
@@ -70,6 +70,16 @@ INSERT INTO lease_log_head (seq) VALUES (0);
 const V2_POSTGRES: &str = "
 CREATE SEQUENCE lease_log_seq;
 SELECT setval('lease_log_seq', (SELECT seq FROM lease_log_head) + 1, false);
+";
+
+/// Version 3: each job's payload, the bytes its handler receives, written with the job's row by
+/// the enqueue that accepted it (a job enqueued without one has no row here). `BYTEA` is
+/// PostgreSQL's bytes; SQLite keeps a blob as it is in a column of any declared type.
+const V3: &str = "
+CREATE TABLE lease_payloads (
+    job BIGINT PRIMARY KEY,
+    payload BYTEA NOT NULL
+);
 ";
 
 /// The table holding the schema version.
@@ -159,6 +169,12 @@ pub const INSERT_JOB: &str = concat!(
     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
 );
 
+/// A new job's payload.
+pub const INSERT_PAYLOAD: &str = "INSERT INTO lease_payloads (job, payload) VALUES ($1, $2)";
+
+/// A job's payload, if it has one.
+pub const SELECT_PAYLOAD: &str = "SELECT payload FROM lease_payloads WHERE job = $1";
+
 /// Writes a decision back: the new record (`$2`..`$13`) over the row read in this transaction
 /// (`$14`..`$18`), as a compare-and-set that re-checks, at write time, the state, epoch, attempts,
 /// lease epoch and expiry the decision was made over. Zero rows written means the row moved
@@ -233,7 +249,7 @@ pub fn for_sqlite(sql: &str) -> String {
 
 /// Every statement an operation of the SQLite store runs (migrations and PostgreSQL's own
 /// `FOR UPDATE` forms aside): what an SQLite handle prepares when it opens.
-pub const STATEMENTS: [&str; 20] = [
+pub const STATEMENTS: [&str; 22] = [
     SELECT_JOB,
     SELECT_KNOWN,
     SELECT_HEAD,
@@ -242,6 +258,8 @@ pub const STATEMENTS: [&str; 20] = [
     SELECT_EARLIEST,
     SELECT_QUEUE_ENDS,
     INSERT_JOB,
+    INSERT_PAYLOAD,
+    SELECT_PAYLOAD,
     UPDATE_JOB,
     PLANTED_COMPLETE_BY_STATE,
     PLANTED_RENEW_BY_EPOCH,

@@ -79,6 +79,10 @@ pub fn serve_worker(
             let requeue = store.requeue(now, job, epoch)?;
             Served { event: answers::requeue(&asker, job, epoch, &requeue), reply: WorkerReply::Requeued(requeue) }
         }
+        WorkerRequest::DeadLetter { job, epoch } => {
+            let ended = store.dead_letter(now, job, epoch)?;
+            Served { event: answers::dead_letter(&asker, job, epoch, &ended), reply: WorkerReply::Requeued(ended) }
+        }
         WorkerRequest::Release { job, epoch } => {
             let release = store.release(now, job, epoch)?;
             Served { event: answers::release(&asker, job, epoch, &release), reply: WorkerReply::Released(release) }

@@ -208,6 +208,8 @@ pub trait Tx {
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError>;
     /// A new row.
     fn insert(&mut self, row: &Row) -> Result<(), StoreError>;
+    /// A new job's payload.
+    fn insert_payload(&mut self, job: JobId, payload: &[u8]) -> Result<(), StoreError>;
     /// The compare-and-set write of `new` over `old`: rows written (0 or 1).
     fn update(&mut self, new: &Row, old: &Row) -> Result<usize, StoreError>;
     /// Leases expiring at or before `through`, earliest first, at most `limit`.
@@ -283,13 +285,17 @@ impl Op<'_> {
     }
 
     /// See [`crate::TableStore::enqueue`].
-    pub fn enqueue(&self, tx: &mut impl Tx, job: JobId) -> Result<Enqueued, StoreError> {
+    pub fn enqueue(&self, tx: &mut impl Tx, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError> {
         self.clock()?;
+        crate::check_payload(job, payload)?;
         let known = tx.known(job)?;
         let decision = self.rules.enqueue(known, tx.backlog()?);
         if let Some(record) = decision.write {
             let (back, _) = tx.queue_ends()?;
             tx.insert(&Row::of(job, &record, Some(back)))?;
+            if !payload.is_empty() {
+                tx.insert_payload(job, payload)?;
+            }
         }
         self.log(tx, answers::enqueued(job, &decision.answer))?;
         Ok(decision.answer)
@@ -404,6 +410,16 @@ impl Op<'_> {
         let decision = self.rules.requeue(job, &record, epoch);
         self.write(tx, &row, &decision)?;
         self.log(tx, answers::requeue(&self.caller.asker(), job, epoch, &decision.answer))?;
+        Ok(decision.answer)
+    }
+
+    /// See [`crate::TableStore::dead_letter`].
+    pub fn dead_letter(&self, tx: &mut impl Tx, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
+        let (row, record) = self.known(tx, job)?;
+        self.clock()?;
+        let decision = self.rules.dead_letter(job, &record, epoch);
+        self.write(tx, &row, &decision)?;
+        self.log(tx, answers::dead_letter(&self.caller.asker(), job, epoch, &decision.answer))?;
         Ok(decision.answer)
     }
 

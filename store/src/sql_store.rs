@@ -95,6 +95,8 @@ pub(crate) trait SqlStore {
     fn read_events(&mut self) -> Result<Vec<String>, StoreError>;
     /// The operation's ledger row, empty if missing (and not created).
     fn read_op(&mut self, op: OpId) -> Result<OpRecord, StoreError>;
+    /// The job's payload (empty: none).
+    fn read_payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError>;
 }
 
 impl<S: SqlStore> TableStore for S {
@@ -106,8 +108,12 @@ impl<S: SqlStore> TableStore for S {
         self.session_mut().caller = caller;
     }
 
-    fn enqueue(&mut self, now: Time, job: JobId) -> Result<Enqueued, StoreError> {
-        self.run(now, true, Scope::Set, |op, tx| op.enqueue(tx, job))
+    fn enqueue_with(&mut self, now: Time, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError> {
+        self.run(now, true, Scope::Set, |op, tx| op.enqueue(tx, job, payload))
+    }
+
+    fn payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {
+        self.read_payload(job)
     }
 
     fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
@@ -129,6 +135,11 @@ impl<S: SqlStore> TableStore for S {
     fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
         // Places the job in the queue (its ends are read, not locked).
         self.run(now, true, Scope::Set, |op, tx| op.requeue(tx, job, epoch))
+    }
+
+    fn dead_letter(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
+        // One row: the job ends where it stands, out of the queue it was not in.
+        self.run(now, true, Scope::Job(job), |op, tx| op.dead_letter(tx, job, epoch))
     }
 
     fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError> {

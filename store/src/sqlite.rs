@@ -164,6 +164,12 @@ impl Tx for SqliteTx<'_> {
         Ok(statement.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?)
     }
 
+    fn insert_payload(&mut self, job: JobId, payload: &[u8]) -> Result<(), StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_PAYLOAD))?;
+        statement.execute(params![int(job.0), payload])?;
+        Ok(())
+    }
+
     fn insert(&mut self, r: &Row) -> Result<(), StoreError> {
         let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_JOB))?;
         statement.execute(params![
@@ -316,6 +322,11 @@ impl SqlStore for SqliteStore {
         let mut statement = self.conn.prepare_cached(self.session.clock.log_order())?;
         let lines = statement.query_map([], |row| row.get(0))?;
         Ok(lines.collect::<Result<_, _>>()?)
+    }
+
+    fn read_payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::SELECT_PAYLOAD))?;
+        Ok(statement.query_row([int(job.0)], |row| row.get(0)).optional()?.unwrap_or_default())
     }
 
     fn read_op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {

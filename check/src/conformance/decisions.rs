@@ -15,8 +15,9 @@
 //! | `adopted` O | a lookup from W that found O and no rival; and no abandon before |
 //! | complete with O | O applied (or already applied) from W, or adopted by W |
 //! | requeue | a `dependency_failed` from W |
-//! | release | W's `abandoned` `declined` of the grant |
-//! | `abandoned` | `effect_fenced`: an apply from W fenced; `lease_lost`: a renewal of W refused; `conflict`: a rival shown to W; `self_fenced`, `declined`: the grant |
+//! | dead-letter | a `dependency_failed` from W that refused the job for good (`permanent`) |
+//! | release | W's `abandoned` `declined` of the grant, or its `abandoned` `shutdown` of a grant it never executed under |
+//! | `abandoned` | `effect_fenced`: an apply from W fenced; `lease_lost`: a renewal of W refused; `conflict`: a rival shown to W; `self_fenced`, `declined`, `shutdown`: the grant |
 //!
 //! A reclaimer R in batch B:
 //!
@@ -79,6 +80,8 @@ struct Holding {
     adopted: BTreeMap<OutputId, usize>,
     /// The first `dependency_failed` line.
     dependency_failed: Option<usize>,
+    /// The first `dependency_failed` line that refused the job for good.
+    refused_for_good: Option<usize>,
     /// The first `effect_rejected` fenced line.
     effect_fenced: Option<usize>,
     /// The first `effect_rejected` conflict line.
@@ -89,6 +92,8 @@ struct Holding {
     abandoned: Option<usize>,
     /// The first `abandoned` line whose why is `declined`.
     declined: Option<usize>,
+    /// The first `abandoned` line whose why is `shutdown`.
+    shut_down: Option<usize>,
 }
 
 impl Holding {
@@ -141,6 +146,7 @@ enum Asked {
     Renew,
     Complete(Option<OutputId>),
     Requeue,
+    DeadLetter,
     Release,
     Quarantine(Option<[OutputId; 2]>),
     /// A fence of (job, epoch) in the batch. A `reclaimed` line names the epoch it displaced, not
@@ -162,13 +168,15 @@ fn asked(event: &Event) -> Option<(Node, JobId, Epoch, Option<BatchId>, Asked)> 
                 RefusedRequest::Complete => Asked::Complete(None),
                 RefusedRequest::Requeue => Asked::Requeue,
                 RefusedRequest::Release => Asked::Release,
+                RefusedRequest::DeadLetter => Asked::DeadLetter,
                 RefusedRequest::Quarantine => Asked::Quarantine(None),
             };
             (*from, *job, *epoch, *batch, asked)
         }
-        Event::Terminal { from, job, outcome, output, epoch, identities, batch, .. } => {
+        Event::Terminal { from, job, outcome, output, epoch, identities, batch, permanent, .. } => {
             let asked = match outcome {
                 OutcomeKind::Completed => Asked::Complete(*output),
+                OutcomeKind::DeadLettered if *permanent => Asked::DeadLetter,
                 OutcomeKind::DeadLettered => Asked::Requeue,
                 OutcomeKind::Quarantined => Asked::Quarantine(*identities),
             };
@@ -262,7 +270,9 @@ impl Decisions {
     fn abandoned(&self, worker: Node, job: JobId, epoch: Epoch, why: AbandonReason) -> Result<(), Unjustified> {
         let holding = self.holding(worker, job, epoch);
         let reason = holding.and_then(|holding| match why {
-            AbandonReason::SelfFenced | AbandonReason::Declined => holding.granted.map(|(line, _)| line),
+            AbandonReason::SelfFenced | AbandonReason::Declined | AbandonReason::Shutdown => {
+                holding.granted.map(|(line, _)| line)
+            }
             AbandonReason::LeaseLost => holding.renew_refused,
             AbandonReason::EffectFenced => holding.effect_fenced,
             AbandonReason::Conflict => holding
@@ -276,7 +286,7 @@ impl Decisions {
             return Ok(());
         }
         let needs = match why {
-            AbandonReason::SelfFenced | AbandonReason::Declined => "a grant of it",
+            AbandonReason::SelfFenced | AbandonReason::Declined | AbandonReason::Shutdown => "a grant of it",
             AbandonReason::LeaseLost => "a refused renewal",
             AbandonReason::EffectFenced => "a fenced apply",
             AbandonReason::Conflict => "a lookup showing a rival, or an apply refused as a conflict",
@@ -349,12 +359,34 @@ impl Decisions {
                 let message = format!("{worker} requeued {job} {epoch} though its dependency never failed");
                 unjustified(Rule::WorkerRequeuesOnlyAfterDependencyFailed, &[grant], message)
             }
-            Asked::Release => {
-                if holding.declined.is_some() {
+            Asked::DeadLetter => {
+                if holding.refused_for_good.is_some() {
                     return Ok(());
                 }
-                let message = format!("{worker} released {job} {epoch}, a grant it never declined");
-                unjustified(Rule::WorkerReleasesOnlyWhatItDeclined, &[grant], message)
+                let message =
+                    format!("{worker} dead-lettered {job} {epoch} though its dependency never refused it for good");
+                unjustified(
+                    Rule::WorkerDeadLettersOnlyAfterPermanentFailure,
+                    &[grant, holding.dependency_failed],
+                    message,
+                )
+            }
+            Asked::Release => {
+                // A release undoes the grant's attempt: only a grant under which nothing ran may
+                // be handed back, or the next grant (a first attempt again) would skip the lookup
+                // and run the effect a second time.
+                if holding.declined.is_some() || (holding.shut_down.is_some() && holding.executing.is_none()) {
+                    return Ok(());
+                }
+                let message = match (holding.shut_down, holding.executing) {
+                    (Some(_), Some(_)) => {
+                        format!("{worker} released {job} {epoch} at shutdown, though it had executed under it")
+                    }
+                    _ => {
+                        format!("{worker} released {job} {epoch}, a grant it neither declined nor gave up at shutdown")
+                    }
+                };
+                unjustified(Rule::WorkerReleasesOnlyWhatItDeclined, &[grant, holding.executing], message)
             }
             Asked::Quarantine(_) => {
                 let message = format!("{worker} asked to quarantine {job} {epoch}: only reclaimers quarantine");
@@ -385,6 +417,10 @@ impl Decisions {
             Asked::Release => {
                 let message = format!("{from} released {job} {epoch}: only a worker releases a grant");
                 unjustified(Rule::WorkerReleasesOnlyWhatItDeclined, &[], message)
+            }
+            Asked::DeadLetter => {
+                let message = format!("{from} dead-lettered {job} {epoch} at once: only a worker's dependency refuses");
+                unjustified(Rule::WorkerDeadLettersOnlyAfterPermanentFailure, &[], message)
             }
             Asked::Requeue => {
                 if holding.is_some_and(|holding| holding.empty_lookup(batch).is_some()) {
@@ -488,8 +524,12 @@ impl Decisions {
             Event::Executing { job, epoch, .. } => {
                 self.at(node, *job, *epoch).executing.get_or_insert(line);
             }
-            Event::DependencyFailed { from, job, epoch, .. } => {
-                self.at(*from, *job, *epoch).dependency_failed.get_or_insert(line);
+            Event::DependencyFailed { from, job, epoch, permanent, .. } => {
+                let holding = self.at(*from, *job, *epoch);
+                holding.dependency_failed.get_or_insert(line);
+                if *permanent {
+                    holding.refused_for_good.get_or_insert(line);
+                }
             }
             Event::EffectApplied { from, job, epoch, output, .. } => {
                 self.at(*from, *job, *epoch).effects.entry(*output).or_insert(line);
@@ -521,8 +561,10 @@ impl Decisions {
             Event::Abandoned { job, epoch, why } => {
                 let holding = self.at(node, *job, *epoch);
                 holding.abandoned.get_or_insert(line);
-                if *why == AbandonReason::Declined {
-                    holding.declined.get_or_insert(line);
+                match why {
+                    AbandonReason::Declined => _ = holding.declined.get_or_insert(line),
+                    AbandonReason::Shutdown => _ = holding.shut_down.get_or_insert(line),
+                    _ => {}
                 }
             }
             _ => {}

@@ -53,6 +53,9 @@ pub enum Rule {
     RequeueAnswer,
     /// The table's answer to a release: the grant undone, the job at the head of the queue.
     ReleaseAnswer,
+    /// The table's answer to a worker's dead-letter: the job ended with the attempts it spent,
+    /// if the worker's epoch holds its live lease; refused otherwise.
+    DeadLetterAnswer,
     /// The table's answer to a quarantine.
     QuarantineAnswer,
     /// A listing shows exactly the first `batch_max` expired leases, earliest first.
@@ -75,7 +78,10 @@ pub enum Rule {
     WorkerCompletesWithItsOutput,
     /// A worker requeues only after its dependency failed.
     WorkerRequeuesOnlyAfterDependencyFailed,
-    /// A worker releases only a grant it declined.
+    /// A worker dead-letters a job only after its dependency refused it for good.
+    WorkerDeadLettersOnlyAfterPermanentFailure,
+    /// A worker releases only a grant it declined, or one it gave up at shutdown before it
+    /// executed under it: a release undoes the grant's attempt.
     WorkerReleasesOnlyWhatItDeclined,
     /// A worker abandons a lease only for the reason an answer gave it.
     WorkerAbandonsForItsReason,
@@ -97,7 +103,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, table and ledger answers first, then the decisions of nodes.
-    pub const ALL: [Rule; 27] = [
+    pub const ALL: [Rule; 29] = [
         Rule::ArrivalAnswer,
         Rule::GrantOldestQueued,
         Rule::RegrantAnswer,
@@ -105,6 +111,7 @@ impl Rule {
         Rule::CompleteAnswer,
         Rule::RequeueAnswer,
         Rule::ReleaseAnswer,
+        Rule::DeadLetterAnswer,
         Rule::QuarantineAnswer,
         Rule::ListingAnswer,
         Rule::FenceAnswer,
@@ -116,6 +123,7 @@ impl Rule {
         Rule::WorkerAdoptsWhatItFound,
         Rule::WorkerCompletesWithItsOutput,
         Rule::WorkerRequeuesOnlyAfterDependencyFailed,
+        Rule::WorkerDeadLettersOnlyAfterPermanentFailure,
         Rule::WorkerReleasesOnlyWhatItDeclined,
         Rule::WorkerAbandonsForItsReason,
         Rule::WorkerStaysAwayAfterAbandon,
@@ -137,6 +145,7 @@ impl Rule {
             Rule::CompleteAnswer => "complete_answer",
             Rule::RequeueAnswer => "requeue_answer",
             Rule::ReleaseAnswer => "release_answer",
+            Rule::DeadLetterAnswer => "dead_letter_answer",
             Rule::QuarantineAnswer => "quarantine_answer",
             Rule::ListingAnswer => "listing_answer",
             Rule::FenceAnswer => "fence_answer",
@@ -148,6 +157,7 @@ impl Rule {
             Rule::WorkerAdoptsWhatItFound => "worker_adopts_what_it_found",
             Rule::WorkerCompletesWithItsOutput => "worker_completes_with_its_output",
             Rule::WorkerRequeuesOnlyAfterDependencyFailed => "worker_requeues_only_after_dependency_failed",
+            Rule::WorkerDeadLettersOnlyAfterPermanentFailure => "worker_dead_letters_only_after_permanent_failure",
             Rule::WorkerReleasesOnlyWhatItDeclined => "worker_releases_only_what_it_declined",
             Rule::WorkerAbandonsForItsReason => "worker_abandons_for_its_reason",
             Rule::WorkerStaysAwayAfterAbandon => "worker_stays_away_after_abandon",
@@ -180,6 +190,7 @@ impl Rule {
             R::Complete { .. } => Rule::CompleteAnswer,
             R::Requeue { .. } => Rule::RequeueAnswer,
             R::Release { .. } => Rule::ReleaseAnswer,
+            R::DeadLetter { .. } => Rule::DeadLetterAnswer,
             R::Quarantine { .. } => Rule::QuarantineAnswer,
             R::List => Rule::ListingAnswer,
             R::Fence { .. } => Rule::FenceAnswer,

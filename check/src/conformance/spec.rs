@@ -60,6 +60,8 @@ pub(super) enum TableRequest {
     Requeue { job: JobId, epoch: Epoch },
     /// Undo a grant its worker never took.
     Release { job: JobId, epoch: Epoch },
+    /// End a leased job dead-lettered now, its dependency having refused it for good.
+    DeadLetter { job: JobId, epoch: Epoch },
     /// Quarantine a job; the identities are not on a refusal's line.
     Quarantine { job: JobId, epoch: Epoch, identities: Option<[OutputId; 2]> },
     /// List expired leases.
@@ -78,6 +80,7 @@ impl TableRequest {
             | TableRequest::Complete { job, .. }
             | TableRequest::Requeue { job, .. }
             | TableRequest::Release { job, .. }
+            | TableRequest::DeadLetter { job, .. }
             | TableRequest::Quarantine { job, .. }
             | TableRequest::Fence { job, .. } => Some(job),
             TableRequest::Acquire { .. } | TableRequest::List => None,
@@ -96,6 +99,7 @@ impl fmt::Display for TableRequest {
             TableRequest::Complete { job, epoch, output: None } => write!(f, "complete {job} {epoch}"),
             TableRequest::Requeue { job, epoch } => write!(f, "requeue {job} {epoch}"),
             TableRequest::Release { job, epoch } => write!(f, "release {job} {epoch}"),
+            TableRequest::DeadLetter { job, epoch } => write!(f, "dead-letter {job} {epoch}"),
             TableRequest::Quarantine { job, epoch, .. } => write!(f, "quarantine {job} {epoch}"),
             TableRequest::List => f.write_str("list expired leases"),
             TableRequest::Fence { job, expected, reclaimer } => write!(f, "fence {job} {expected} for {reclaimer}"),
@@ -218,14 +222,18 @@ pub(super) fn read_table(event: &Event) -> Option<(TableRequest, TableAnswer)> {
                 RefusedRequest::Complete => R::Complete { job, epoch, output: None },
                 RefusedRequest::Requeue => R::Requeue { job, epoch },
                 RefusedRequest::Release => R::Release { job, epoch },
+                RefusedRequest::DeadLetter => R::DeadLetter { job, epoch },
                 RefusedRequest::Quarantine => R::Quarantine { job, epoch, identities: None },
             };
             (request, A::Refused(*reason))
         }
-        Event::Terminal { job, outcome, output, epoch, attempts, identities, .. } => {
+        Event::Terminal { job, outcome, output, epoch, attempts, identities, permanent, .. } => {
             let (job, epoch) = (*job, *epoch);
             match outcome {
                 OutcomeKind::Completed => (R::Complete { job, epoch, output: *output }, A::Completed),
+                OutcomeKind::DeadLettered if *permanent => {
+                    (R::DeadLetter { job, epoch }, A::DeadLettered { attempts: *attempts })
+                }
                 OutcomeKind::DeadLettered => (R::Requeue { job, epoch }, A::DeadLettered { attempts: *attempts }),
                 OutcomeKind::Quarantined => (R::Quarantine { job, epoch, identities: *identities }, A::Quarantined),
             }
@@ -376,6 +384,15 @@ impl Table {
                 };
                 (answer, Some(known.line))
             }
+            TableRequest::DeadLetter { job, epoch } => {
+                let Some(known) = job_of(job) else { return (A::Misuse("an unknown job"), None) };
+                // At the worker's word, whatever the attempts: the job ends with those it spent.
+                let answer = match leased(known, epoch) {
+                    Err(reason) => A::Refused(reason),
+                    Ok(_) => A::DeadLettered { attempts: Some(known.attempts) },
+                };
+                (answer, Some(known.line))
+            }
             TableRequest::Release { job, epoch } => {
                 let Some(known) = job_of(job) else { return (A::Misuse("an unknown job"), None) };
                 let answer = match leased(known, epoch) {
@@ -477,7 +494,7 @@ impl Table {
                 self.queue.push_front(job);
             }
             (TableRequest::Complete { job, output, .. }, A::Completed) => self.end(line, job, output),
-            (TableRequest::Requeue { job, .. }, A::DeadLettered { .. })
+            (TableRequest::Requeue { job, .. } | TableRequest::DeadLetter { job, .. }, A::DeadLettered { .. })
             | (TableRequest::Quarantine { job, .. }, A::Quarantined) => self.end(line, job, None),
             _ => {}
         }

@@ -244,8 +244,31 @@ fn dead_letter_story() -> History {
     story
 }
 
-fn correct_stories() -> [(&'static str, History); 5] {
+/// A correct story of a job its dependency refuses for good (3 attempts): w1 runs it, the
+/// dependency refuses it, and w1 dead-letters it at once, after its one attempt; its stale copy
+/// of the dead-letter is refused.
+///
+/// ```text
+/// 2 arrived j1; 3 granted j1 e1 to w1; 4 w1 executing; 5 dependency_failed for good
+/// 6 terminal dead_lettered (1 attempt, permanent); 7 refused dead_letter already_terminal
+/// ```
+fn refused_story() -> History {
+    let mut story = History::with_attempts_max(1, 1, 3);
+    story.at(0).arrived(J1);
+    story.at(10).granted(J1, E1, w(1), 1_010);
+    story.at(20).executing(w(1), J1, E1);
+    assert_eq!(story.at(30).refused_for_good(J1, E1), P_REFUSED);
+    assert_eq!(story.at(40).dead_lettered_for_good(J1, E1, 1), P_DEAD_LETTERED);
+    let (request, reason) = (RefusedRequest::DeadLetter, RefuseReason::AlreadyTerminal);
+    story.at(50).push(w(1), Event::Refused { from: w(1), job: J1, epoch: E1, request, reason, batch: None });
+    story
+}
+const P_REFUSED: usize = 5;
+const P_DEAD_LETTERED: usize = 6;
+
+fn correct_stories() -> [(&'static str, History); 6] {
     [
+        ("refused", refused_story()),
         ("crash_after_effect", crash_after_effect_story()),
         ("requeue", requeue_story()),
         ("conflict", conflict_story()),
@@ -352,6 +375,24 @@ fn broken_stories() -> Vec<(Rule, History, usize)> {
         story.entries.truncate(R_RELEASED);
         story.at(20).arrived_with_backlog(J2, 2);
         story.at(30).granted(J2, E1, w(2), 1_030)
+    });
+    case(Rule::DeadLetterAnswer, refused_story, &|story| {
+        // At the worker's word the job ends with the attempts it spent, not attempts_max.
+        let mut event = story.entries[P_DEAD_LETTERED - 1].event.clone();
+        if let Event::Terminal { attempts, .. } = &mut event {
+            *attempts = Some(3);
+        }
+        replace(story, P_DEAD_LETTERED, event);
+        P_DEAD_LETTERED
+    });
+    case(Rule::WorkerDeadLettersOnlyAfterPermanentFailure, refused_story, &|story| {
+        // A failure that may pass is a requeue's reason, not a dead-letter's.
+        let mut event = story.entries[P_REFUSED - 1].event.clone();
+        if let Event::DependencyFailed { permanent, .. } = &mut event {
+            *permanent = false;
+        }
+        replace(story, P_REFUSED, event);
+        P_DEAD_LETTERED
     });
     case(Rule::WorkerReleasesOnlyWhatItDeclined, release_story, &|story| {
         erase(story, R_DECLINED);
@@ -550,6 +591,36 @@ fn an_expired_lease_still_completes() {
     assert_eq!(conformance(&story.entries), Ok(()));
 }
 
+// A worker's process that shuts down hands back a grant it never ran (its `abandoned` `shutdown`,
+// then a release), and the job runs as a first attempt again. Broken variant: the same release
+// of a grant it had executed under would let the next grant skip the lookup and run the effect
+// a second time, and is refused.
+#[test]
+fn a_shutdown_hands_back_only_a_grant_it_never_ran() {
+    let story = |executed: bool| {
+        let mut story = History::new(2, 2);
+        story.at(0).arrived(J1);
+        story.at(10).granted(J1, E1, w(1), 1_010);
+        if executed {
+            story.at(11).executing(w(1), J1, E1);
+        }
+        story.at(12).abandoned(w(1), J1, E1, AbandonReason::Shutdown);
+        let released = story.at(14).released(J1, E1);
+        story.at(40).granted(J1, E2, w(2), 1_040);
+        story.at(50).executing(w(2), J1, E2);
+        story.at(60).applied(J1, E2, O7);
+        story.at(70).completed(J1, O7, E2, None);
+        (story, released)
+    };
+    let (unstarted, _) = story(false);
+    assert_eq!(conformance(&unstarted.entries), Ok(()));
+    assert!(check_history(&unstarted.entries).is_ok(), "{:?}", check_history(&unstarted.entries));
+    let (started, released) = story(true);
+    let violation = conformance(&started.entries).unwrap_err();
+    assert_eq!(Rule::of(&violation), Some(Rule::WorkerReleasesOnlyWhatItDeclined), "{violation}");
+    assert_eq!(violation.lines.last(), Some(&released), "{violation}");
+    assert!(violation.message.contains("at shutdown, though it had executed under it"), "{violation}");
+}
 // Proves the rules give no answer to a request about a job the table never accepted (the
 // table's misuse error), to an acquire by a reclaimer, nor to a quarantine naming one output
 // twice: any line answering one is wrong.

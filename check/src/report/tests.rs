@@ -72,6 +72,7 @@ impl Queue {
                     attempts: None,
                     identities: None,
                     batch: None,
+                    permanent: false,
                 },
             );
             free_at[worker as usize] = done;

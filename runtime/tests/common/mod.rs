@@ -257,6 +257,9 @@ impl MemoryClient {
             WorkerRequest::Release { job, epoch } => {
                 WorkerReply::Released(state.table.release(now, job, epoch).unwrap())
             }
+            WorkerRequest::DeadLetter { job, epoch } => {
+                WorkerReply::Requeued(state.table.dead_letter(now, job, epoch).unwrap())
+            }
         };
         Some(reply)
     }

@@ -66,6 +66,14 @@ pub struct World {
     pub workers: u32,
     /// Reclaimer count.
     pub reclaimers: u32,
+    /// Workers whose handler records its output through the runtime (the first ones); the
+    /// others' dependency is fenced. Absent: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recorders: u32,
+    /// The share of jobs, in parts per million, that the dependency refuses for good (by a hash
+    /// of the seed and the job). Absent: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub poison_ppm: u32,
     /// The lease length.
     pub lease_ttl_us: u64,
     /// The most jobs accepted and not yet terminal.
@@ -189,6 +197,10 @@ impl Planned {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct PlanError(pub String);
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
+}
 
 fn err<T>(message: impl Into<String>) -> Result<T, PlanError> {
     Err(PlanError(message.into()))
@@ -616,6 +628,12 @@ impl Plan {
         if w.workers == 0 || w.reclaimers == 0 {
             return err("world: a world needs at least one worker and one reclaimer");
         }
+        if w.poison_ppm > 1_000_000 {
+            return err(format!("world: poison_ppm {} is more than a million parts per million", w.poison_ppm));
+        }
+        if w.recorders > w.workers {
+            return err(format!("world: {} recorders, but the world has {} workers", w.recorders, w.workers));
+        }
         if w.dependency_latency_us.0 > w.dependency_latency_us.1 || w.network_latency_us.0 > w.network_latency_us.1 {
             return err("world: a latency range is [min, max] with min <= max");
         }
@@ -696,6 +714,8 @@ impl Plan {
         params.store = self.store;
         params.workers = w.workers;
         params.reclaimers = w.reclaimers;
+        params.recorders = w.recorders;
+        params.poison_ppm = w.poison_ppm;
         params.table =
             TableConfig { capacity: w.capacity, lease_ttl, batch_max: w.batch_max, attempts_max: w.attempts_max };
         params.worker = WorkerConfig {
@@ -741,6 +761,8 @@ impl Plan {
             jobs: params.jobs,
             workers: params.workers,
             reclaimers: params.reclaimers,
+            recorders: params.recorders,
+            poison_ppm: params.poison_ppm,
             lease_ttl_us: params.table.lease_ttl.as_us(),
             capacity: params.table.capacity,
             batch_max: params.table.batch_max,

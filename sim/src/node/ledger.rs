@@ -1,15 +1,21 @@
 //! The ledger node: the effect ledger, and the slow, failing dependency in front of it.
 //!
-//! Lookups are answered at once. An `Execute` is a call to the dependency: after its latency it
-//! either fails before producing anything, or produces the operation's output and applies it to
-//! the ledger under the caller's epoch. During the fault phase the dependency may also answer
-//! "failed" after the effect happened (a timeout after the fact), or write a second, different
-//! output for the same operation (a non-idempotent dependency), which the ledger keeps as a rival.
+//! Lookups are answered at once. An `Execute` is a call to the fenced dependency: after its
+//! latency it either fails before producing anything, or produces the operation's output and
+//! applies it to the ledger under the caller's epoch. During the fault phase the dependency may
+//! also answer "failed" after the effect happened (a timeout after the fact), or write a second,
+//! different output for the same operation (a non-idempotent dependency), which the ledger keeps
+//! as a rival.
+//!
+//! A `Produce` is a call to the same dependency by a recording handler: the same latency and
+//! failures, but it records nothing, and answers the output (a lost answer is a failure, the
+//! output unrecorded). The runtime then records the output itself: a `Record`, applied at once
+//! under the caller's epoch.
 
 use super::wire::Letter;
 use super::{bind, Mailbox};
 use crate::faults::decide::Question;
-use crate::net::{ledger_addr, Reply, Request};
+use crate::net::{ledger_addr, Produced, Reply, Request};
 use crate::world::ctx::Ctx;
 use crate::world::durable::answered;
 use lease_core::{
@@ -46,6 +52,12 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 madsim::task::spawn(crate::panics::contained(call.instrument(tracing::Span::current())));
                 continue;
             }
+            Request::Produce(_, op, epoch) => {
+                let call = produce(ctx.clone(), Arc::clone(&endpoint), from, letter, id, op, epoch);
+                madsim::task::spawn(crate::panics::contained(call.instrument(tracing::Span::current())));
+                continue;
+            }
+            Request::Record(n, op, epoch, output) => Reply::Recorded(apply(&ctx, Node::Worker(n), op, epoch, output)),
             other => panic!("harness bug: {other:?} routed to the ledger"),
         };
         super::wire::post(&ctx, &endpoint, from, letter.answer(), id, reply).await;
@@ -75,7 +87,9 @@ async fn execute(
     let caller = letter.from;
     let (call, latency_us) = ctx.call(op.job, epoch, id);
     ctx.sleep_us(latency_us).await;
-    let execution = if ctx.call_fault(call, Question::FailBefore) {
+    let execution = if ctx.params.is_poison(op.job) {
+        ctx.refuse(caller, op, epoch)
+    } else if ctx.call_fault(call, Question::FailBefore) {
         ctx.fail(caller, op, epoch, false)
     } else {
         let output = output_of(ctx.params.seed, op, epoch, 0);
@@ -94,6 +108,32 @@ async fn execute(
     };
     let reply = Reply::Worker(WorkerReply::Executed(execution));
     super::wire::post(&ctx, &endpoint, to, letter.answer(), id, reply).await;
+}
+
+/// One call to the dependency that records nothing (a recording handler's), on its own task: the
+/// output, or `None` when it failed before producing it or its answer was lost (a timeout).
+async fn produce(
+    ctx: Arc<Ctx>,
+    endpoint: Arc<Endpoint>,
+    to: SocketAddr,
+    letter: Letter,
+    id: u64,
+    op: OpId,
+    epoch: Epoch,
+) {
+    let caller = letter.from;
+    let (call, latency_us) = ctx.call(op.job, epoch, id);
+    ctx.sleep_us(latency_us).await;
+    let produced = if ctx.params.is_poison(op.job) {
+        let _refused = ctx.refuse(caller, op, epoch);
+        Produced::Refused
+    } else if ctx.call_fault(call, Question::FailBefore) || ctx.call_fault(call, Question::LostReply) {
+        let _failed = ctx.fail(caller, op, epoch, false);
+        Produced::Failed
+    } else {
+        Produced::Output(output_of(ctx.params.seed, op, epoch, 0))
+    };
+    super::wire::post(&ctx, &endpoint, to, letter.answer(), id, Reply::Produced(produced)).await;
 }
 
 /// The dependency's own second write: `from` is the ledger, no worker asked for it.

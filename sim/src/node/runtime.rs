@@ -9,16 +9,23 @@
 //! - a [`Hook`]: the world's strikes at protocol points, a stall (the node does nothing) or a
 //!   crash (the node is killed; the future never resolves).
 //!
-//! The handler is the ledger node's fenced dependency, called over the network with the
-//! operation id and the epoch: it records its own output under the epoch, idempotent by
-//! operation, with its slowness, failures and lost answers, and the handler hands the ledger's
-//! answer back ([`Output::Recorded`]). A call whose answer does not come is made again, under
-//! the same wire id, until the runtime cancels the handler.
+//! The handler is the ledger node's dependency, called over the network with the operation id and
+//! the epoch, with its slowness, failures and lost answers, in one of two shapes
+//! ([`crate::world::params::Params::recorders`]):
+//!
+//! - *fenced*: the dependency records its own output under the epoch, idempotent by operation,
+//!   and the handler hands the ledger's answer back ([`Output::Recorded`]);
+//! - *recording*: the dependency produces the output and records nothing; the handler returns it
+//!   ([`Output::Named`]) and the runtime records it under the epoch ([`Client::record`]: a
+//!   `Record` to the ledger), as a service's runtime does for a dependency that takes no token.
+//!
+//! A call whose answer does not come is made again, under the same wire id, until the runtime
+//! cancels the handler.
 
 use super::{bind, send, Mailbox};
 use crate::clock::LocalClock;
 use crate::faults::decide::Dealt;
-use crate::net::{ledger_addr, table_addr, wire_id, Reply, Request, INCARNATION_SHIFT};
+use crate::net::{ledger_addr, table_addr, wire_id, Produced, Reply, Request, INCARNATION_SHIFT};
 use crate::world::ctx::Ctx;
 use futures::channel::oneshot;
 use futures::future::BoxFuture;
@@ -49,7 +56,8 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     options.bugs = ctx.bugs;
     let client = Arc::clone(&seams.wire);
     let timeout = ctx.params.worker.request_timeout;
-    let handler = move |job: Job| dependency(Arc::clone(&client), job, timeout);
+    let records = ctx.params.records_itself(n);
+    let handler = move |job: Job| dependency(Arc::clone(&client), job, timeout, records);
     let work = seams.runtime().work(options, handler, futures::future::pending());
     if let Err(error) = work.await {
         panic!("unworkable parameters: {error}");
@@ -179,7 +187,7 @@ impl Wire {
             waiting.lock().expect("router lock").insert(wire, sender);
             let _forget = Forget { waiting: &waiting, wire };
             let reply = reply; // Dropped before the guard, which then sees the call gone.
-            if let Request::Worker(_, WorkerRequest::Execute { .. }) = request {
+            if let Request::Worker(_, WorkerRequest::Execute { .. }) | Request::Produce(..) = request {
                 // The effect leaves even if the handler is dropped now (self-fenced as its call
                 // left): madsim's send sleeps a millisecond before the message is on the wire, and
                 // a request written to a socket does not come back when its caller stops waiting.
@@ -236,9 +244,14 @@ impl Client for Wire {
         self.ask(to, self.wire_id(id.0), Request::Worker(worker.0, request), take)
     }
 
-    /// Never called: this world's handler is a fenced dependency, which records its own output.
-    fn record(&self, _worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>> {
-        panic!("harness bug: the runtime recorded {output} for {op} under {epoch}, which its fenced dependency had recorded")
+    /// A recording handler's output, to the ledger: each call under a wire id of its own.
+    fn record(&self, worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>> {
+        let id = self.wire_id(self.next_call.fetch_add(1, Ordering::Relaxed));
+        let take = |reply| match reply {
+            Reply::Recorded(apply) => apply,
+            other => panic!("a record got {other:?}"),
+        };
+        self.ask(ledger_addr(), id, Request::Record(worker.0, op, epoch, output), take)
     }
 
     fn reclaimer(
@@ -283,13 +296,17 @@ impl Hook for Wire {
     }
 }
 
-/// The handler: the ledger's fenced dependency, called with the operation id and the epoch, and
-/// called again under the same wire id (idempotent by operation) while its answer does not come
-/// within `timeout` of the node's clock. The runtime cancels it when it stops acting on the
-/// lease.
-async fn dependency(wire: Arc<Wire>, job: Job, timeout: Span) -> Outcome<Output> {
+/// The handler: the ledger's dependency, called with the operation id and the epoch, and called
+/// again under the same wire id (idempotent by operation) while its answer does not come within
+/// `timeout` of the node's clock. Fenced, it records its output itself; `records`, the runtime
+/// records what it produced. The runtime cancels it when it stops acting on the lease.
+async fn dependency(wire: Arc<Wire>, job: Job, timeout: Span, records: bool) -> Outcome<Output> {
     let id = wire.wire_id(wire.next_call.fetch_add(1, Ordering::Relaxed));
-    let request = Request::Worker(worker_of(wire.node), WorkerRequest::Execute { op: job.op, epoch: job.epoch });
+    let worker = worker_of(wire.node);
+    let request = match records {
+        true => Request::Produce(worker, job.op, job.epoch),
+        false => Request::Worker(worker, WorkerRequest::Execute { op: job.op, epoch: job.epoch }),
+    };
     let clock = NodeClock { ctx: Arc::clone(&wire.ctx), clock: wire.clock };
     for attempt in 0u64.. {
         if attempt > 0 {
@@ -308,6 +325,14 @@ async fn dependency(wire: Arc<Wire>, job: Job, timeout: Span) -> Outcome<Output>
                     Execution::Done { output, apply } => Ok(Output::Recorded { output, apply }),
                     // The dependency wrote its `dependency_failed` line itself.
                     Execution::Failed => Err(HandlerError::Reported("the dependency failed".to_string())),
+                    Execution::Permanent => Err(HandlerError::ReportedPermanent("the dependency refused".to_string())),
+                };
+            }
+            futures::future::Either::Left((Some(Reply::Produced(produced)), _)) => {
+                return match produced {
+                    Produced::Output(output) => Ok(Output::Named(output)),
+                    Produced::Failed => Err(HandlerError::Reported("the dependency failed".to_string())),
+                    Produced::Refused => Err(HandlerError::ReportedPermanent("the dependency refused".to_string())),
                 };
             }
             futures::future::Either::Left((Some(other), _)) => panic!("a dependency call got {other:?}"),

@@ -268,6 +268,9 @@ fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
             let served = answered(serve_worker(table.store(), now, WorkerId(n), RequestId(id), request));
             (Reply::Worker(served.reply), served.event)
         }
+        request @ (Request::Produce(..) | Request::Record(..)) => {
+            panic!("harness bug: {request:?} routed to the table")
+        }
         Request::Reclaimer(n, request) => {
             assert!(!matches!(request, ReclaimRequest::Lookup { .. }), "harness bug: {request:?} routed to the table");
             let served = answered(serve_reclaimer(table.store(), now, ReclaimerId(n), on_table_scale_of(request)));

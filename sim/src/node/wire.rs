@@ -42,6 +42,8 @@ impl Letter {
     pub fn request(request: &Request, to: Node) -> Letter {
         let (from, message, lease) = match request {
             Request::Enqueue(job) => (Node::Arrivals, MessageKind::Enqueue, (Some(*job), None)),
+            Request::Produce(n, op, epoch) => (Node::Worker(*n), MessageKind::Execute, (Some(op.job), Some(*epoch))),
+            Request::Record(n, op, epoch, _) => (Node::Worker(*n), MessageKind::Record, (Some(op.job), Some(*epoch))),
             Request::Worker(n, request) => {
                 let (message, job, epoch) = match *request {
                     WorkerRequest::Acquire => (MessageKind::Acquire, None, None),
@@ -51,6 +53,7 @@ impl Letter {
                     WorkerRequest::Complete { job, epoch, .. } => (MessageKind::Complete, Some(job), Some(epoch)),
                     WorkerRequest::Requeue { job, epoch, .. } => (MessageKind::Requeue, Some(job), Some(epoch)),
                     WorkerRequest::Release { job, epoch } => (MessageKind::Release, Some(job), Some(epoch)),
+                    WorkerRequest::DeadLetter { job, epoch } => (MessageKind::DeadLetter, Some(job), Some(epoch)),
                 };
                 (Node::Worker(*n), message, (job, epoch))
             }
@@ -86,7 +89,11 @@ where
     T: Clone + Send + Sync + 'static,
 {
     let Letter { from, to: peer, message, reply, job, epoch } = letter;
-    let hand_back = !reply && matches!(message, MessageKind::Requeue | MessageKind::Complete | MessageKind::Release);
+    let hand_back = !reply
+        && matches!(
+            message,
+            MessageKind::Requeue | MessageKind::Complete | MessageKind::Release | MessageKind::DeadLetter
+        );
     // A message about a lease is named by its job and epoch, whoever holds it: a plan that
     // strikes it keeps striking it when shrinking hands the lease to another worker.
     let ends = if epoch.is_some() { None } else { Some((from, peer)) };

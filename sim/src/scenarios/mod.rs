@@ -36,6 +36,7 @@ mod ledger_restart;
 mod mass_expiry;
 mod paused_worker;
 mod reclaimer_race;
+mod service_handlers;
 mod slow_dependency;
 mod slowdown_and_cut_off;
 mod surge;
@@ -75,6 +76,7 @@ impl Scenario {
     /// Every scenario, `swarm` first: what `lease-sim scenarios` lists, in this order.
     pub const ALL: &'static [Scenario] = &[
         Scenario::SWARM,
+        Scenario::SERVICE_HANDLERS,
         Scenario::CRASH_AFTER_EFFECT,
         Scenario::RECLAIMER_RACE,
         Scenario::PAUSED_WORKER,
@@ -113,6 +115,9 @@ impl Scenario {
 
     /// `swarm`: every fault kind on, each seed its own mix (`swarm.rs`). The default.
     pub const SWARM: Scenario = Scenario(&swarm::DEFINITION);
+    /// `service-handlers`: the swarm's faults, recording handlers and poison jobs
+    /// (`service_handlers.rs`).
+    pub const SERVICE_HANDLERS: Scenario = Scenario(&service_handlers::DEFINITION);
     /// `crash-after-effect` (`crash_after_effect.rs`).
     pub const CRASH_AFTER_EFFECT: Scenario = Scenario(&crash_after_effect::DEFINITION);
     /// `reclaimer-race` (`reclaimer_race.rs`).

@@ -39,7 +39,7 @@ pub(super) const DEFINITION: Definition = Definition {
 };
 
 /// Switches each fault kind on with probability one half, with rates drawn per seed.
-fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
+pub(super) fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     let ttl_us = params.table.lease_ttl.as_us();
     params.table.batch_max = rng.gen_range(1..=4);
     let mut on = || rng.gen_bool(0.5);

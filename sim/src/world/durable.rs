@@ -143,6 +143,7 @@ mod tests {
                 op: lease_core::OpId { job: JobId(1), step: 0 },
                 epoch: lease_core::Epoch(1),
                 after_effect: false,
+                permanent: false,
             },
         };
         let history = vec![arrived(1, 1), crash, failed, arrived(7, 2)];

@@ -41,6 +41,15 @@ pub struct Params {
     pub workers: u32,
     /// Reclaimer count.
     pub reclaimers: u32,
+    /// Workers (the first ones, `w0` up) whose handler is a recording one: its dependency call
+    /// produces the output and records nothing, and the runtime records it in the ledger under
+    /// the epoch ([`lease_runtime::Output::Named`]), the path of a service whose dependency takes
+    /// no fencing token. The others' is a fenced dependency, which records its output itself.
+    pub recorders: u32,
+    /// The share of jobs, in parts per million, that the dependency refuses for good (a malformed
+    /// request): a job is one by a hash of the seed and its id, never by a draw, and every call
+    /// for it is refused at once, heal or not. Its worker dead-letters it after one try.
+    pub poison_ppm: u32,
     /// The table's limits.
     pub table: TableConfig,
     /// Workers' timing.
@@ -116,6 +125,8 @@ impl Params {
             jobs: 100,
             workers: 2,
             reclaimers: 1,
+            recorders: 0,
+            poison_ppm: 0,
             table: TableConfig { capacity: 100, lease_ttl, batch_max: 4, attempts_max: 3 },
             worker: worker_timing(lease_ttl),
             reclaimer: ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 },
@@ -219,7 +230,24 @@ impl Params {
             self.reclaimer.request_timeout.as_us(),
             self.reclaimer.retries_max,
         );
+        if self.recorders > 0 {
+            let _ = write!(out, " recorders={}", self.recorders);
+        }
+        if self.poison_ppm > 0 {
+            let _ = write!(out, " poison_ppm={}", self.poison_ppm);
+        }
         out
+    }
+
+    /// Whether the dependency refuses `job` for good ([`Params::poison_ppm`]).
+    pub fn is_poison(&self, job: lease_core::JobId) -> bool {
+        self.poison_ppm > 0
+            && crate::world::ctx::mix(self.seed, &("poison", job)) % 1_000_000 < u64::from(self.poison_ppm)
+    }
+
+    /// Whether worker `n`'s handler records its output through the runtime ([`Params::recorders`]).
+    pub fn records_itself(&self, n: u32) -> bool {
+        n < self.recorders
     }
 
     /// The rates and scripts a seeded run draws its faults with, as `name=value` pairs: what

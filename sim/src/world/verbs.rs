@@ -120,8 +120,23 @@ impl Ctx {
 
     /// Fails a dependency call of `caller` for `op` under `epoch`, before or after its effect.
     pub(crate) fn fail(&self, caller: Node, op: OpId, epoch: Epoch, after_effect: bool) -> Execution {
-        self.record(Node::Ledger, Event::DependencyFailed { from: caller, job: op.job, op, epoch, after_effect });
+        let permanent = false;
+        self.record(
+            Node::Ledger,
+            Event::DependencyFailed { from: caller, job: op.job, op, epoch, after_effect, permanent },
+        );
         Execution::Failed
+    }
+
+    /// Refuses a dependency call of `caller` for `op` under `epoch` for good, before any effect:
+    /// the job is poison ([`crate::world::params::Params::is_poison`]).
+    pub(crate) fn refuse(&self, caller: Node, op: OpId, epoch: Epoch) -> Execution {
+        let (after_effect, permanent) = (false, true);
+        self.record(
+            Node::Ledger,
+            Event::DependencyFailed { from: caller, job: op.job, op, epoch, after_effect, permanent },
+        );
+        Execution::Permanent
     }
 
     /// Plays a scheduled fault now, and has the world undo it when it is due.
