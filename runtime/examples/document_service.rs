@@ -55,7 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut wrong = 0;
     for job in (0..JOBS).map(JobId) {
         let record = client.call(move |store, _| store.job(job)).await?.expect("every job was enqueued");
-        let own = format!("doc-{job}.md ");
+        let own = format!("doc-{}.md ", job.0);
         let effect = effects.get(&OpId::for_job(job)).filter(|bytes| bytes.starts_with(own.as_bytes()));
         let completed = effect.map(|bytes| Outcome::Completed { output: output_id(bytes) });
         wrong += u64::from(!matches!(record.state, JobState::Terminal(ended) if Some(ended.outcome) == completed));
