@@ -342,7 +342,12 @@ async fn shutdown_finishes_or_hands_back_every_job(opened: Opened) {
     let options = WorkerOptions { grace: Span::from_ms(300), ..WorkerOptions::new(slots(2), worker_config()) };
     let shutdown = tokio::time::sleep(Duration::from_millis(150));
     let worked = runtime.work(options, handler, shutdown).await.unwrap();
-    assert_eq!((worked.released, worked.cancelled, worked.left), (0, 1, 1), "{worked:?}");
+    assert_eq!((worked.cancelled, worked.left), (1, 1), "{worked:?}");
+    // A slot whose acquire was answered only after the signal (a loaded machine is slow enough)
+    // hands that grant straight back: counted, and on the log as a release.
+    let log = client.call(|store, _| store.events()).await.unwrap();
+    let released = log.iter().filter(|line| line.contains(r#""kind":"released""#)).count() as u64;
+    assert_eq!(worked.released, released, "{worked:?} {log:#?}");
     let requeued = {
         let client = client.clone();
         async move {

@@ -14,7 +14,7 @@
 
 use super::wire::Letter;
 use super::{bind, Mailbox};
-use crate::faults::decide::Question;
+use crate::faults::decide::{Question, Visit};
 use crate::net::{ledger_addr, Produced, Reply, Request};
 use crate::world::ctx::Ctx;
 use crate::world::durable::answered;
@@ -46,14 +46,14 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             Request::Reclaimer(n, request @ ReclaimRequest::Lookup { .. }) => {
                 Reply::Reclaimer(lookup(&ctx, |store, now| serve_reclaimer(store, now, ReclaimerId(n), request)))
             }
-            Request::Worker(_, WorkerRequest::Execute { op, epoch }) => {
-                let call = execute(ctx.clone(), Arc::clone(&endpoint), from, letter, id, op, epoch);
+            request @ (Request::Worker(_, WorkerRequest::Execute { .. }) | Request::Produce(..)) => {
+                let (op, epoch, fenced) = match request {
+                    Request::Produce(_, op, epoch) => (op, epoch, false),
+                    Request::Worker(_, WorkerRequest::Execute { op, epoch }) => (op, epoch, true),
+                    _ => unreachable!("matched above"),
+                };
+                let call = dependency(ctx.clone(), Arc::clone(&endpoint), from, letter, id, op, epoch, fenced);
                 // In the ledger's span: the call is this life's work.
-                madsim::task::spawn(crate::panics::contained(call.instrument(tracing::Span::current())));
-                continue;
-            }
-            Request::Produce(_, op, epoch) => {
-                let call = produce(ctx.clone(), Arc::clone(&endpoint), from, letter, id, op, epoch);
                 madsim::task::spawn(crate::panics::contained(call.instrument(tracing::Span::current())));
                 continue;
             }
@@ -74,8 +74,11 @@ fn lookup<R>(ctx: &Ctx, serve: impl FnOnce(&mut dyn Store, Time) -> Result<Serve
     served.reply
 }
 
-/// One call to the dependency, on its own task so that slow calls overlap.
-async fn execute(
+/// One call to the dependency, on its own task so that slow calls overlap: the fenced
+/// dependency's (`fenced`: an `Execute`, which applies its output under the caller's epoch) or a
+/// recording handler's (a `Produce`, which records nothing).
+#[allow(clippy::too_many_arguments, reason = "one call's whole context, passed once to its task")]
+async fn dependency(
     ctx: Arc<Ctx>,
     endpoint: Arc<Endpoint>,
     to: SocketAddr,
@@ -83,57 +86,54 @@ async fn execute(
     id: u64,
     op: OpId,
     epoch: Epoch,
+    fenced: bool,
 ) {
     let caller = letter.from;
     let (call, latency_us) = ctx.call(op.job, epoch, id);
     ctx.sleep_us(latency_us).await;
-    let execution = if ctx.params.is_poison(op.job) {
-        ctx.refuse(caller, op, epoch)
-    } else if ctx.call_fault(call, Question::FailBefore) {
-        ctx.fail(caller, op, epoch, false)
+    let reply = if fenced {
+        Reply::Worker(WorkerReply::Executed(execute(&ctx, call, caller, op, epoch)))
     } else {
-        let output = output_of(ctx.params.seed, op, epoch, 0);
-        let apply = apply(&ctx, caller, op, epoch, output);
-        // A rival comes from a dependency that timed out, retried on its own, and produced a
-        // second identity: the caller hears "failed", though two outputs now claim the operation.
-        let rival = ctx.call_fault(call, Question::Rival);
-        if rival {
-            let _ = apply_rival(&ctx, op, epoch, output);
-        }
-        if rival || ctx.call_fault(call, Question::LostReply) {
-            ctx.fail(caller, op, epoch, true)
-        } else {
-            Execution::Done { output, apply }
-        }
+        Reply::Produced(produce(&ctx, call, caller, op, epoch))
     };
-    let reply = Reply::Worker(WorkerReply::Executed(execution));
     super::wire::post(&ctx, &endpoint, to, letter.answer(), id, reply).await;
 }
 
-/// One call to the dependency that records nothing (a recording handler's), on its own task: the
-/// output, or `None` when it failed before producing it or its answer was lost (a timeout).
-async fn produce(
-    ctx: Arc<Ctx>,
-    endpoint: Arc<Endpoint>,
-    to: SocketAddr,
-    letter: Letter,
-    id: u64,
-    op: OpId,
-    epoch: Epoch,
-) {
-    let caller = letter.from;
-    let (call, latency_us) = ctx.call(op.job, epoch, id);
-    ctx.sleep_us(latency_us).await;
-    let produced = if ctx.params.is_poison(op.job) {
-        let _refused = ctx.refuse(caller, op, epoch);
-        Produced::Refused
-    } else if ctx.call_fault(call, Question::FailBefore) || ctx.call_fault(call, Question::LostReply) {
-        let _failed = ctx.fail(caller, op, epoch, false);
-        Produced::Failed
+/// The fenced dependency's answer to `caller`'s call `call`.
+fn execute(ctx: &Ctx, call: Option<Visit>, caller: Node, op: OpId, epoch: Epoch) -> Execution {
+    if ctx.params.is_poison(op.job) {
+        return ctx.refuse(caller, op, epoch);
+    }
+    if ctx.call_fault(call, Question::FailBefore) {
+        return ctx.fail(caller, op, epoch, false);
+    }
+    let output = output_of(ctx.params.seed, op, epoch, 0);
+    let apply = apply(ctx, caller, op, epoch, output);
+    // A rival comes from a dependency that timed out, retried on its own, and produced a second
+    // identity: the caller hears "failed", though two outputs now claim the operation.
+    let rival = ctx.call_fault(call, Question::Rival);
+    if rival {
+        let _ = apply_rival(ctx, op, epoch, output);
+    }
+    if rival || ctx.call_fault(call, Question::LostReply) {
+        ctx.fail(caller, op, epoch, true)
     } else {
-        Produced::Output(output_of(ctx.params.seed, op, epoch, 0))
-    };
-    super::wire::post(&ctx, &endpoint, to, letter.answer(), id, Reply::Produced(produced)).await;
+        Execution::Done { output, apply }
+    }
+}
+
+/// A recording handler's dependency's answer to `caller`'s call `call`: the output, recorded
+/// nowhere, or a failure before it (a lost answer is one too: a timeout), or a refusal for good.
+fn produce(ctx: &Ctx, call: Option<Visit>, caller: Node, op: OpId, epoch: Epoch) -> Produced {
+    if ctx.params.is_poison(op.job) {
+        let _refused = ctx.refuse(caller, op, epoch);
+        return Produced::Refused;
+    }
+    if ctx.call_fault(call, Question::FailBefore) || ctx.call_fault(call, Question::LostReply) {
+        let _failed = ctx.fail(caller, op, epoch, false);
+        return Produced::Failed;
+    }
+    Produced::Output(output_of(ctx.params.seed, op, epoch, 0))
 }
 
 /// The dependency's own second write: `from` is the ledger, no worker asked for it.
