@@ -115,12 +115,13 @@ pub fn requeue(asker: &Asker, job: JobId, epoch: Epoch, answer: &Requeue) -> Eve
 /// A dead-letter's line (a worker's, after a permanent failure).
 pub fn dead_letter(asker: &Asker, job: JobId, epoch: Epoch, answer: &Requeue) -> Event {
     match answer {
-        Requeue::DeadLettered(ended) => match terminal(asker, ended) {
-            Event::Terminal { from, job, outcome, output, epoch, attempts, identities, batch, .. } => {
-                Event::Terminal { from, job, outcome, output, epoch, attempts, identities, batch, permanent: true }
+        Requeue::DeadLettered(ended) => {
+            let mut event = terminal(asker, ended);
+            if let Event::Terminal { permanent, .. } = &mut event {
+                *permanent = true;
             }
-            other => unreachable!("a terminal outcome's line is {other:?}"),
-        },
+            event
+        }
         Requeue::Requeued { .. } => unreachable!("a dead-letter never requeues"),
         Requeue::Refused(refusal) => refused(asker, job, epoch, RefusedRequest::DeadLetter, (*refusal).into()),
     }

@@ -46,12 +46,8 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             Request::Reclaimer(n, request @ ReclaimRequest::Lookup { .. }) => {
                 Reply::Reclaimer(lookup(&ctx, |store, now| serve_reclaimer(store, now, ReclaimerId(n), request)))
             }
-            request @ (Request::Worker(_, WorkerRequest::Execute { .. }) | Request::Produce(..)) => {
-                let (op, epoch, fenced) = match request {
-                    Request::Produce(_, op, epoch) => (op, epoch, false),
-                    Request::Worker(_, WorkerRequest::Execute { op, epoch }) => (op, epoch, true),
-                    _ => unreachable!("matched above"),
-                };
+            Request::Worker(_, WorkerRequest::Execute { op, epoch }) | Request::Produce(_, op, epoch) => {
+                let fenced = matches!(envelope.body, Request::Worker(..));
                 let call = dependency(ctx.clone(), Arc::clone(&endpoint), from, letter, id, op, epoch, fenced);
                 // In the ledger's span: the call is this life's work.
                 madsim::task::spawn(crate::panics::contained(call.instrument(tracing::Span::current())));
