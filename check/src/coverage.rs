@@ -28,6 +28,7 @@
 //! | `worker_crashed` | a `crashed` whose target is a worker |
 //! | `reclaimer_crashed` | a `crashed` whose target is a reclaimer |
 //! | `grant_released` | a `released`: a worker declined a grant to an acquire it had given up |
+//! | `handed_back_at_shutdown` | an `abandoned` with why `shutdown`: a worker told to stop gave a lease it never ran back |
 //! | `window_*` | the seven protocol windows: see [`super::windows`] |
 //!
 //! A worker holds a lease from its latest `granted` until the job is reclaimed, requeued or ends.
@@ -59,6 +60,7 @@ const RECLAIMED: &str = "reclaimed";
 const WORKER_CRASHED: &str = "worker_crashed";
 const RECLAIMER_CRASHED: &str = "reclaimer_crashed";
 const GRANT_RELEASED: &str = "grant_released";
+const HANDED_BACK_AT_SHUTDOWN: &str = "handed_back_at_shutdown";
 
 /// Counts of interesting situations ("sometimes" properties), keyed by a stable snake_case name.
 /// The map always holds every name of [`Coverage::SITUATIONS`], zero if not reached.
@@ -96,6 +98,7 @@ impl Coverage {
         RECLAIMER_CRASHED,
         GRANT_RELEASED,
         DEAD_LETTERED_FOR_GOOD,
+        HANDED_BACK_AT_SHUTDOWN,
         windows::LIST_TO_FENCE,
         windows::FENCE_TO_LOOKUP,
         windows::RENEW_IN_FLIGHT,
@@ -197,6 +200,7 @@ impl Situations {
             Event::Rejected { .. } => self.coverage.bump(REJECTED_ARRIVAL),
             Event::Renewed { .. } => self.coverage.bump(LEASE_RENEWED),
             Event::Abandoned { why: AbandonReason::SelfFenced, .. } => self.coverage.bump(SELF_FENCED),
+            Event::Abandoned { why: AbandonReason::Shutdown, .. } => self.coverage.bump(HANDED_BACK_AT_SHUTDOWN),
             Event::DependencyFailed { .. } => self.coverage.bump(DEPENDENCY_FAILED),
             Event::Crashed { target, point, job } => self.crashed(*target, *point, *job),
             _ => {}
@@ -261,11 +265,12 @@ mod tests {
         let coverage = Coverage::default();
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
         assert!(Coverage::SITUATIONS.iter().all(|name| coverage.0.get(name) == Some(&0)));
-        assert_eq!(Coverage::SITUATIONS.len(), 28);
+        assert_eq!(Coverage::SITUATIONS.len(), 29);
         assert_eq!(Coverage::SITUATIONS[0], "adopted_by_worker");
         assert_eq!(Coverage::SITUATIONS[19], "grant_released");
         assert_eq!(Coverage::SITUATIONS[20], "dead_lettered_for_good");
-        assert_eq!(Coverage::SITUATIONS[21..], super::windows::WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[21], "handed_back_at_shutdown");
+        assert_eq!(Coverage::SITUATIONS[22..], super::windows::WINDOWS);
     }
 
     // Merging adds counts name by name.
@@ -374,6 +379,7 @@ mod tests {
             ("reclaimer_crashed", 1),
             ("grant_released", 0),
             ("dead_lettered_for_good", 0),
+            ("handed_back_at_shutdown", 0),
             ("window_list_to_fence", 0),
             ("window_fence_to_lookup", 0),
             ("window_renew_in_flight", 1),

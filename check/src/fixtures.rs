@@ -465,6 +465,14 @@ impl History {
         self.push(Node::World, Event::Healed { target, peer })
     }
 
+    pub fn stopping(&mut self, target: Node) -> usize {
+        self.push(Node::World, Event::Stopping { target })
+    }
+
+    pub fn stopped(&mut self, target: Node) -> usize {
+        self.push(Node::World, Event::Stopped { target })
+    }
+
     pub fn restarted(&mut self, target: Node) -> usize {
         self.push(Node::World, Event::Restarted { target })
     }

@@ -114,7 +114,9 @@ impl DeadLetters {
                 // stay down until they restart.
                 self.faults.retain(|fault, _| matches!(fault, Fault::Down(_)));
             }
-            Event::Crashed { target, .. } | Event::Paused { target, .. } => {
+            // A node told to stop is struck from the signal on: what it leaves to expire as it
+            // drains is lost to the shutdown, as to a crash.
+            Event::Crashed { target, .. } | Event::Paused { target, .. } | Event::Stopping { target } => {
                 self.fault(line, entry.t_us, Fault::Down(*target))
             }
             Event::Restarted { target } | Event::Resumed { target } => {

@@ -93,7 +93,7 @@ impl Grants {
         }
         match &entry.event {
             Event::FaultsHealed {} => self.healed = true,
-            Event::Crashed { target, .. } => {
+            Event::Crashed { target, .. } | Event::Stopped { target } => {
                 self.down.insert(*target);
             }
             Event::Restarted { target } => {

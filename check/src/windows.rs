@@ -200,7 +200,7 @@ impl Windows {
                 self.answered.insert(Asked::Enqueue(*job));
             }
             Event::Duplicate { job } => self.repeat(Asked::Enqueue(*job), seen),
-            Event::Crashed { target, .. } => self.struck(*target, seen),
+            Event::Crashed { target, .. } | Event::Stopped { target } => self.struck(*target, seen),
             Event::Paused { target, point, .. } => {
                 self.struck(*target, seen);
                 if let (Node::Worker(worker), Some(Point::BeforeRenewReply)) = (target, point) {

@@ -39,7 +39,10 @@ use std::str::FromStr;
 ///   a worker's process that shuts down hands back a grant it never ran (`abandoned` `shutdown`,
 ///   then `released`); and a runtime records its handler's output itself (a `record` message). A
 ///   version-6 reader would judge a `permanent` dead-letter as a requeue out of attempts.
-pub const HISTORY_VERSION: u32 = 7;
+/// - 8: the world tells a node to stop (`stopping`), as a deploy does, and says when it has
+///   exited (`stopped`): a version-7 reader would take the lease a draining worker left to expire
+///   for one lost without a cause.
+pub const HISTORY_VERSION: u32 = 8;
 
 /// The oldest contract version this crate still reads. A version-5 `run` line has none of
 /// version 6's typed fields, so the checkers assume their stated defaults.
@@ -814,6 +817,20 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         job: Option<JobId>,
     },
+    /// A node was told to stop (node: world), as a deploy's `SIGTERM` tells a service: a worker
+    /// asks for nothing more, lets the handlers in flight finish within its grace, hands back
+    /// every lease under which nothing ran (`abandoned` `shutdown`, then `released`) and leaves the
+    /// rest to expire; a reclaimer stops at once. `stopped` follows when it has exited, unless a
+    /// crash strikes first.
+    Stopping {
+        /// The node.
+        target: Node,
+    },
+    /// A node told to stop has exited (node: world); `restarted` brings it back.
+    Stopped {
+        /// The node.
+        target: Node,
+    },
     /// A node restarted with its durable state only.
     Restarted {
         /// The node.
@@ -988,6 +1005,8 @@ impl Entry {
             | Event::AcquireEmpty { .. }
             | Event::Listed { .. }
             | Event::Crashed { .. }
+            | Event::Stopping { .. }
+            | Event::Stopped { .. }
             | Event::Restarted { .. }
             | Event::Paused { .. }
             | Event::Resumed { .. }
@@ -1109,7 +1128,7 @@ mod tests {
         assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
         let older =
             [("", 1), (r#""history_version":2,"#, 2), (r#""history_version":3,"#, 3), (r#""history_version":4,"#, 4)];
-        for (version, found) in older.into_iter().chain([(r#""history_version":8,"#, 8)]) {
+        for (version, found) in older.into_iter().chain([(r#""history_version":9,"#, 9)]) {
             let other = run.replace(r#""history_version":5,"#, version);
             let refused = parse_jsonl(&format!("{other}\n{arrived}\n"));
             assert!(matches!(refused, Err(HistoryError::UnknownVersion { found: f }) if f == found), "{refused:?}");

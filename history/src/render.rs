@@ -82,6 +82,8 @@ fn kind(event: &Event) -> &'static str {
         Event::Abandoned { .. } => "abandoned",
         Event::BatchStopped { .. } => "BATCH_STOPPED",
         Event::Crashed { .. } => "crashed",
+        Event::Stopping { .. } => "stopping",
+        Event::Stopped { .. } => "stopped",
         Event::Restarted { .. } => "restarted",
         Event::Paused { .. } => "paused",
         Event::Resumed { .. } => "resumed",
@@ -230,6 +232,8 @@ fn details(event: &Event) -> String {
             let job = job.map(|job| format!(" holding {job}")).unwrap_or_default();
             format!("{target} stalls at {point}{job}")
         }
+        Event::Stopping { target } => format!("{target} told to stop: it drains, then exits"),
+        Event::Stopped { target } => format!("{target} exited"),
         Event::Restarted { target } | Event::Paused { target, .. } | Event::Resumed { target } => target.to_string(),
         Event::Delayed { target, peer, message, reply, job, len_us } => {
             format!("{}{} {target} -> {peer} held back {}ms", what(*message, *reply), about(job), ms(*len_us))
@@ -273,6 +277,8 @@ pub fn is_fault(event: &Event) -> bool {
     matches!(
         event,
         Event::Crashed { .. }
+            | Event::Stopping { .. }
+            | Event::Stopped { .. }
             | Event::Restarted { .. }
             | Event::Paused { .. }
             | Event::Resumed { .. }

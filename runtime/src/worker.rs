@@ -692,37 +692,23 @@ impl<H: Handler> Run<H> {
         self.client().line(node, Event::Abandoned { job, epoch, why }).await;
     }
 
-    /// Every call still in flight once the loop has ended, each as it ends. Nothing takes the time
-    /// any more, so the calls bounded by a deadline (a renewal, a lookup, a completion, a record)
-    /// are ended unanswered at the latest one, rather than hold the shutdown for as long as an
-    /// answer takes; acquires and releases are awaited until the client answers them.
+    /// Every call still in flight once the loop has ended, each as it ends, until the last one
+    /// is due: the latest deadline of a bounded call (a renewal, a lookup, a completion, a
+    /// record), or a request's timeout (and an acquire's wait) from now for the answers no machine
+    /// times out any more, an acquire's or a release's. Nothing takes the time now, and an answer
+    /// lost on its way must not hold the exit for ever; a grant that answers later is not taken,
+    /// and its lease expires.
     async fn in_flight_at_end(&mut self) -> Vec<Done> {
-        let mut inflight = std::mem::take(&mut self.inflight);
-        let latest = self.deadlines.iter().map(|(at, _)| *at).max();
-        let mut timer = latest.map(|at| self.seams.clock.sleep_until(at));
-        let mut ended = Vec::new();
-        loop {
-            let next = match timer.as_mut() {
-                None => Either::Left(inflight.next().await),
-                Some(timer) => match future::select(inflight.next(), timer).await {
-                    Either::Left((next, _)) => Either::Left(next),
-                    Either::Right(((), _)) => Either::Right(()),
-                },
-            };
-            match next {
-                Either::Left(Some(done)) => ended.push(done),
-                Either::Left(None) => return ended,
-                // The latest deadline passed: what is still bounded ends now.
-                Either::Right(()) => {
-                    self.deadlines.drain(..).for_each(|(_, abort)| abort.abort());
-                    timer = None;
-                }
-            }
-        }
+        let inflight = std::mem::take(&mut self.inflight);
+        let timing = self.options.worker;
+        let answers_due = self.clock().now() + timing.request_timeout + timing.acquire_wait;
+        let last = self.deadlines.drain(..).map(|(at, _)| at).fold(answers_due, Time::max);
+        let timer = self.seams.clock.sleep_until(last);
+        // The calls are dropped at `last`, the bounded ones with them.
+        inflight.take_until(timer).collect().await
     }
 
-    /// Hands `job`/`epoch` back once the loop has ended: its line, then its release, awaited
-    /// until the client answers it (nothing takes the time any more).
+    /// Hands `job`/`epoch` back once the loop has ended: its line, then its release.
     async fn release_at_end(
         &mut self,
         slot: usize,
@@ -767,7 +753,12 @@ impl<H: Handler> Run<H> {
         for (slot, job, epoch) in back {
             releases.push(self.release_at_end(slot, job, epoch).await);
         }
-        for reply in futures::future::join_all(releases).await {
+        let releases: FuturesUnordered<_> = releases.into_iter().collect();
+        // Each release as the client answers it, for a request's timeout at most: a release that
+        // is not answered by then leaves its lease to expire.
+        let timer = self.seams.clock.sleep_until(self.clock().now() + self.options.worker.request_timeout);
+        let answered: Vec<Option<WorkerReply>> = releases.take_until(timer).collect().await;
+        for reply in answered {
             self.tally.released += u64::from(matches!(reply, Some(WorkerReply::Released(Release::Released { .. }))));
         }
     }

@@ -5,7 +5,10 @@
 //! all workers on a recording handler; a share of poison jobs), which must reach crashes after an
 //! effect the runtime recorded, fenced stale records and refusals for good; and a look at the
 //! first seeds, where every poison job ends dead-lettered for good, no other job does, and the
-//! recording workers' outputs reach the ledger through their `record` calls.
+//! recording workers' outputs reach the ledger through their `record` calls. The same sweep
+//! deploys: workers told to stop drain, hand back what they never ran, exit and come back, and
+//! handlers run past their timeout; a world whose every handler times out shows the timeout is a
+//! retryable failure, said on the history, attempt after attempt.
 
 use lease_sim::scenarios::Scenario;
 
@@ -48,6 +51,74 @@ mod tests {
             }
         }
         assert!(refused > 0 && recorded > 0, "{refused} refused for good, {recorded} recorded by a runtime");
+    }
+
+    // Over the first seeds: every node told to stop exits (or crashes first) and comes back, and
+    // some hand a lease they never ran back to the queue; each run holds.
+    #[test]
+    fn deploys_drain_exit_and_come_back() {
+        let (mut told, mut handed_back) = (0, 0);
+        for seed in 0..16 {
+            let report = crate::prove::scripted(SCENARIO, seed);
+            let mut stopping = std::collections::BTreeSet::new();
+            let mut down = std::collections::BTreeSet::new();
+            for entry in &report.history {
+                match &entry.event {
+                    Event::Stopping { target } => {
+                        assert!(stopping.insert(*target), "seed {seed}: {target} told twice: {entry:?}");
+                        told += 1;
+                    }
+                    Event::Stopped { target } => {
+                        assert!(stopping.remove(target), "seed {seed}: {target} exited untold");
+                        down.insert(*target);
+                    }
+                    Event::Crashed { target, .. } => {
+                        stopping.remove(target);
+                        down.insert(*target);
+                    }
+                    Event::Restarted { target } => {
+                        down.remove(target);
+                    }
+                    Event::Abandoned { why: lease_history::AbandonReason::Shutdown, .. } => handed_back += 1,
+                    _ => {}
+                }
+            }
+            assert!(stopping.is_empty() && down.is_empty(), "seed {seed}: {stopping:?} never exited, {down:?} never back");
+        }
+        assert!(told >= 8 && handed_back > 0, "{told} told to stop, {handed_back} leases handed back");
+    }
+
+    // Every handler runs past a timeout shorter than any call: each attempt is a retryable
+    // failure the runtime says on the history (the dependency never answers in time, so it never
+    // does), and every job is dead-lettered once its attempts are spent, none self-fenced.
+    #[test]
+    fn a_handler_past_its_timeout_fails_each_attempt_and_says_so() {
+        let mut params = lease_sim::world::Params::quiet(SCENARIO.name().to_string(), 3, None);
+        params.jobs = 20;
+        params.recorders = params.workers;
+        params.handler_timeout_us = Some(500);
+        let report = lease_sim::world::run(params.clone());
+        assert!(matches!(report.verdict, lease_sim::world::Verdict::Held), "{:?}", report.verdict);
+        let mut failed = std::collections::BTreeMap::new();
+        let mut dead = 0;
+        for entry in &report.history {
+            match &entry.event {
+                Event::DependencyFailed { job, permanent: false, after_effect: false, .. } => {
+                    *failed.entry(*job).or_insert(0) += 1
+                }
+                Event::Terminal { outcome, attempts, .. } => {
+                    assert_eq!(*outcome, OutcomeKind::DeadLettered, "{entry:?}");
+                    assert_eq!(*attempts, Some(params.table.attempts_max), "{entry:?}");
+                    dead += 1;
+                }
+                Event::Abandoned { .. } => panic!("a lease given up, not failed: {entry:?}"),
+                Event::EffectApplied { .. } => panic!("an effect after every call timed out: {entry:?}"),
+                _ => {}
+            }
+        }
+        assert_eq!(dead, params.jobs, "every job dead-lettered");
+        assert!(failed.values().all(|&n| n == params.table.attempts_max), "{failed:?}");
+        assert_eq!(failed.len(), params.jobs as usize);
     }
 
     #[test]

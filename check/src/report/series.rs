@@ -87,7 +87,8 @@ pub struct Job {
 /// A window in which a fault was in force, from the history's fault lines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FaultSpan {
-    /// `crash`, `pause`, `partition`, `slow_dependency`, `failing_dependency`, `surge`.
+    /// `crash`, `shutdown` (from the exit to the restart), `pause`, `partition`,
+    /// `slow_dependency`, `failing_dependency`, `surge`.
     pub kind: &'static str,
     /// The node it struck (`dependency` and `arrivals` for the last three).
     pub target: String,
@@ -428,9 +429,16 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                 set_down(&mut pass, *target, |down| down.crashed = true);
                 open.entry(("crash", target.to_string(), None)).or_insert(t);
             }
+            // A worker told to stop works on while it drains: it is down once it has exited.
+            Event::Stopped { target } => {
+                pass.outstanding.retain(|call, (_, caller)| caller != target || answered.contains(call));
+                set_down(&mut pass, *target, |down| down.crashed = true);
+                open.entry(("shutdown", target.to_string(), None)).or_insert(t);
+            }
             Event::Restarted { target } => {
                 set_down(&mut pass, *target, |down| down.crashed = false);
                 close_fault(&mut open, &mut faults, ("crash", target.to_string(), None), t);
+                close_fault(&mut open, &mut faults, ("shutdown", target.to_string(), None), t);
             }
             Event::Paused { target, .. } => {
                 set_down(&mut pass, *target, |down| down.paused = true);
@@ -483,7 +491,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                     down.cuts = 0;
                 }
                 for (key, from_us) in std::mem::take(&mut open) {
-                    if key.0 != "crash" {
+                    if key.0 != "crash" && key.0 != "shutdown" {
                         faults.push(span(key, from_us, t));
                     } else {
                         open.insert(key, from_us);
@@ -572,6 +580,8 @@ fn workers_named(entries: &[Entry]) -> BTreeSet<u32> {
         match &entry.event {
             Event::Granted { owner, .. } | Event::AcquireEmpty { owner } => note(*owner),
             Event::Crashed { target, .. }
+            | Event::Stopping { target }
+            | Event::Stopped { target }
             | Event::Restarted { target }
             | Event::Paused { target, .. }
             | Event::Resumed { target }

@@ -47,8 +47,9 @@ const Y_AXIS_PX: u32 = 70;
 const MARGIN_PX: u32 = 10;
 /// The fault kinds a history names, in the order the lane lists them, with their colours. Any
 /// other kind follows in [`UNKNOWN_KIND`]'s grey, in name order.
-const KINDS: [(&str, RGBColor); 6] = [
+const KINDS: [(&str, RGBColor); 7] = [
     ("crash", RGBColor(214, 39, 40)),
+    ("shutdown", RGBColor(188, 189, 34)),
     ("pause", RGBColor(255, 127, 14)),
     ("partition", RGBColor(148, 103, 189)),
     ("slow_dependency", RGBColor(140, 86, 75)),

@@ -52,6 +52,14 @@ pub enum Fault {
         /// How long it stays down.
         down_us: u64,
     },
+    /// Tell `node`, a worker or a reclaimer, to stop (a deploy's `SIGTERM`): its runtime's
+    /// shutdown signal fires, it drains and exits, and it restarts `down_us` after it exited.
+    Shutdown {
+        /// The node.
+        node: Node,
+        /// How long it stays down once it has exited.
+        down_us: u64,
+    },
     /// An arrival surge of `factor` times the arrival rate for `len_us`. It only puts the surge's
     /// window on the history (`surge_started`, `surge_ended`): a seeded run's arrival generator
     /// keeps its gaps from [`Surge`], and a plan lists its arrivals.
@@ -78,6 +86,7 @@ impl Fault {
     pub fn verb(self) -> &'static str {
         match self {
             Fault::Crash { .. } => "crash",
+            Fault::Shutdown { .. } => "shutdown",
             Fault::Partition { .. } | Fault::CutLink { .. } => "partition",
             Fault::Pause { .. } => "pause",
             Fault::Surge { .. } => "surge",
@@ -88,7 +97,10 @@ impl Fault {
     /// The nodes it strikes: the dependency's faults strike the ledger, a surge no node.
     pub fn nodes(self) -> Vec<Node> {
         match self {
-            Fault::Partition { node, .. } | Fault::Pause { node, .. } | Fault::Crash { node, .. } => vec![node],
+            Fault::Partition { node, .. }
+            | Fault::Pause { node, .. }
+            | Fault::Crash { node, .. }
+            | Fault::Shutdown { node, .. } => vec![node],
             Fault::CutLink { a, b, .. } => vec![a, b],
             Fault::Degrade { .. } => vec![Node::Ledger],
             Fault::Surge { .. } => Vec::new(),
@@ -101,6 +113,7 @@ impl Fault {
         let half = |us: u64| (us > 1).then_some(us / 2);
         Some(match self {
             Fault::Crash { node, down_us } => Fault::Crash { node, down_us: half(down_us)? },
+            Fault::Shutdown { node, down_us } => Fault::Shutdown { node, down_us: half(down_us)? },
             Fault::Partition { node, len_us } => Fault::Partition { node, len_us: half(len_us)? },
             Fault::CutLink { a, b, len_us } => Fault::CutLink { a, b, len_us: half(len_us)? },
             Fault::Pause { node, len_us } => Fault::Pause { node, len_us: half(len_us)? },
@@ -113,6 +126,7 @@ impl Fault {
     pub fn renumbered(self, renumber: impl Fn(Node) -> Option<Node>) -> Option<Fault> {
         Some(match self {
             Fault::Crash { node, down_us } => Fault::Crash { node: renumber(node)?, down_us },
+            Fault::Shutdown { node, down_us } => Fault::Shutdown { node: renumber(node)?, down_us },
             Fault::Partition { node, len_us } => Fault::Partition { node: renumber(node)?, len_us },
             Fault::CutLink { a, b, len_us } => Fault::CutLink { a: renumber(a)?, b: renumber(b)?, len_us },
             Fault::Pause { node, len_us } => Fault::Pause { node: renumber(node)?, len_us },
@@ -124,6 +138,7 @@ impl Fault {
     pub fn is_void(self) -> bool {
         match self {
             Fault::Crash { down_us: len_us, .. }
+            | Fault::Shutdown { down_us: len_us, .. }
             | Fault::Partition { len_us, .. }
             | Fault::CutLink { len_us, .. }
             | Fault::Pause { len_us, .. } => len_us == 0,

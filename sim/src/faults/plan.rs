@@ -74,6 +74,12 @@ pub struct World {
     /// of the seed and the job). Absent: none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub poison_ppm: u32,
+    /// How long a worker told to stop lets its handlers finish. Absent: a lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace_us: Option<u64>,
+    /// The longest a handler runs before the runtime drops it. Absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler_timeout_us: Option<u64>,
     /// The lease length.
     pub lease_ttl_us: u64,
     /// The most jobs accepted and not yet terminal.
@@ -225,6 +231,9 @@ enum Line {
     },
     /// A node's process paused.
     Pause { at_us: u64, node: Node, resume_after_us: u64 },
+    /// A worker or a reclaimer told to stop, as a deploy does: it drains and exits, and restarts
+    /// `restart_after_us` after it has exited.
+    Shutdown { at_us: u64, node: Node, restart_after_us: u64 },
     /// Arrivals `factor` times faster.
     Surge { at_us: u64, len_us: u64, factor: u64 },
     /// The dependency faulty at these rates, for `len_us` or until the heal.
@@ -366,6 +375,7 @@ impl Line {
                     Line::Partition { at_us, node: a, peer: Some(b), repair_after_us: len_us }
                 }
                 Fault::Pause { node, len_us } => Line::Pause { at_us, node, resume_after_us: len_us },
+                Fault::Shutdown { node, down_us } => Line::Shutdown { at_us, node, restart_after_us: down_us },
                 Fault::Surge { len_us, factor } => Line::Surge { at_us, len_us, factor },
                 Fault::Degrade { len_us, rates } => Line::Degrade {
                     at_us,
@@ -478,6 +488,12 @@ impl Line {
             }
             Line::Pause { at_us, node, resume_after_us } => {
                 scheduled(at_us, Fault::Pause { node, len_us: resume_after_us })
+            }
+            Line::Shutdown { at_us, node, restart_after_us } => {
+                if !matches!(node, Node::Worker(_) | Node::Reclaimer(_)) {
+                    return Err(format!("`shutdown` tells a worker or a reclaimer to stop, not {node}"));
+                }
+                scheduled(at_us, Fault::Shutdown { node, down_us: restart_after_us })
             }
             Line::Surge { at_us, len_us, factor } => scheduled(at_us, Fault::Surge { len_us, factor }),
             Line::Degrade { at_us, len_us, slow_rate, slow_factor, fail_rate, lost_reply_rate, rival_rate } => {
@@ -631,6 +647,9 @@ impl Plan {
         if w.poison_ppm > 1_000_000 {
             return err(format!("world: poison_ppm {} is more than a million parts per million", w.poison_ppm));
         }
+        if w.handler_timeout_us == Some(0) {
+            return err("world: handler_timeout_us of 0 would refuse every handler before it starts");
+        }
         if w.recorders > w.workers {
             return err(format!("world: {} recorders, but the world has {} workers", w.recorders, w.workers));
         }
@@ -716,6 +735,8 @@ impl Plan {
         params.reclaimers = w.reclaimers;
         params.recorders = w.recorders;
         params.poison_ppm = w.poison_ppm;
+        params.shutdown_grace_us = w.shutdown_grace_us;
+        params.handler_timeout_us = w.handler_timeout_us;
         params.table =
             TableConfig { capacity: w.capacity, lease_ttl, batch_max: w.batch_max, attempts_max: w.attempts_max };
         params.worker = WorkerConfig {
@@ -763,6 +784,8 @@ impl Plan {
             reclaimers: params.reclaimers,
             recorders: params.recorders,
             poison_ppm: params.poison_ppm,
+            shutdown_grace_us: params.shutdown_grace_us,
+            handler_timeout_us: params.handler_timeout_us,
             lease_ttl_us: params.table.lease_ttl.as_us(),
             capacity: params.table.capacity,
             batch_max: params.table.batch_max,

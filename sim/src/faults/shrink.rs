@@ -323,8 +323,8 @@ enum Quieter {
 }
 
 /// The kinds of fault pass 5 tries without, one kind at a time: loss, clocks, and the rest.
-const VERBS_BY_KIND: [&str; 11] =
-    ["lose", "skew", "delay", "duplicate", "slow", "fail", "rival", "stall", "pause", "partition", "crash"];
+const VERBS_BY_KIND: [&str; 12] =
+    ["lose", "skew", "delay", "duplicate", "slow", "fail", "rival", "stall", "pause", "partition", "shutdown", "crash"];
 
 /// Whether `a` (with its run) is no bigger than `b` (with its run): fewer faults first, then
 /// fewer jobs, fewer nodes, and a history no longer. A plan with fewer faults is smaller even if
@@ -410,7 +410,7 @@ fn reanchored(candidate: &Plan, was: &[Entry], now: &[Entry]) -> Plan {
     for planned in &mut aimed.faults {
         let Planned::Scheduled { at_us, fault } = planned else { continue };
         let node = match fault {
-            Fault::Pause { node, .. } | Fault::Crash { node, .. } => *node,
+            Fault::Pause { node, .. } | Fault::Crash { node, .. } | Fault::Shutdown { node, .. } => *node,
             _ => continue,
         };
         if !matches!(node, Node::Worker(_) | Node::Reclaimer(_)) {
@@ -430,7 +430,7 @@ fn reanchored(candidate: &Plan, was: &[Entry], now: &[Entry]) -> Plan {
         }
         *at_us = same.t_us + offset;
         match fault {
-            Fault::Pause { node, .. } | Fault::Crash { node, .. } => *node = moved,
+            Fault::Pause { node, .. } | Fault::Crash { node, .. } | Fault::Shutdown { node, .. } => *node = moved,
             _ => {}
         }
     }

@@ -33,7 +33,7 @@ use lease_core::{
     Apply, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId, RequestId, Span, Time,
     WorkerId, WorkerReply, WorkerRequest,
 };
-use lease_history::{Event, Node, Point};
+use lease_history::{AbandonReason, Event, Node, Point};
 use lease_runtime::{
     Client, Clock, HandlerError, Hook, Job, Outcome, Output, ReclaimerOptions, Runtime, WorkerOptions,
 };
@@ -44,7 +44,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tracing::Instrument;
 
-/// The life `incarnation` of worker `n`: one runtime, one slot, until the node is killed.
+/// The life `incarnation` of worker `n`: one runtime, one slot, until the node is killed or told
+/// to stop ([`Ctx::shutdown`]): then it drains as a service does, and exits.
 pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let node = Node::Worker(n);
     let Some(seams) =
@@ -54,14 +55,57 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     };
     let mut options = WorkerOptions::new(vec![WorkerId(n)], ctx.params.worker);
     options.bugs = ctx.bugs;
+    if let Some(grace_us) = ctx.params.shutdown_grace_us {
+        options.grace = Span::from_us(grace_us);
+    }
+    options.handler_timeout = ctx.params.handler_timeout_us.map(Span::from_us);
     let client = Arc::clone(&seams.wire);
     let timeout = ctx.params.worker.request_timeout;
     let records = ctx.params.records_itself(n);
     let handler = move |job: Job| dependency(Arc::clone(&client), job, timeout, records);
-    let work = seams.runtime().work(options, handler, futures::future::pending());
-    if let Err(error) = work.await {
-        panic!("unworkable parameters: {error}");
-    }
+    let from = ctx.state().history.len();
+    let work = seams.runtime().work(options, handler, ctx.stop_signal(node, incarnation));
+    let tally = work.await.unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
+    let lines = |keep: &dyn Fn(&Event) -> bool| lines_since(&ctx, from, node, keep);
+    // A handler's own calls made again write `executing` too: one handler call per lease.
+    let executed = {
+        let state = ctx.state();
+        let leases =
+            state.history[from..].iter().filter(|entry| entry.node == node).filter_map(|entry| match entry.event {
+                Event::Executing { job, epoch, .. } => Some((job, epoch)),
+                _ => None,
+            });
+        leases.collect::<std::collections::BTreeSet<_>>().len() as u64
+    };
+    audit(node, incarnation, "handler calls", tally.handled, executed, false);
+    audit(node, incarnation, "adoptions", tally.adopted, lines(&|e| matches!(e, Event::Adopted { .. })), false);
+    let given_up = lines(&|e| matches!(e, Event::Abandoned { why, .. } if *why != AbandonReason::Shutdown));
+    audit(node, incarnation, "leases given up", tally.abandoned, given_up, false);
+    let released =
+        lines_since(&ctx, from, Node::Table, &|e| matches!(e, Event::Released { from, .. } if *from == node));
+    audit(node, incarnation, "leases handed back", tally.released, released, true);
+    exit(&ctx, node, incarnation).await;
+}
+
+/// The lines `node` wrote since line `from` that `keep` keeps.
+fn lines_since(ctx: &Ctx, from: usize, node: Node, keep: &dyn Fn(&Event) -> bool) -> u64 {
+    let state = ctx.state();
+    state.history[from..].iter().filter(|entry| entry.node == node && keep(&entry.event)).count() as u64
+}
+
+/// What a runtime counted in one life, which a service exports as its metrics, against what the
+/// history of that life says: the same (`at_most`: no more, for a count of answers, some of which
+/// are lost on the way). A mismatch is a crash of the run, which a sweep reports with its seed.
+fn audit(node: Node, life: u64, what: &str, counted: u64, lines: u64, at_most: bool) {
+    let agrees = if at_most { counted <= lines } else { counted == lines };
+    assert!(agrees, "{node} life {life}: its runtime counted {counted} {what}, its history says {lines}");
+}
+
+/// The runtime of `node`'s life `life` returned, as it does only once told to stop: the node
+/// exits, and never touches the network again.
+async fn exit(ctx: &Ctx, node: Node, life: u64) {
+    ctx.exited(node, life);
+    futures::future::pending::<()>().await;
 }
 
 /// The life `incarnation` of reclaimer `n`, its batches numbered past its earlier lives'.
@@ -76,9 +120,21 @@ pub(super) async fn reclaimer(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         bugs: ctx.bugs,
         ..ReclaimerOptions::new(ReclaimerId(n), ctx.params.reclaimer)
     };
-    if let Err(error) = seams.runtime().reclaim(options, futures::future::pending()).await {
-        panic!("unworkable parameters: {error}");
-    }
+    let from = ctx.state().history.len();
+    let reclaim = seams.runtime().reclaim(options, ctx.stop_signal(node, incarnation));
+    let tally = reclaim.await.unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
+    let lines = |keep: &dyn Fn(&Event) -> bool| lines_since(&ctx, from, node, keep);
+    audit(node, incarnation, "adoptions", tally.adopted, lines(&|e| matches!(e, Event::Adopted { .. })), false);
+    let stopped = lines(&|e| matches!(e, Event::BatchStopped { .. }));
+    audit(node, incarnation, "batches stopped", tally.stopped, stopped, false);
+    let fenced = lines_since(
+        &ctx,
+        from,
+        Node::Table,
+        &|e| matches!(e, Event::Reclaimed { reclaimer, .. } if *reclaimer == node),
+    );
+    audit(node, incarnation, "fences won", tally.fenced, fenced, true);
+    exit(&ctx, node, incarnation).await;
 }
 
 /// One life's seams.

@@ -111,6 +111,8 @@ fn scheduled(at_us: u64, fault: Fault, heal_us: u64) -> TrueFault {
     let (cause, kind, to_us) = match fault {
         Fault::Crash { node, down_us } => (cause_of(&[node]), "crash", span(down_us)),
         Fault::Pause { node, len_us } => (cause_of(&[node]), "pause", span(len_us)),
+        // From the signal, for its downtime: the drain before the exit is the node's own time.
+        Fault::Shutdown { node, down_us } => (cause_of(&[node]), "shutdown", span(down_us)),
         Fault::Partition { node, len_us } => (cause_of(&[node]), "partition", span(len_us)),
         Fault::CutLink { a, b, len_us } => (cause_of(&[a, b]), "cut", span(len_us)),
         Fault::Surge { len_us, .. } => (Cause::Arrivals, "surge", span(len_us)),

@@ -56,6 +56,11 @@ pub(crate) struct State {
     /// Nodes that are down, with the life that crashed.
     pub(crate) down: BTreeMap<Node, u64>,
     pub(crate) paused: BTreeSet<Node>,
+    /// Each worker's and reclaimer's shutdown signal, for the life that is listening.
+    pub(crate) stop_signals: BTreeMap<Node, (u64, futures::channel::oneshot::Sender<()>)>,
+    /// Nodes told to stop and not yet exited: the life told, and how long it stays down once it
+    /// has exited.
+    pub(crate) stopping: BTreeMap<Node, (u64, u64)>,
     /// Partitions in force: a node cut off from everyone (`None`) or from one peer.
     pub(crate) cuts: BTreeSet<(Node, Option<Node>)>,
     /// Messages about each lease so far, by kind: what keys a lease message's latency.

@@ -182,6 +182,8 @@ fn run_world(params: Params) -> RunReport {
         incarnations: BTreeMap::new(),
         down: BTreeMap::new(),
         paused: BTreeSet::new(),
+        stop_signals: BTreeMap::new(),
+        stopping: BTreeMap::new(),
         cuts: BTreeSet::new(),
         lease_messages: BTreeMap::new(),
         job_messages: BTreeMap::new(),

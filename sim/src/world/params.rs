@@ -50,6 +50,12 @@ pub struct Params {
     /// request): a job is one by a hash of the seed and its id, never by a draw, and every call
     /// for it is refused at once, heal or not. Its worker dead-letters it after one try.
     pub poison_ppm: u32,
+    /// How long a worker told to stop ([`Fault::Shutdown`]) lets its handlers in flight finish;
+    /// `None`: the runtime's default, a lease.
+    pub shutdown_grace_us: Option<u64>,
+    /// The longest a worker's handler may run before the runtime drops it and the job takes the
+    /// requeue path, as after a retryable failure; `None`: no limit.
+    pub handler_timeout_us: Option<u64>,
     /// The table's limits.
     pub table: TableConfig,
     /// Workers' timing.
@@ -127,6 +133,8 @@ impl Params {
             reclaimers: 1,
             recorders: 0,
             poison_ppm: 0,
+            shutdown_grace_us: None,
+            handler_timeout_us: None,
             table: TableConfig { capacity: 100, lease_ttl, batch_max: 4, attempts_max: 3 },
             worker: worker_timing(lease_ttl),
             reclaimer: ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 },
@@ -233,6 +241,12 @@ impl Params {
         if self.recorders > 0 {
             let _ = write!(out, " recorders={}", self.recorders);
         }
+        if let Some(grace_us) = self.shutdown_grace_us {
+            let _ = write!(out, " grace={}ms", grace_us / 1000);
+        }
+        if let Some(timeout_us) = self.handler_timeout_us {
+            let _ = write!(out, " handler_timeout={}ms", timeout_us / 1000);
+        }
         if self.poison_ppm > 0 {
             let _ = write!(out, " poison_ppm={}", self.poison_ppm);
         }
@@ -332,6 +346,7 @@ impl Params {
                 Fault::CutLink { a, b, len_us } => write!(out, " cut@{at}={a}-{b}+{len_us}us"),
                 Fault::Pause { node, len_us } => write!(out, " pause@{at}={node}+{len_us}us"),
                 Fault::Crash { node, down_us } => write!(out, " crash@{at}={node}+{down_us}us"),
+                Fault::Shutdown { node, down_us } => write!(out, " shutdown@{at}={node}+{down_us}us"),
                 Fault::Surge { len_us, factor } => write!(out, " surge@{at}=x{factor}+{len_us}us"),
                 Fault::Degrade { len_us: Some(len_us), .. } => write!(out, " degrade@{at}=+{len_us}us"),
                 Fault::Degrade { len_us: None, .. } => write!(out, " degrade@{at}=until_heal"),

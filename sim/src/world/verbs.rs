@@ -4,6 +4,7 @@
 //!
 //! - `crash` a node, and `restart` it after its downtime;
 //! - `partition` a node from everyone or from one peer, and `repair` it;
+//! - tell a worker or a reclaimer to `shutdown`, and take it down once it has `exited`;
 //! - `pause` a node's process, and `resume` it;
 //! - `stall` a node at a protocol point (it does nothing, not even heartbeat);
 //! - `slow` a dependency call, or make it `fail`;
@@ -56,6 +57,69 @@ impl Ctx {
         };
         self.record(Node::World, Event::Restarted { target: node });
         Handle::current().restart(id);
+    }
+
+    /// The shutdown signal of `node`'s life `life`: it resolves when the world tells the node to
+    /// stop ([`Ctx::shutdown`]), and never otherwise.
+    pub(crate) fn stop_signal(&self, node: Node, life: u64) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (sender, signal) = futures::channel::oneshot::channel();
+        self.state().stop_signals.insert(node, (life, sender));
+        async move {
+            if signal.await.is_err() {
+                futures::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Tells `node` to stop, as a deploy's `SIGTERM` does: its runtime's shutdown signal fires,
+    /// and it restarts `down_us` after it has exited ([`Ctx::exited`]). Nothing happens to a node
+    /// that is down, already stopping, or not yet listening.
+    pub(crate) fn shutdown(&self, node: Node, down_us: u64) {
+        let sender = {
+            let mut state = self.state();
+            let life = state.incarnations.get(&node).copied().unwrap_or(0);
+            if state.down.contains_key(&node) || state.stopping.get(&node).is_some_and(|(told, _)| *told == life) {
+                return;
+            }
+            match state.stop_signals.remove(&node) {
+                Some((listening, sender)) if listening == life => {
+                    state.stopping.insert(node, (life, down_us));
+                    sender
+                }
+                _ => return,
+            }
+        };
+        self.record(Node::World, Event::Stopping { target: node });
+        // The receiver lives as long as the life that listens; a crash since drops both.
+        let _ = sender.send(());
+    }
+
+    /// `node`'s life `life` has exited after it was told to stop: it is down from now, and
+    /// restarts after its downtime, at once if the faults have healed. Called by the life's own
+    /// task, which must not touch the network again.
+    pub(crate) fn exited(&self, node: Node, life: u64) {
+        let (id, down_us) = {
+            let mut state = self.state();
+            match state.stopping.get(&node) {
+                Some(&(told, down_us)) if told == life => {
+                    state.stopping.remove(&node);
+                    state.down.insert(node, life);
+                    let down_us = if state.faults_on { down_us } else { 0 };
+                    (state.nodes[&node], down_us)
+                }
+                _ => return,
+            }
+        };
+        self.record(Node::World, Event::Stopped { target: node });
+        // What the exited life left running (its router) goes with it; the caller, the life's
+        // own task, is dropped at its next await, as after a crash.
+        Handle::current().kill(id);
+        let ctx2 = self.self_arc();
+        let restarting = async move {
+            ctx2.sleep_us(down_us).await;
+            ctx2.restart(node, life);
+        };
+        self.chaos.spawn(crate::panics::contained(restarting.instrument(crate::logs::world_span())));
     }
 
     /// Cuts `node` off from everyone (`peer` none), or from `peer` both ways.
@@ -159,6 +223,7 @@ impl Ctx {
                 }
             }
             Fault::Crash { node, down_us } => self.crash(node, Point::AtRandom, None, down_us),
+            Fault::Shutdown { node, down_us } => self.shutdown(node, down_us),
             Fault::Surge { len_us, factor } => {
                 self.record(Node::World, Event::SurgeStarted { factor, len_us });
                 self.undo_later(len_us, |ctx| ctx.record(Node::World, Event::SurgeEnded {}));
