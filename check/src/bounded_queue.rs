@@ -2,7 +2,10 @@
 //!
 //! The backlog is the number of accepted jobs (`arrived`) without a `terminal` entry yet. After
 //! each `arrived` it must not exceed the run line's `capacity`, and the entry's own `backlog`
-//! field must equal it: the table and the history agree on what the queue holds.
+//! field must equal it: the table and the history agree on what the queue holds. A history pruned
+//! of ended jobs (its run line's `pruned_before_us`) no longer holds the pruned jobs, which were
+//! unfinished once: there the backlog an arrival reports must be at least the history's count
+//! and at most the capacity.
 
 use super::facts::Facts;
 use super::{Invariant, Violation};
@@ -17,6 +20,9 @@ pub(crate) fn check(facts: &Facts, line: usize, entry: &Entry) -> Result<(), Vio
         let message =
             format!("accepting {job} made {counted} unfinished jobs, over the capacity of {}", limits.capacity);
         return Err(Violation::at(Invariant::BoundedQueue, Some(*job), &[limits.run_line], line, message));
+    }
+    if limits.pruned && (counted..=limits.capacity).contains(backlog) {
+        return Ok(()); // Jobs pruned since may have been unfinished then.
     }
     if *backlog != counted {
         let message = format!("accepting {job} reported a backlog of {backlog}, but the history counts {counted}");
@@ -55,6 +61,30 @@ mod tests {
         assert_eq!(violation.invariant, Invariant::BoundedQueue);
         assert_eq!(violation.job, Some(J3));
         assert_eq!(violation.lines, vec![1, third]);
+    }
+
+    // A pruned history no longer holds jobs that were unfinished when a kept one arrived: a
+    // reported backlog above the history's count passes there, up to the capacity; one below
+    // the count, or above the capacity, is still reported (the same stories fail unpruned).
+    #[test]
+    fn a_pruned_history_bounds_the_backlog() {
+        for (reported, holds) in [(3, true), (4, true), (1, false), (5, false)] {
+            for pruned in [true, false] {
+                let mut history = History::new(2, 4);
+                if pruned {
+                    history.pruned(1_000);
+                }
+                history.at(0).arrived(J1);
+                let second = history.at(0).arrived_with_backlog(J2, reported);
+                let judged = check_history(&history.entries);
+                if holds && pruned {
+                    assert!(judged.is_ok(), "backlog {reported}, pruned: {judged:?}");
+                    continue;
+                }
+                let violation = judged.expect_err("reported");
+                assert_eq!((violation.invariant, violation.lines.last()), (Invariant::BoundedQueue, Some(&second)));
+            }
+        }
     }
 
     // An arrival whose backlog field disagrees with the history's count is reported.

@@ -19,6 +19,9 @@ pub(crate) struct Limits {
     pub capacity: usize,
     /// The `run` line, once seen.
     pub run_line: Option<usize>,
+    /// The history was pruned of jobs that ended (its run line's `pruned_before_us`): a count
+    /// over all jobs is a lower bound, not the count.
+    pub pruned: bool,
 }
 
 /// The lease of one epoch: its expiry by the table's clock, and the line that set it (a grant, a
@@ -141,7 +144,7 @@ impl Facts {
     /// No facts yet; the limits are unbounded until the `run` line.
     pub fn new() -> Facts {
         Facts {
-            limits: Limits { batch_max: usize::MAX, capacity: usize::MAX, run_line: None },
+            limits: Limits { batch_max: usize::MAX, capacity: usize::MAX, run_line: None, pruned: false },
             jobs: BTreeMap::new(),
             ops: BTreeMap::new(),
             batches: BTreeMap::new(),
@@ -198,8 +201,9 @@ impl Facts {
     /// Folds the entry at `line` into the facts.
     pub fn absorb(&mut self, line: usize, entry: &Entry) {
         match &entry.event {
-            Event::Run { batch_max, capacity, .. } => {
-                self.limits = Limits { batch_max: *batch_max, capacity: *capacity, run_line: Some(line) };
+            Event::Run { batch_max, capacity, pruned_before_us, .. } => {
+                let (batch_max, capacity, pruned) = (*batch_max, *capacity, pruned_before_us.is_some());
+                self.limits = Limits { batch_max, capacity, run_line: Some(line), pruned };
             }
             Event::Arrived { job, .. } => self.arrive(*job, line),
             Event::Granted { job, epoch, expires_at_us, .. } => {

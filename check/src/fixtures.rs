@@ -112,10 +112,18 @@ impl History {
             drift_margin_us: None,
             latency_us: latency_max_us.map(|max| [LATENCY_CALM_US[0], max]),
             latency_calm_us: latency_max_us.map(|_| LATENCY_CALM_US),
+            pruned_before_us: None,
             params: String::new(),
         };
         history.push(Node::World, run);
         history
+    }
+
+    /// Marks the history as a store's, pruned of jobs that ended before `before_us`.
+    pub fn pruned(&mut self, before_us: u64) {
+        if let Event::Run { pruned_before_us, .. } = &mut self.entries[0].event {
+            *pruned_before_us = Some(before_us);
+        }
     }
 
     /// Whether a `faults_healed` line was written.
@@ -463,14 +471,6 @@ impl History {
 
     pub fn healed_link(&mut self, target: Node, peer: Option<Node>) -> usize {
         self.push(Node::World, Event::Healed { target, peer })
-    }
-
-    pub fn stopping(&mut self, target: Node) -> usize {
-        self.push(Node::World, Event::Stopping { target })
-    }
-
-    pub fn stopped(&mut self, target: Node) -> usize {
-        self.push(Node::World, Event::Stopped { target })
     }
 
     pub fn restarted(&mut self, target: Node) -> usize {

@@ -221,6 +221,18 @@ pub fn writer(event: &Event) -> Node {
     }
 }
 
+/// Whether a store writes this answer down. An empty poll (`acquire_empty`) and an empty scan (a
+/// `listed` with no lease) are not: they change nothing, and an idle fleet would otherwise write a
+/// durable row per poll and per scan, for ever. A world's history keeps them (they cost nothing
+/// there, and the report reads the polls); a store's log is the history without them.
+pub fn is_written(event: &Event) -> bool {
+    match event {
+        Event::AcquireEmpty { .. } => false,
+        Event::Listed { leases, .. } => !leases.is_empty(),
+        _ => true,
+    }
+}
+
 /// An answer's line, stamped `t_us` by the node that writes it: one JSON object, as a history
 /// file holds it.
 pub fn line(t_us: u64, event: Event) -> String {

@@ -497,6 +497,12 @@ pub enum Event {
         /// Version 6 and later.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         latency_calm_us: Option<[u64; 2]>,
+        /// A store's history pruned of jobs that ended before this time (`lease_store`'s
+        /// `TableStore::prune`): every line of every job it holds is there, but the jobs pruned,
+        /// which were live once, are not, so counts over all jobs (the backlog an arrival
+        /// reports) are bounded below by the history, not equal to it. Absent: nothing pruned.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pruned_before_us: Option<u64>,
         /// The world's shape and timing as `name=value` pairs, for people. No checker reads it
         /// (every fact a checker needs is a field of its own); it may be absent.
         #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -978,7 +984,14 @@ impl Entry {
 
     /// The job this entry is about, if any.
     pub fn job(&self) -> Option<JobId> {
-        match &self.event {
+        self.event.job()
+    }
+}
+
+impl Event {
+    /// The one job this event is about, if any (a listing names several: none).
+    pub fn job(&self) -> Option<JobId> {
+        match self {
             Event::Arrived { job, .. }
             | Event::Rejected { job, .. }
             | Event::Duplicate { job }

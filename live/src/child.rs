@@ -215,15 +215,14 @@ fn serve(
                 if !start_at_backlog(plan, &client, &commands).await? {
                     return Ok(());
                 }
-                let options = WorkerOptions { bugs, ..WorkerOptions::new(vec![WorkerId(index)], plan.worker()) };
+                let options = WorkerOptions::new(vec![WorkerId(index)], plan.worker()).planting(bugs);
                 let work = runtime.work(options, stub_handler(port, WorkerId(index)), future::pending());
                 future::select(work.map(|ran| ran.map(drop)).boxed(), stop).await
             }
             _ => {
                 let options = ReclaimerOptions {
                     first_batch: (life - 1) << 32, // Batch numbers of each life apart, as the simulator's.
-                    bugs,
-                    ..ReclaimerOptions::new(ReclaimerId(index), plan.reclaimer())
+                    ..ReclaimerOptions::new(ReclaimerId(index), plan.reclaimer()).planting(bugs)
                 };
                 let reclaim = runtime.reclaim(options, future::pending());
                 future::select(reclaim.map(|ran| ran.map(drop)).boxed(), stop).await

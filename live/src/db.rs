@@ -20,7 +20,7 @@ pub type Handle = Box<dyn Store + Send>;
 
 /// Opens a store on the run's database (migrating it if needed), on the database's clock.
 pub fn open(place: &Place, config: TableConfig, bugs: Bugs) -> Result<Handle, StoreError> {
-    place.open(config, bugs, Clock::Database)
+    lease_store::planted::open(place, config, bugs, Clock::Database)
 }
 
 /// Drops the run's PostgreSQL schema (nothing for SQLite: the file stays in the run's

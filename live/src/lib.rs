@@ -228,6 +228,7 @@ fn export(plan: &LivePlan, store: &mut Handle, out: &Path) -> Result<PathBuf, Fa
             drift_margin_us: Some(plan.drift_margin_us),
             latency_us: None,
             latency_calm_us: None,
+            pruned_before_us: None,
             params: plan.params(),
         },
     };

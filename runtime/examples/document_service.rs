@@ -1,10 +1,10 @@
 //! A document service on lease-runtime: 1,000 jobs, each naming its document in its payload, a mock
 //! dependency called with each job's op id and epoch, two worker processes, the first killed mid-job.
-//! Exits 0 only if every job ended exactly once with one effect, of its payload. SQLite (a new file)
-//! by default; `--url URL`: PostgreSQL (a new schema, kept).
+//! Exits 0 only if every job ended exactly once with one effect, of its payload. SQLite (a new file) by
+//! default; `--url URL`: PostgreSQL (a new schema, kept); `--metrics 127.0.0.1:9464`: /metrics until 2 s after.
 use futures::future::{self, Either, FutureExt};
 use lease_core::{JobId, JobState, OpId, Outcome, ReclaimerId, Span, TableConfig, WorkerId};
-use lease_runtime::store::{HostClock, StoreClient};
+use lease_runtime::store::{prune_every, serve_metrics_at, HostClock, Retention, StoreClient};
 use lease_runtime::{output_id, Job, ReclaimerOptions, Runtime, WorkerOptions};
 use lease_store::Place;
 use std::{collections::BTreeMap, sync::Arc, sync::Mutex, time::Duration};
@@ -24,28 +24,30 @@ async fn render(renderer: Renderer, job: Job) -> Vec<u8> {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let name = format!("document_service_{}", std::process::id());
     let path = std::env::temp_dir().join(format!("{name}.sqlite"));
-    let place = match std::env::args().skip_while(|arg| arg != "--url").nth(1) {
-        Some(url) => Place::Postgres { url, schema: name },
-        None => Place::Sqlite { path: path.clone() },
-    };
-    let ttl = Span::from_ms(500);
+    let arg = |name: &str| std::env::args().skip_while(|arg| arg != name).nth(1);
+    let place = arg("--url").map_or(Place::Sqlite { path: path.clone() }, |url| Place::Postgres { url, schema: name });
+    let (ttl, clock) = (Span::from_ms(500), HostClock::start());
     let table = TableConfig { capacity: JOBS as usize, lease_ttl: ttl, batch_max: 32, attempts_max: 3 };
-    let clock = HostClock::start();
     let client = StoreClient::open(&place, table, clock, 1).await?;
     for job in 0..JOBS {
         let _accepted = client.enqueue_with(JobId(job), format!("doc-{job}.md").into_bytes()).await?;
     }
     let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    tokio::spawn(prune_every(client.clone(), Retention::keep(Duration::from_secs(86_400)))); // ended: kept a day
+    let (metrics, serving) = (runtime.metrics(), arg("--metrics"));
+    if let Some(addr) = &serving {
+        serve_metrics_at(addr, client.clone(), metrics.clone()).await?;
+    }
     let renderer = Renderer::default();
     let process = |first: u32| {
         let options = WorkerOptions::with_ttl((first..first + 4).map(WorkerId).collect(), ttl);
         let renderer = renderer.clone();
         let handler = move |job: Job| render(renderer.clone(), job).map(Ok);
-        runtime.work(options, handler, all_ended(client.clone())).boxed()
+        runtime.work(options, handler, client.clone().drained()).boxed()
     };
     // The first process is killed after 200 ms, mid-job: its future is dropped.
     let killed = future::select(process(0), Box::pin(tokio::time::sleep(Duration::from_millis(200))));
-    let reclaim = runtime.reclaim(ReclaimerOptions::with_ttl(ReclaimerId(0), ttl), all_ended(client.clone()));
+    let reclaim = runtime.reclaim(ReclaimerOptions::with_ttl(ReclaimerId(0), ttl), client.clone().drained());
     let (killed, survivor, reclaimed) = future::join3(killed, process(4), reclaim).await;
     assert!(matches!(killed, Either::Right(_)), "the first process was killed before the jobs ended");
     let (survivor, reclaimed) = (survivor?, reclaimed?);
@@ -61,7 +63,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         wrong += u64::from(!matches!(record.state, JobState::Terminal(ended) if Some(ended.outcome) == completed));
     }
     println!("{JOBS} jobs on {place}: {} effects, {applied} applied", effects.len());
+    metrics.set_queue(client.queue_figures().await?);
     println!("{} leases of the killed one reclaimed; the survivor completed {}", reclaimed.fenced, survivor.completed);
+    println!("metrics: {}", metrics.snapshot());
+    if let Some(addr) = serving {
+        println!("serving them at http://{addr}/metrics for 2 s more");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
     let _removed = std::fs::remove_file(&path);
     if wrong > 0 || applied != JOBS || effects.len() as u64 != JOBS {
         println!("FAILED: {wrong} jobs did not end exactly once with their one effect, of their payload");
@@ -69,11 +77,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("held: every job ended exactly once, with one effect, rendered from its payload");
     Ok(())
-}
-
-/// Resolves once no accepted job is left to end.
-async fn all_ended(client: StoreClient) {
-    while !client.call(|store, _| store.backlog()).await.is_ok_and(|backlog| backlog == 0) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -185,7 +185,7 @@ fn history_of(backend: &Place, options: &Options, job: u64) -> Result<(Vec<Strin
     let mut store = match backend {
         // Read-only use: the clock does not matter, but a handle needs one.
         Place::Postgres { url, schema } => {
-            Box::new(PostgresStore::open(url, Some(schema), options.table(), lease_core::Bugs::NONE, Clock::Caller)?)
+            Box::new(PostgresStore::open(url, Some(schema), options.table(), Clock::Caller)?)
         }
         sqlite => lease_store::open(sqlite, options.table())?,
     };

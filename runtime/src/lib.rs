@@ -55,6 +55,7 @@
 //! the queue, said on the history too (see [`worker`]).
 
 pub mod job;
+pub mod metrics;
 pub mod reclaimer;
 pub mod seam;
 #[cfg(feature = "store")]
@@ -64,6 +65,7 @@ pub mod store;
 pub mod worker;
 
 pub use job::{output_id, Cancel, Handler, HandlerError, Job, Outcome, Output};
+pub use metrics::{Metrics, QueueFigures, Snapshot};
 pub use reclaimer::{ReclaimTally, ReclaimerOptions};
 pub use seam::{Client, Clock, Hook, NoHook, Point};
 pub use worker::{WorkerOptions, WorkerTally, SHUTDOWN_RELEASE, SLOTS_MAX};
@@ -78,12 +80,24 @@ pub struct Runtime {
     clock: Arc<dyn Clock>,
     client: Arc<dyn Client>,
     hook: Arc<dyn Hook>,
+    metrics: Arc<Metrics>,
 }
 
 impl Runtime {
     /// A runtime on `clock` and `client`, whose protocol points pass at once ([`NoHook`]).
     pub fn new(clock: Arc<dyn Clock>, client: Arc<dyn Client>) -> Runtime {
-        Runtime { clock, client, hook: Arc::new(NoHook) }
+        Runtime { clock, client, hook: Arc::new(NoHook), metrics: Arc::default() }
+    }
+
+    /// The same runtime counting into `metrics` (another runtime's, say, for one figure per
+    /// process). A runtime's clones share its metrics.
+    pub fn with_metrics(self, metrics: Arc<Metrics>) -> Runtime {
+        Runtime { metrics, ..self }
+    }
+
+    /// What this runtime and its clones did ([`metrics`]).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
     }
 
     /// The same runtime with `hook` at its protocol points (the simulator's faults).
@@ -95,6 +109,25 @@ impl Runtime {
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime").field("now", &self.clock.now()).finish_non_exhaustive()
+    }
+}
+
+/// Planted bugs in a runtime's machines. Every build a service makes has none: only
+/// [`Planted::NONE`] can be named, unless the `planted-bugs` feature is on (the simulator and the
+/// live runner turn it on, to prove that their checkers catch each bug through the very code a
+/// service runs). A field of the options rather than a constructor's argument, so that no public
+/// constructor takes bug flags and the options still take `..WorkerOptions::new(…)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Planted(pub(crate) lease_core::Bugs);
+
+impl Planted {
+    /// No planted bug.
+    pub const NONE: Planted = Planted(lease_core::Bugs::NONE);
+
+    /// `bugs`, planted.
+    #[cfg(feature = "planted-bugs")]
+    pub fn new(bugs: lease_core::Bugs) -> Planted {
+        Planted(bugs)
     }
 }
 

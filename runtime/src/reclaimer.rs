@@ -5,12 +5,12 @@
 //! On the shutdown signal it stops at once: a lease it fenced and had not finished with expires,
 //! and is reclaimed again.
 
+use crate::metrics::Count;
 use crate::seam::Point;
 use crate::{OptionsError, Runtime};
 use futures::future::{BoxFuture, Fuse, FutureExt};
 use lease_core::{
-    Bugs, Fencing, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, RequestId,
-    Span,
+    Fencing, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, RequestId, Span,
 };
 use lease_history::{Event, Node};
 use std::future::Future;
@@ -25,14 +25,22 @@ pub struct ReclaimerOptions {
     /// The number of its first batch: a reclaimer that restarts numbers its batches past those of
     /// its previous lives, or two batches would share one id.
     pub first_batch: u64,
-    /// A planted bug in the machine (for the simulator's mutants only); [`Bugs::NONE`].
-    pub bugs: Bugs,
+    /// Planted bugs in the machine: none, and only the simulator and the live runner can plant
+    /// one ([`crate::Planted`]).
+    pub planted: crate::Planted,
 }
 
 impl ReclaimerOptions {
     /// Reclaimer `id` on `reclaimer`'s timing, its batches numbered from 0, no planted bug.
     pub fn new(id: ReclaimerId, reclaimer: ReclaimerConfig) -> ReclaimerOptions {
-        ReclaimerOptions { id, reclaimer, first_batch: 0, bugs: Bugs::NONE }
+        ReclaimerOptions { id, reclaimer, first_batch: 0, planted: crate::Planted::NONE }
+    }
+
+    /// The same options with `bugs` planted in the machine (feature `planted-bugs`: for the
+    /// simulator and the live runner).
+    #[cfg(feature = "planted-bugs")]
+    pub fn planting(self, bugs: lease_core::Bugs) -> ReclaimerOptions {
+        ReclaimerOptions { planted: crate::Planted(bugs), ..self }
     }
 
     /// Reclaimer `id` timed as fractions of the table's `lease_ttl`: a scan every quarter of it,
@@ -80,7 +88,7 @@ impl Runtime {
             let mut machine = Reclaimer::numbering_batches_from(
                 options.id,
                 options.reclaimer,
-                options.bugs,
+                options.planted.0,
                 now,
                 options.first_batch,
             )?;
@@ -140,10 +148,27 @@ impl Runtime {
             }
             ReclaimAction::Adopted { job, op, output, epoch, .. } => {
                 tally.adopted += 1;
+                self.metrics.count(Count::Adoption);
                 self.client.line(node, Event::Adopted { job, op, output, epoch }).await;
             }
             ReclaimAction::BatchStopped { batch, job, recorded, rival, untouched } => {
                 tally.stopped += 1;
+                self.metrics.count(Count::Quarantine);
+                // The alert an operator must see: the job is quarantined, and which effect stands
+                // is a person's call.
+                tracing::error!(
+                    reclaimer = options.id.0,
+                    batch = batch.seq,
+                    job = job.0,
+                    recorded = recorded.0,
+                    rival = rival.0,
+                    untouched,
+                    "two different outputs claim one operation: job {job} quarantined (recorded output \
+                     {:#018x}, rival {:#018x}); batch {} stopped, {untouched} job(s) left untouched",
+                    recorded.0,
+                    rival.0,
+                    batch.seq,
+                );
                 let stopped = Event::BatchStopped { batch, job, identities: [recorded, rival], untouched };
                 self.client.line(node, stopped).await;
             }
@@ -196,6 +221,9 @@ impl Runtime {
         if machine.awaiting(id) != Some(request) {
             return;
         }
+        if let ReclaimReply::Requeued(lease_core::Requeue::DeadLettered(_)) = reply {
+            self.metrics.count(Count::DeadLetter);
+        }
         let point = match (request, reply) {
             (ReclaimRequest::ListExpired { .. }, ReclaimReply::Listed(leases)) => {
                 leases.first().map(|lease| (Point::AfterListing, lease.job))
@@ -204,6 +232,7 @@ impl Runtime {
                 if lease.job == ours.job =>
             {
                 tally.fenced += 1;
+                self.metrics.count(Count::Reclaim);
                 Some((Point::MidReclaim, ours.job))
             }
             _ => None,

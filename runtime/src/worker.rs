@@ -43,13 +43,14 @@
 //! (`worker_releases_only_what_it_declined`), so a service's exported history is judged whole.
 
 use crate::job::{Cancel, Handler, HandlerError, Job, Outcome, Output, Trigger};
+use crate::metrics::Count;
 use crate::seam::{Client, Clock, Hook, Point};
 use crate::{OptionsError, Runtime};
 use futures::future::{self, AbortHandle, Abortable, BoxFuture, Either, Fuse, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
 use lease_core::{
-    Acquired, Apply, Bugs, Completion, Epoch, Execution, JobId, OpId, OutputId, Release, RequestId, Span, Time, Worker,
-    WorkerAction, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
+    Acquired, Apply, Completion, Epoch, Execution, JobId, OpId, OutputId, Release, RequestId, Requeue, Span, Time,
+    Worker, WorkerAction, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_history::{Event, Node};
 use std::future::Future;
@@ -75,8 +76,9 @@ pub struct WorkerOptions {
     pub worker: WorkerConfig,
     /// How long jobs in flight may still finish after the shutdown signal.
     pub grace: Span,
-    /// A planted bug in the machines (for the simulator's mutants only); [`Bugs::NONE`].
-    pub bugs: Bugs,
+    /// Planted bugs in the machines: none, and only the simulator and the live runner can plant
+    /// one ([`Planted`]).
+    pub planted: crate::Planted,
     /// How long one handler call may run; past it, its [`crate::Cancel`] fires, it is dropped,
     /// and the job is requeued as after a retryable error (its attempt counted). `None`: no
     /// limit. Heartbeats keep a lease while its handler runs, however long: without a limit, a
@@ -89,7 +91,14 @@ impl WorkerOptions {
     /// `slots` machines on `worker`'s timing, a grace of one lease ttl, no handler timeout, no
     /// planted bug.
     pub fn new(slots: Vec<WorkerId>, worker: WorkerConfig) -> WorkerOptions {
-        WorkerOptions { slots, grace: worker.lease_ttl, worker, bugs: Bugs::NONE, handler_timeout: None }
+        WorkerOptions { slots, grace: worker.lease_ttl, worker, planted: crate::Planted::NONE, handler_timeout: None }
+    }
+
+    /// The same options with `bugs` planted in every machine (feature `planted-bugs`: for the
+    /// simulator and the live runner, which prove that their checkers catch them).
+    #[cfg(feature = "planted-bugs")]
+    pub fn planting(self, bugs: lease_core::Bugs) -> WorkerOptions {
+        WorkerOptions { planted: crate::Planted(bugs), ..self }
     }
 
     /// `slots` machines timed as fractions of the table's `lease_ttl`: a heartbeat every third of
@@ -241,7 +250,7 @@ impl Runtime {
             let now = seams.clock.now();
             let mut slots = Vec::with_capacity(options.slots.len());
             for &id in &options.slots {
-                let worker = Worker::new(id, options.worker, options.bugs, now)?;
+                let worker = Worker::new(id, options.worker, options.planted.0, now)?;
                 let deadline = Arc::new(AtomicU64::new(0));
                 slots.push(Slot {
                     id,
@@ -393,10 +402,14 @@ impl<H: Handler> Run<H> {
             WorkerAction::Send(id, request) => self.send(slot, id, request).await,
             WorkerAction::Adopted { job, op, output, epoch } => {
                 self.tally.adopted += 1;
+                self.seams.metrics.count(Count::Adoption);
                 self.client().line(node, Event::Adopted { job, op, output, epoch }).await;
             }
             WorkerAction::Abandoned { job, epoch, why } => {
                 self.tally.abandoned += 1;
+                if why == lease_core::Abandon::SelfFenced {
+                    self.seams.metrics.count(Count::SelfFence);
+                }
                 self.stop_effect(slot, job, epoch);
                 self.client().line(node, Event::Abandoned { job, epoch, why: why.into() }).await;
             }
@@ -473,9 +486,16 @@ impl<H: Handler> Run<H> {
         if self.slots[slot].worker.awaiting(id) != Some(execute) {
             return;
         }
-        // From its `executing` line on, the lease is never released at shutdown.
+        // From its `executing` line on, the lease is never released at shutdown: the line may
+        // have committed even when its answer was lost.
         self.slots[slot].started_lease = Some((op.job, epoch));
-        self.client().line(node, Event::Executing { job: op.job, op, epoch }).await;
+        if !self.client().line(node, Event::Executing { job: op.job, op, epoch }).await {
+            // The history must show the effect's start before it starts: unknown written, the
+            // handler does not run. To the machine this is a call whose answer was lost: the
+            // request times out and is sent again, and the line written again.
+            self.slots[slot].worker.handle_sent(self.seams.clock.now(), id);
+            return;
+        }
         // Decided, not yet started: a process paused here (a GC pause, a stall) starts its effect
         // late, perhaps past the lease, and only the dependency's check of the epoch (or the
         // runtime's, before it records) stands between that effect and the job's next owner.
@@ -486,9 +506,15 @@ impl<H: Handler> Run<H> {
         let payload = self.client().payload(op.job);
         let (handler, deadline) = (Arc::clone(&self.handler), Arc::clone(&self.slots[slot].deadline));
         deadline.store(self.slots[slot].worker.act_until().map_or(0, |at| at.0), Ordering::Relaxed);
+        let (clock, metrics) = (Arc::clone(&self.seams.clock), Arc::clone(&self.seams.metrics));
         let run = async move {
             match payload.await {
-                Ok(payload) => handler.call(Job::new(op, epoch, payload, cancel, deadline)).await,
+                Ok(payload) => {
+                    let started = clock.now();
+                    let outcome = handler.call(Job::new(op, epoch, payload, cancel, deadline)).await;
+                    metrics.effect(clock.now().saturating_since(started).as_us() as f64 / 1e6);
+                    outcome
+                }
                 Err(error) => Err(HandlerError::Retryable(format!("its payload could not be read: {error}"))),
             }
         };
@@ -592,6 +618,16 @@ impl<H: Handler> Run<H> {
         };
         if let Some((point, job)) = point {
             self.hook().at(node, point, Some(job)).await;
+        }
+        if awaited {
+            let counted = match reply {
+                WorkerReply::Acquired(Acquired::Granted(_) | Acquired::Regranted(_)) => Some(Count::Grant),
+                WorkerReply::Requeued(Requeue::DeadLettered(_)) => Some(Count::DeadLetter),
+                _ => None,
+            };
+            if let Some(counted) = counted {
+                self.seams.metrics.count(counted);
+            }
         }
         // Read the clock after any stall: the machine takes the answer when it wakes.
         let now = self.clock().now();

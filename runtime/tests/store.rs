@@ -234,7 +234,7 @@ impl Client for Meddling {
         self.inner.reclaimer(reclaimer, id, request)
     }
 
-    fn line(&self, node: Node, event: Event) -> BoxFuture<'static, ()> {
+    fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         self.inner.line(node, event)
     }
 }
@@ -457,6 +457,8 @@ async fn permanent_failure_dead_letters_at_once(opened: Opened) {
     });
     assert_eq!(states[0], (dead, 1), "dead-lettered after its first attempt");
     assert_eq!(completed_with(&states[1].0), Some(output_id(b"doc-1.md")), "{states:?}");
+    let seen = runtime.metrics().snapshot();
+    assert_eq!((seen.grants, seen.dead_letters, seen.effect_seconds.count), (2, 1, 2), "{seen:?}");
     let log = client.call(|store, _| store.events()).await.unwrap();
     let count = |text: &str| log.iter().filter(|line| line.contains(text)).count();
     assert_eq!((count(r#""permanent":true"#), count(r#""kind":"requeued""#)), (2, 0), "{log:#?}");
@@ -568,4 +570,332 @@ async fn postgres_shutdown_finishes_or_hands_back_every_job() {
     if let Some(opened) = postgres("shutdown").await {
         shutdown_finishes_or_hands_back_every_job(opened).await;
     }
+}
+
+/// Runs `sql` on a connection of its own (the synchronous admin client runs a runtime of its own:
+/// on a thread of its own) and returns the first column of its one row.
+async fn admin(url: &str, sql: String, param: String) -> i64 {
+    let (url, (done, answer)) = (url.to_string(), futures::channel::oneshot::channel());
+    std::thread::spawn(move || {
+        let ran = postgres::Client::connect(&url, postgres::NoTls)
+            .and_then(|mut admin| admin.query_one(sql.as_str(), &[&param]))
+            .map(|row| row.get::<_, i64>(0));
+        let _ = done.send(ran);
+    });
+    answer.await.expect("the admin thread answers").expect("the admin statement runs")
+}
+
+/// Resolves once no job is waiting or running any more, reading through every cut: a read that
+/// finds its connection down is tried again.
+async fn backlog_drained(client: &StoreClient, limit: Duration) {
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(0) = client.call(|store, _| store.backlog()).await {
+            return;
+        }
+        assert!(started.elapsed() < limit, "the backlog did not drain within {limit:?}: {:?}", client.errors());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// Proves a fleet survives a database that cuts every connection, twice, mid-run: two worker
+// processes (a pool of two connections each, four slots each), a reclaimer and the enqueuing
+// client, all on one `application_name`, run 300 jobs whose handler takes 5 ms. When 100 and then
+// 200 handler calls have started, `pg_terminate_backend` cuts every connection of that name. Each
+// handle finds its connection cut, answers that call as no answer, and connects again; the
+// machines send again what went unanswered. Every job then ends exactly once, completed with the
+// output of one of its handler's runs, and the exported history passes every checker of
+// lease-check. Fails if a handle never reconnects (the run stalls), if a cut loses or doubles a
+// job, or if a line is written out of turn around a cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_fleet_reconnects_after_every_connection_is_cut() {
+    use lease_runtime::store::Connections;
+    const JOBS: u64 = 300;
+    let base = std::env::var("LEASE_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
+    let name = unique("lease_runtime_cut");
+    let url = format!("{base}{}application_name={name}", if base.contains('?') { '&' } else { '?' });
+    let _scratch = Scratch::Schema { url: base.clone(), name: name.clone() };
+    let place = Place::Postgres { url: url.clone(), schema: name.clone() };
+    let clock = HostClock::start();
+    let main = match StoreClient::open(&place, table_of(JOBS as usize), clock, 1).await {
+        Ok(client) => client,
+        Err(error) if std::env::var("LEASE_PG_REQUIRED").is_ok_and(|value| value == "1") => {
+            panic!("no PostgreSQL server at {base} ({error}), and LEASE_PG_REQUIRED=1")
+        }
+        Err(error) => return say(&format!("the cut test on PostgreSQL: NOT RUN: no server at {base} ({error})")),
+    };
+    for job in 0..JOBS {
+        let answer = main.enqueue_with(JobId(job), format!("payload {job}").into_bytes()).await.expect("enqueue");
+        assert!(matches!(answer, lease_core::Enqueued::Accepted { .. }), "{answer:?}");
+    }
+    let calls: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(vec![0; JOBS as usize]));
+    let started = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let (calls, started) = (Arc::clone(&calls), Arc::clone(&started));
+        move |job: Job| {
+            let call = {
+                let mut calls = calls.lock().unwrap();
+                calls[job.id.0 as usize] += 1;
+                calls[job.id.0 as usize]
+            };
+            started.fetch_add(1, Ordering::SeqCst);
+            async move {
+                assert_eq!(job.payload, format!("payload {}", job.id.0).into_bytes(), "the job's own payload");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Ok(output_bytes(job.id, call))
+            }
+        }
+    };
+    let (stop, stopped) = futures::channel::oneshot::channel::<()>();
+    let stopped = futures::FutureExt::shared(futures::FutureExt::map(stopped, drop));
+    let mut fleet = Vec::new();
+    let mut clients = vec![main.clone()];
+    for process in 0..2u32 {
+        let client = StoreClient::open_with(
+            &place,
+            table_of(JOBS as usize),
+            clock,
+            2 + u64::from(process),
+            Connections::pool(2),
+        )
+        .await
+        .expect("a worker process's pool opens");
+        clients.push(client.clone());
+        let runtime = Runtime::new(Arc::new(clock), Arc::new(client));
+        let slots = (process * 4..process * 4 + 4).map(WorkerId).collect();
+        let work = runtime.work(WorkerOptions::new(slots, worker_config()), handler.clone(), stopped.clone());
+        fleet.push(tokio::spawn(async move { format!("{:?}", work.await.expect("the worker runs")) }));
+    }
+    let reclaiming = StoreClient::open(&place, table_of(JOBS as usize), clock, 9).await.expect("the reclaimer opens");
+    clients.push(reclaiming.clone());
+    let reclaim = Runtime::new(Arc::new(clock), Arc::new(reclaiming)).reclaim(reclaimer(), stopped.clone());
+    fleet.push(tokio::spawn(async move { format!("{:?}", reclaim.await.expect("the reclaimer runs")) }));
+
+    let began = std::time::Instant::now();
+    let mut cuts = Vec::new();
+    for at in [100, 200] {
+        while started.load(Ordering::SeqCst) < at {
+            assert!(began.elapsed() < Duration::from_secs(60), "{at} handler calls within a minute");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let cut = admin(
+            &base,
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1"
+                .to_string(),
+            name.clone(),
+        )
+        .await;
+        cuts.push((began.elapsed(), cut));
+    }
+    backlog_drained(&main, Duration::from_secs(60)).await;
+    let drained = began.elapsed();
+    let _ = stop.send(());
+    let mut tallies = Vec::new();
+    for process in fleet {
+        tallies.push(process.await.expect("a process of the fleet ends"));
+    }
+    let errors: Vec<_> = clients.iter().map(StoreClient::errors).collect();
+    let (disconnects, reconnects): (u64, u64) =
+        (errors.iter().map(|e| e.disconnects).sum(), errors.iter().map(|e| e.reconnects).sum());
+    let answered_none: u64 = errors.iter().map(|e| e.count).sum();
+    let runs: u64 = calls.lock().unwrap().iter().sum();
+    say(&format!(
+        "the cut test: {JOBS} jobs, connections cut {:?} (at, how many), drained after {drained:?}; \
+         {disconnects} cuts found, {reconnects} reconnects, {answered_none} calls answered as no answer, \
+         {runs} handler runs; the fleet's tallies {tallies:?}",
+        cuts
+    ));
+    // The first cut finds all six connections; the second, the fleet's five (the enqueuing
+    // client, idle since, finds its cut only at its next call).
+    assert!(cuts[0].1 >= 6 && cuts[1].1 >= 5, "every connection of the fleet was cut, twice: {cuts:?}");
+    assert!(disconnects >= 6 && reconnects >= disconnects, "each cut was found and mended: {errors:?}");
+    let states = states(&main, JOBS).await;
+    let calls = calls.lock().unwrap().clone();
+    for (job, (state, _)) in states.iter().enumerate() {
+        let output = completed_with(state).unwrap_or_else(|| panic!("job {job} completed: {state:?}"));
+        let ran = (1..=calls[job]).any(|call| output_id(&output_bytes(JobId(job as u64), call)) == output);
+        assert!(ran, "job {job} completed with the output of one of its {} runs", calls[job]);
+    }
+    let log = main.call(|store, _| store.events()).await.expect("the log reads");
+    let terminal = log.iter().filter(|line| line.contains(r#""kind":"terminal""#)).count();
+    assert_eq!(terminal as u64, JOBS, "every job ended exactly once");
+    judge(&main).await;
+}
+
+fn table_of(capacity: usize) -> TableConfig {
+    TableConfig { capacity, ..table() }
+}
+
+// Proves a pool that cannot work is refused before anything opens, each with a reason: no
+// connection, more than the most, a pool on SQLite (its writers take turns), and a backoff that
+// waits nothing or shrinks.
+#[tokio::test]
+async fn a_pool_that_cannot_work_is_refused_plainly() {
+    use lease_runtime::store::Connections;
+    let sqlite = Place::Sqlite { path: std::env::temp_dir().join(format!("{}.sqlite", unique("lease_pool"))) };
+    let postgres = Place::Postgres { url: "postgres://nobody@127.0.0.1:1/none".to_string(), schema: "s".to_string() };
+    let cases = [
+        (&postgres, Connections::pool(0), "1 to 64 connections, not 0"),
+        (&postgres, Connections::pool(65), "not 65"),
+        (&sqlite, Connections::pool(2), "SQLite takes one connection, not 2"),
+        (&postgres, Connections { backoff_min: Duration::ZERO, ..Connections::pool(2) }, "above zero"),
+        (&postgres, Connections { backoff_max: Duration::from_millis(1), ..Connections::pool(2) }, "at least as long"),
+    ];
+    for (place, connections, says) in cases {
+        let refused = StoreClient::open_with(place, table(), HostClock::start(), 1, connections).await;
+        let message = refused.expect_err("refused").to_string();
+        assert!(message.contains(says), "{connections:?} on {place}: {message}");
+    }
+    assert!(Connections::pool(64).validate(&postgres).is_ok() && Connections::pool(1).validate(&sqlite).is_ok());
+}
+
+/// `GET path` on `addr`: the status line and the body.
+async fn get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("the endpoint accepts");
+    stream.write_all(format!("GET {path} HTTP/1.1\r\nhost: test\r\n\r\n").as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    (head.lines().next().unwrap_or_default().to_string(), body.to_string())
+}
+
+// Proves the figures a dashboard scrapes: on SQLite, two jobs of three run to completion (one
+// handler each), and the table's figures are read into the gauges; `GET /metrics` then answers
+// Prometheus text with every counter, the effect histogram and the gauges, each figure the
+// snapshot's; another path is answered 404; an address off loopback is refused.
+#[tokio::test]
+async fn the_metrics_endpoint_serves_the_figures_in_prometheus_text() {
+    use lease_runtime::store::{bind_metrics, serve_metrics};
+    let Opened { client, clock, .. } = sqlite("metrics").await.expect("SQLite opens");
+    enqueue(&client, 3).await;
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    let handler = |job: Job| async move { Ok(output_bytes(job.id, 1)) };
+    let two_done = {
+        let client = client.clone();
+        async move {
+            while client.queue_figures().await.map_or(true, |figures| figures.completed < 2) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    let options = WorkerOptions { grace: Span::ZERO, ..WorkerOptions::new(slots(1), worker_config()) };
+    let worked = runtime.work(options, handler, two_done).await.expect("the worker runs");
+    let metrics = runtime.metrics();
+    metrics.set_queue(client.queue_figures().await.expect("the figures read"));
+    let listener = bind_metrics("127.0.0.1:0".parse().unwrap()).await.expect("loopback binds");
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_metrics(listener, Arc::clone(&metrics)));
+    let (status, body) = get(addr, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    let seen = metrics.snapshot();
+    let queue = seen.queue.expect("the figures were set");
+    assert_eq!(queue.completed, worked.completed, "{queue:?} {worked:?}");
+    assert_eq!(queue.completed + queue.queued + queue.leased, 3, "{queue:?}");
+    for line in [
+        format!("lease_grants_total {}", seen.grants),
+        "lease_reclaims_total 0".to_string(),
+        format!("lease_effect_seconds_count {}", seen.effect_seconds.count),
+        format!("lease_effect_seconds_bucket{{le=\"+Inf\"}} {}", seen.effect_seconds.count),
+        format!("lease_jobs{{state=\"completed\"}} {}", queue.completed),
+        format!("lease_jobs{{state=\"queued\"}} {}", queue.queued),
+        "lease_jobs{state=\"quarantined\"} 0".to_string(),
+        "# TYPE lease_oldest_waiting_seconds gauge".to_string(),
+    ] {
+        assert!(body.lines().any(|got| got == line), "serves {line:?}:\n{body}");
+    }
+    assert!(seen.grants >= 2 && seen.effect_seconds.count >= 2, "{seen:?}");
+    assert_eq!(get(addr, "/other").await.0, "HTTP/1.1 404 Not Found");
+    let refused = bind_metrics("0.0.0.0:0".parse().unwrap()).await.expect_err("off loopback");
+    assert!(refused.to_string().contains("loopback only"), "{refused}");
+}
+
+// Proves an idle fleet costs no durable row: a worker runtime of four slots (polling an empty
+// queue every 50 ms each) and a reclaimer (scanning every 250 ms) run over an empty table for
+// LEASE_IDLE_SECONDS (2 s by default), and the log holds no new line, nor the tables a new row:
+// an empty answer is not written down. The count is printed (set LEASE_IDLE_SECONDS=60 for a
+// minute's figure).
+async fn an_idle_fleet_writes_nothing(opened: Opened, store: &str) {
+    let Opened { client, clock, .. } = opened;
+    let seconds: u64 = std::env::var("LEASE_IDLE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
+    let rows = |client: &StoreClient| {
+        client.call(|store, _| {
+            let figures = store.figures()?;
+            Ok(store.events()?.len() as u64 + figures.queued + figures.leased + figures.completed)
+        })
+    };
+    let before = rows(&client).await.expect("the log reads");
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    let idle = || tokio::time::sleep(Duration::from_secs(seconds));
+    let handler = |job: Job| async move { Ok(output_bytes(job.id, 1)) };
+    let work = runtime.work(WorkerOptions::new(slots(4), worker_config()), handler, idle());
+    let reclaim = runtime.reclaim(reclaimer(), idle());
+    let (worked, reclaimed) = future::join(work, reclaim).await;
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    let written = rows(&client).await.expect("the log reads") - before;
+    say(&format!(
+        "an idle fleet on {store} (4 workers polling every 50 ms, 1 reclaimer scanning every 250 ms, {} scans): \
+         {written} rows in {seconds} s",
+        reclaimed.scans
+    ));
+    assert_eq!((worked.handled, reclaimed.fenced), (0, 0), "nothing to do");
+    assert!(reclaimed.scans >= 4 * seconds, "the reclaimer scanned: {reclaimed:?}");
+    assert_eq!(written, 0, "an idle fleet writes no row");
+}
+
+#[tokio::test]
+async fn sqlite_an_idle_fleet_writes_nothing() {
+    an_idle_fleet_writes_nothing(sqlite("idle").await.unwrap(), "sqlite").await;
+}
+
+#[tokio::test]
+async fn postgres_an_idle_fleet_writes_nothing() {
+    let Some(opened) = postgres("idle").await else { return };
+    an_idle_fleet_writes_nothing(opened, "postgres").await;
+}
+
+// Proves retention on a running service: 20 jobs run to completion on SQLite while two jobs stay
+// leased (their handler hangs); `prune_every`, keeping nothing, 3 jobs a transaction, removes
+// every ended job and its lines, batch after batch, and leaves the two live jobs, every line of
+// theirs, and a history that passes every checker.
+#[tokio::test]
+async fn prune_every_removes_the_ended_jobs_of_a_running_service() {
+    use lease_runtime::store::{prune_every, Retention};
+    let Opened { client, clock, .. } = sqlite("retention").await.expect("SQLite opens");
+    enqueue(&client, 22).await;
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    let handler = |job: Job| async move {
+        if job.id.0 >= 20 {
+            future::pending::<()>().await; // held, heartbeating, for the whole test
+        }
+        Ok(output_bytes(job.id, 1))
+    };
+    let (stop, stopped) = futures::channel::oneshot::channel::<()>();
+    let options = WorkerOptions { grace: Span::ZERO, ..WorkerOptions::new(slots(4), worker_config()) };
+    let work = tokio::spawn(runtime.work(options, handler, futures::FutureExt::map(stopped, drop)));
+    let retention = Retention { keep: Duration::ZERO, every: Duration::from_millis(10), batch: 3 };
+    tokio::spawn(prune_every(client.clone(), retention));
+    let began = std::time::Instant::now();
+    loop {
+        let figures = client.queue_figures().await.expect("the figures read");
+        let lines = client.call(|store, _| store.events()).await.expect("the log reads");
+        let only_live = lines.iter().all(|line| line.contains(r#""job":20"#) || line.contains(r#""job":21"#));
+        if figures.leased == 2 && figures.queued == 0 && figures.completed == 0 && only_live {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(20), "pruned within 20 s: {figures:?} {lines:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pruned = client.call(|store, _| store.job(JobId(0))).await.unwrap();
+    assert!(pruned.is_none(), "an ended job is gone: {pruned:?}");
+    for job in [20, 21] {
+        let record = client.call(move |store, _| store.job(JobId(job))).await.unwrap().expect("a live job is kept");
+        assert!(matches!(record.state, JobState::Leased(_)), "{record:?}");
+        let arrived = format!(r#""kind":"arrived","job":{job}"#);
+        let lines = client.call(|store, _| store.events()).await.unwrap();
+        assert!(lines.iter().any(|line| line.contains(&arrived)), "job {job}'s first line is kept");
+    }
+    judge(&client).await;
+    let _ = stop.send(());
+    let _ = work.await;
 }

@@ -22,6 +22,25 @@ fn reclaimer() -> ReclaimerOptions {
     ReclaimerOptions::new(ReclaimerId(0), reclaimer_config())
 }
 
+/// Runs `run` with a recorder of the `metrics` facade installed on this thread, and returns
+/// what the facade was told, by name: each counter's total, and each histogram's count.
+fn told<T>(run: impl FnOnce() -> T) -> (T, std::collections::BTreeMap<String, u64>) {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let ran = metrics::with_local_recorder(&recorder, run);
+    let mut told = std::collections::BTreeMap::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let count = match value {
+            DebugValue::Counter(total) => total,
+            DebugValue::Histogram(values) => values.len() as u64,
+            DebugValue::Gauge(_) => continue,
+        };
+        *told.entry(key.key().name().to_string()).or_default() += count;
+    }
+    (ran, told)
+}
+
 /// The output a test handler produces for `job` on its `call`-th run.
 fn output_bytes(job: JobId, call: u64) -> Vec<u8> {
     format!("document {job}, run {call}").into_bytes()
@@ -131,8 +150,20 @@ fn a_handler_hung_past_the_self_fence_is_cancelled_and_its_job_ends_once() {
     let runtime = runtime(&clock, &client);
     let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, client.all_ended(1));
     let reclaim = runtime.reclaim(reclaimer(), client.all_ended(1));
-    let (worked, reclaimed) = drive(&clock, future::join(work, reclaim));
+    let ((worked, reclaimed), told) = told(|| drive(&clock, future::join(work, reclaim)));
     let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    // The figures a dashboard reads: two grants, one self-fence, one reclaim, and one effect
+    // timed (the cancelled run never returned); the facade was told the same as the snapshot.
+    let seen = runtime.metrics().snapshot();
+    let figures = (seen.grants, seen.self_fences, seen.reclaims, seen.adoptions, seen.effect_seconds.count);
+    assert_eq!(figures, (2, 1, 1, 0, 1), "{seen:?}");
+    let expected = [
+        ("lease_effect_seconds", 1),
+        ("lease_grants_total", 2),
+        ("lease_reclaims_total", 1),
+        ("lease_self_fences_total", 1),
+    ];
+    assert_eq!(told, expected.map(|(name, n)| (name.to_string(), n)).into(), "the facade: {told:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 2, "a second run after the reclaim");
     let cancels = cancels.lock().unwrap();
     assert_eq!(cancels.len(), 2);
@@ -297,6 +328,10 @@ fn a_crash_after_the_effect_is_adopted_by_the_reclaimer_not_repeated() {
     assert!(matches!(ended, future::Either::Right(_)), "the worker's node crashed");
     let reclaimed = reclaimed.unwrap();
     assert_eq!((reclaimed.fenced, reclaimed.adopted), (1, 1), "{reclaimed:?}");
+    // One process's figures: its crashing worker's clone and its reclaimer count into one.
+    let seen = runtime.metrics().snapshot();
+    let figures = (seen.grants, seen.reclaims, seen.adoptions, seen.effect_seconds.count, seen.self_fences);
+    assert_eq!(figures, (1, 1, 1, 1, 0), "{seen:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "the effect ran once");
     let output = output_id(&output_bytes(JobId(0), 1));
     let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
@@ -652,4 +687,66 @@ fn a_late_grant_to_an_acquire_given_up_is_declined_not_left_to_expire() {
     assert!(declined, "the worker said it declined the grant under epoch 1");
     assert_eq!(client.table(|table| table.attempts(JobId(0))), Some(1), "one attempt, the one that ran");
     assert!(matches!(client.states(1)[0], JobState::Terminal(_)), "{:?}", client.states(1));
+}
+
+/// A `tracing` writer that keeps what it is given, for a test to read.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+// Proves a quarantine is the alert an operator sees: a worker leased job 0 and died, and two
+// different outputs were recorded for its operation (a dependency that is not idempotent). The
+// reclaimer fences the expired lease, finds the conflict and quarantines the job; the runtime logs
+// it once at `error`, naming the job and both output identities. Fails if the log is dropped,
+// written at a lower level, or names one identity only.
+#[test]
+fn a_quarantine_is_logged_at_error_with_both_identities() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let lease = client.table_mut(|table, now| match table.acquire(now, WorkerId(9)).unwrap() {
+        lease_core::Acquired::Granted(grant) => grant.lease,
+        other => panic!("job 0 is granted: {other:?}"),
+    });
+    let (recorded, rival) = (OutputId(0xa11ce), OutputId(0xb0b));
+    client.ledger_mut(|ledger| {
+        let op = OpId::for_job(JobId(0));
+        let _ = ledger.apply(op, lease.epoch, recorded);
+        let _ = ledger.apply(op, lease.epoch, rival);
+    });
+    let logs = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer({
+            let logs = logs.clone();
+            move || logs.clone()
+        })
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let runtime = runtime(&clock, &client);
+    let tally = tracing::subscriber::with_default(subscriber, || {
+        drive(&clock, runtime.reclaim(reclaimer(), client.all_ended(1))).unwrap()
+    });
+    assert_eq!(tally.stopped, 1, "{tally:?}");
+    assert_eq!(runtime.metrics().snapshot().quarantines, 1, "counted for the dashboard too");
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert!(matches!(terminal.outcome, Outcome::Quarantined { .. }), "{terminal:?}");
+    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let alerts: Vec<&str> = logs.lines().filter(|line| line.contains("quarantined")).collect();
+    assert_eq!(alerts.len(), 1, "one alert: {logs}");
+    let alert = alerts[0];
+    assert!(alert.contains("ERROR"), "at error: {alert}");
+    for needle in ["job j0", "0x00000000000a11ce", "0x0000000000000b0b", "recorded=659918", "rival=2827"] {
+        assert!(alert.contains(needle), "names {needle}: {alert}");
+    }
 }

@@ -148,6 +148,7 @@ impl Driver {
             drift_margin_us: None,
             latency_us: None,
             latency_calm_us: None,
+            pruned_before_us: None,
             params: String::new(),
         };
         driver.record(Node::World, run);

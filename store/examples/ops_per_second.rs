@@ -11,7 +11,7 @@
 //! (`synchronous_commit` on): a commit waits for the disk. SQLite on a file runs in WAL mode with
 //! `synchronous=NORMAL`. Where no PostgreSQL server answers, its line says so.
 
-use lease_core::{Acquired, Bugs, Completion, JobId, OpId, OutputId, Span, TableConfig, Time, WorkerId};
+use lease_core::{Acquired, Completion, JobId, OpId, OutputId, Span, TableConfig, Time, WorkerId};
 use lease_store::{Clock, MemoryStore, PostgresStore, SqliteStore, Store, StoreError};
 use std::time::{Duration, Instant};
 
@@ -44,12 +44,12 @@ fn main() -> Result<(), StoreError> {
     let secs = std::env::var("LEASE_BENCH_SECS").ok().and_then(|secs| secs.parse().ok()).unwrap_or(2);
     let budget = Duration::from_secs(secs);
     println!("store                  ops/s   (enqueue, acquire, lookup, apply, renew, complete; one thread)");
-    let mut memory = MemoryStore::new(config(), Bugs::NONE)?;
+    let mut memory = MemoryStore::new(config())?;
     println!("in-memory      {:>12.0}", measure(&mut memory, budget)?);
-    let mut sqlite = SqliteStore::open_in_memory(config(), Bugs::NONE)?;
+    let mut sqlite = SqliteStore::open_in_memory(config())?;
     println!("sqlite memory  {:>12.0}", measure(&mut sqlite, budget)?);
     let path = std::env::temp_dir().join(format!("lease_bench_{}.sqlite", std::process::id()));
-    let mut file = SqliteStore::open(&path, config(), Bugs::NONE)?;
+    let mut file = SqliteStore::open(&path, config())?;
     println!("sqlite file    {:>12.0}", measure(&mut file, budget)?);
     drop(file);
     for suffix in ["", "-wal", "-shm"] {
@@ -57,7 +57,7 @@ fn main() -> Result<(), StoreError> {
     }
     let url = std::env::var("LEASE_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let schema = format!("lease_bench_{}", std::process::id());
-    match PostgresStore::open(&url, Some(&schema), config(), Bugs::NONE, Clock::Caller) {
+    match PostgresStore::open(&url, Some(&schema), config(), Clock::Caller) {
         Ok(mut postgres) => {
             println!("postgres       {:>12.0}", measure(&mut postgres, budget)?);
             let mut admin = postgres::Client::connect(&url, postgres::NoTls)?;
@@ -65,7 +65,7 @@ fn main() -> Result<(), StoreError> {
             // The same without waiting for the disk at each commit: what the fsync costs.
             let separator = if url.contains('?') { '&' } else { '?' };
             let lazy = format!("{url}{separator}options=-csynchronous_commit%3Doff");
-            let mut postgres = PostgresStore::open(&lazy, Some(&schema), config(), Bugs::NONE, Clock::Caller)?;
+            let mut postgres = PostgresStore::open(&lazy, Some(&schema), config(), Clock::Caller)?;
             println!("postgres, synchronous_commit=off {:>6.0}", measure(&mut postgres, budget)?);
             admin.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))?;
         }

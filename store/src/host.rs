@@ -3,7 +3,7 @@
 //! Nothing in a simulated world calls either: they read the host's clocks.
 
 use crate::{Clock, Place, Store, StoreError};
-use lease_core::{Bugs, TableConfig, Time};
+use lease_core::{TableConfig, Time};
 use std::time::{Instant, SystemTime};
 
 /// A new handle on `place` for a service (one connection), the schema migrated if needed. On
@@ -14,7 +14,7 @@ pub fn open(place: &Place, config: TableConfig) -> Result<Box<dyn Store + Send>,
         Place::Sqlite { .. } => Clock::Caller,
         Place::Postgres { .. } => Clock::Database,
     };
-    place.open(config, Bugs::NONE, clock)
+    place.open(config, clock)
 }
 
 /// The host's clock in microseconds since the Unix epoch, made monotonic: the system clock is

@@ -66,6 +66,8 @@ mod caller;
 mod host;
 mod memory;
 mod place;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 mod postgres;
 pub mod schema;
 mod serve;
@@ -73,13 +75,15 @@ mod sql;
 mod sql_store;
 mod sqlite;
 
-pub use crate::postgres::PostgresStore;
+pub use crate::postgres::{enqueue_in, PostgresStore};
 pub use caller::Caller;
 pub use host::{open, HostClock};
 pub use memory::MemoryStore;
 pub use place::{Place, StoreKind};
 pub use serve::{life_request, serve_reclaimer, serve_worker, Served, LIFE_SHIFT};
 pub use sqlite::SqliteStore;
+/// The PostgreSQL client [`enqueue_in`] takes a transaction of: use this very version.
+pub use tokio_postgres;
 
 use lease_core::{
     Acquired, Apply, Completion, ConfigError, Enqueued, Epoch, Fencing, JobId, JobRecord, Lease, Lookup, OpId,
@@ -144,6 +148,35 @@ pub enum StoreError {
         /// [`PAYLOAD_MAX`].
         max: usize,
     },
+    /// An enqueue in a caller's transaction ([`enqueue_in`]) at an isolation level other than
+    /// `READ COMMITTED`.
+    #[error(
+        "an enqueue in your transaction needs READ COMMITTED (PostgreSQL's default), not {0}: under an \
+         earlier snapshot the table's capacity and the job's novelty are judged on stale rows"
+    )]
+    Isolation(String),
+    /// [`enqueue_in`] in a schema no store of this version has migrated.
+    #[error(
+        "schema {schema:?} is at lease-store schema version {found:?}, not {known}: open a store there first \
+         (PostgresStore::open migrates it)"
+    )]
+    NotMigrated {
+        /// The schema.
+        schema: String,
+        /// Its version, if it has one.
+        found: Option<i64>,
+        /// This build's.
+        known: i64,
+    },
+    /// A store that keeps no durable rows, asked to prune them.
+    #[error("the in-memory store keeps every job for as long as it lives: it has nothing durable to prune")]
+    NotDurable,
+    /// A pool of connections that cannot work.
+    #[error("connections: {0}")]
+    Pool(String),
+    /// The handle's connection is down and not yet made again: the call was not sent.
+    #[error("the store's connection is down, reconnecting: {0}")]
+    Disconnected(String),
     /// A compare-and-set write found the row changed under a decision made inside the same
     /// transaction, which its lock forbids: the transaction was rolled back, nothing answered.
     #[error("job {job}'s row changed under a locked decision: rolled back")]
@@ -151,6 +184,84 @@ pub enum StoreError {
         /// The job.
         job: JobId,
     },
+}
+
+impl StoreError {
+    /// Whether the error says the connection to the database is gone (cut by the server, by the
+    /// network, or refused while the server restarts), so that only a new connection can serve
+    /// again: what a client reconnects on. A statement the database refused, or a decision's
+    /// error, is not: the connection still serves.
+    pub fn is_disconnect(&self) -> bool {
+        match self {
+            StoreError::Postgres(error) => {
+                let class = error.code().map(|code| &code.code()[..2]);
+                // 08: connection exception; 57P: the server shut the session (admin, crash, start-up).
+                error.is_closed()
+                    || matches!(class, Some("08"))
+                    || error.code().is_some_and(|code| code.code().starts_with("57P"))
+                    || (error.as_db_error().is_none()
+                        && std::error::Error::source(error).is_some_and(|s| s.is::<std::io::Error>()))
+            }
+            StoreError::Disconnected(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// What one [`TableStore::prune`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Jobs.
+    pub jobs: usize,
+    /// History lines.
+    pub lines: usize,
+}
+
+/// The table's jobs by state, and the longest wait ([`TableStore::figures`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Figures {
+    /// Waiting in the queue.
+    pub queued: u64,
+    /// Leased to a worker or a reclaimer.
+    pub leased: u64,
+    /// Completed.
+    pub completed: u64,
+    /// Dead-lettered.
+    pub dead_lettered: u64,
+    /// Quarantined.
+    pub quarantined: u64,
+    /// When the queued job that has waited longest entered the queue, by the table's clock
+    /// (`None`: nothing is queued, or only jobs queued before schema version 4).
+    pub oldest_queued_at: Option<Time>,
+}
+
+impl Figures {
+    /// Adds one row of [`schema::SELECT_FIGURES`]: a state, an outcome, a count, and the earliest
+    /// time a job of the row entered the queue.
+    pub(crate) fn add(
+        &mut self,
+        state: &str,
+        outcome: Option<&str>,
+        count: i64,
+        since: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let count = u64::try_from(count).map_err(|_| StoreError::Corrupt(format!("a count of {count}")))?;
+        let field = match (state, outcome) {
+            ("queued", None) => {
+                self.oldest_queued_at = since.map(|us| Time(us as u64));
+                &mut self.queued
+            }
+            ("leased", None) => &mut self.leased,
+            ("terminal", Some("completed")) => &mut self.completed,
+            ("terminal", Some("dead_lettered")) => &mut self.dead_lettered,
+            ("terminal", Some("quarantined")) => &mut self.quarantined,
+            (state, outcome) => {
+                return Err(StoreError::Corrupt(format!("a job in state {state} with outcome {outcome:?}")))
+            }
+        };
+        *field += count;
+        Ok(())
+    }
 }
 
 /// The most bytes a job's payload holds: a job carries what its handler needs to find its work
@@ -277,6 +388,24 @@ pub trait TableStore {
     fn job(&mut self, job: JobId) -> Result<Option<JobRecord>, StoreError>;
     /// Accepted jobs not yet terminal.
     fn backlog(&mut self) -> Result<usize, StoreError>;
+    /// The jobs by state, and when the queued job that has waited longest entered the queue: what
+    /// a dashboard shows of the table (one read, outside any decision).
+    fn figures(&mut self) -> Result<Figures, StoreError>;
+    /// Prunes: removes up to `limit` jobs that ended before `ended_before` (the table's clock),
+    /// the longest ended first, with their payloads, ledger rows, the workers' last grants of
+    /// them and every line about them; then up to `limit` lines about no one job (a listing, a
+    /// world's line) stamped before both `ended_before` and the first line of every job kept. A
+    /// job that has not ended, and its lines, are never touched, so the history that is left
+    /// still passes `lease-check` for every job it keeps. Call it again while it prunes
+    /// anything: each call is one short transaction. A pruned job's id is unknown again: an
+    /// enqueue of it is accepted as new (the idempotency key holds for as long as the job is
+    /// kept).
+    fn prune(&mut self, ended_before: Time, limit: usize) -> Result<Pruned, StoreError>;
+    /// The latest time before which ended jobs may have been pruned, if a prune removed anything:
+    /// [`TableStore::history`] says so on its `run` line. A store that never prunes: `None`.
+    fn pruned_before(&mut self) -> Result<Option<Time>, StoreError> {
+        Ok(None)
+    }
     /// The earliest live expiry.
     fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError>;
     /// The history lines, in the log's order (see [`Clock`]).
@@ -285,6 +414,7 @@ pub trait TableStore {
     /// limits, stamped with the first line's time, then [`TableStore::events`]. Newline-ended.
     fn history(&mut self) -> Result<String, StoreError> {
         let events = self.events()?;
+        let pruned_before_us = self.pruned_before()?.map(|at| at.0);
         let first_us = events.first().and_then(|line| stamp_of(line)).unwrap_or(0);
         let config = self.config();
         let run = lease_history::Entry {
@@ -303,6 +433,7 @@ pub trait TableStore {
                 drift_margin_us: None,
                 latency_us: None,
                 latency_calm_us: None,
+                pruned_before_us,
                 params: String::new(),
             },
         };

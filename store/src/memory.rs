@@ -2,11 +2,11 @@
 //! history lines kept in a vector. Nothing is durable; one handle is the whole store.
 
 use crate::caller::Caller;
-use crate::{LedgerStore, Stamp, StoreError, TableStore};
+use crate::{Figures, LedgerStore, Stamp, StoreError, TableStore};
 use lease_core::{
     Acquired, Apply, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, JobId, JobRecord, JobState, Lease,
-    LeaseTable, Lookup, OpId, OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue,
-    TableConfig, Time, WorkerId,
+    LeaseTable, Lookup, OpId, OpRecord, Outcome, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId,
+    Requeue, TableConfig, Time, WorkerId,
 };
 use lease_history::{answers, Event, Node};
 
@@ -20,24 +20,41 @@ pub struct MemoryStore {
     events: Option<Vec<String>>,
     /// Each accepted job's payload, when it has one.
     payloads: std::collections::BTreeMap<JobId, Vec<u8>>,
+    /// Every accepted job, and when it last entered the queue (accepted, or requeued to the
+    /// back), as the SQL stores' `queued_at_us` ([`crate::schema::MARK_QUEUED`]).
+    queued_at: std::collections::BTreeMap<JobId, Time>,
 }
 
 impl MemoryStore {
     /// An empty store.
-    pub fn new(config: TableConfig, bugs: Bugs) -> Result<MemoryStore, StoreError> {
-        let table = LeaseTable::with_bugs(config, bugs)?;
-        let ledger = EffectLedger::with_bugs(bugs);
-        let payloads = std::collections::BTreeMap::new();
-        Ok(MemoryStore { table, ledger, caller: Caller::default(), events: Some(Vec::new()), payloads })
+    pub fn new(config: TableConfig) -> Result<MemoryStore, StoreError> {
+        MemoryStore::planted(config, Bugs::NONE)
     }
 
     /// An empty store that keeps no history lines ([`TableStore::events`] is always empty): for
     /// a caller that writes its own history, as the simulator does, and should not pay for two.
-    pub fn unlogged(config: TableConfig, bugs: Bugs) -> Result<MemoryStore, StoreError> {
-        Ok(MemoryStore { events: None, ..MemoryStore::new(config, bugs)? })
+    pub fn unlogged(config: TableConfig) -> Result<MemoryStore, StoreError> {
+        MemoryStore::planted_unlogged(config, Bugs::NONE)
+    }
+
+    /// An empty store with `bugs` planted ([`crate::planted`]).
+    pub(crate) fn planted(config: TableConfig, bugs: Bugs) -> Result<MemoryStore, StoreError> {
+        let table = LeaseTable::with_bugs(config, bugs)?;
+        let ledger = EffectLedger::with_bugs(bugs);
+        let payloads = std::collections::BTreeMap::new();
+        let queued_at = std::collections::BTreeMap::new();
+        Ok(MemoryStore { table, ledger, caller: Caller::default(), events: Some(Vec::new()), payloads, queued_at })
+    }
+
+    /// [`MemoryStore::unlogged`], with `bugs` planted ([`crate::planted`]).
+    pub(crate) fn planted_unlogged(config: TableConfig, bugs: Bugs) -> Result<MemoryStore, StoreError> {
+        Ok(MemoryStore { events: None, ..MemoryStore::planted(config, bugs)? })
     }
 
     fn log(&mut self, now: Time, event: Event) {
+        if !answers::is_written(&event) {
+            return; // An empty poll or scan, as the SQL stores.
+        }
         if let Some(events) = &mut self.events {
             events.push(answers::line(now.0, event));
         }
@@ -56,8 +73,11 @@ impl TableStore for MemoryStore {
     fn enqueue_with(&mut self, now: Time, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError> {
         crate::check_payload(job, payload)?;
         let answer = self.table.enqueue(now, job)?;
-        if matches!(answer, Enqueued::Accepted { .. }) && !payload.is_empty() {
-            self.payloads.insert(job, payload.to_vec());
+        if matches!(answer, Enqueued::Accepted { .. }) {
+            self.queued_at.insert(job, now);
+            if !payload.is_empty() {
+                self.payloads.insert(job, payload.to_vec());
+            }
         }
         self.log(now, answers::enqueued(job, &answer));
         Ok(answer)
@@ -93,6 +113,9 @@ impl TableStore for MemoryStore {
 
     fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
         let answer = self.table.requeue(now, job, epoch)?;
+        if let Requeue::Requeued { .. } = answer {
+            self.queued_at.insert(job, now);
+        }
         self.log(now, answers::requeue(&self.caller.asker(), job, epoch, &answer));
         Ok(answer)
     }
@@ -154,6 +177,32 @@ impl TableStore for MemoryStore {
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
         Ok(self.table.backlog())
+    }
+
+    fn prune(&mut self, _: Time, _: usize) -> Result<crate::Pruned, StoreError> {
+        Err(StoreError::NotDurable)
+    }
+
+    fn figures(&mut self) -> Result<Figures, StoreError> {
+        let mut figures = Figures::default();
+        let jobs: Vec<(JobId, Time)> = self.queued_at.iter().map(|(job, at)| (*job, *at)).collect();
+        for (job, queued_at) in jobs {
+            let record = self.job(job)?.ok_or(StoreError::Corrupt(format!("{job} accepted, then unknown")))?;
+            let field = match record.state {
+                JobState::Queued => {
+                    figures.oldest_queued_at = Some(figures.oldest_queued_at.map_or(queued_at, |at| at.min(queued_at)));
+                    &mut figures.queued
+                }
+                JobState::Leased(_) => &mut figures.leased,
+                JobState::Terminal(terminal) => match terminal.outcome {
+                    Outcome::Completed { .. } => &mut figures.completed,
+                    Outcome::DeadLettered { .. } => &mut figures.dead_lettered,
+                    Outcome::Quarantined { .. } => &mut figures.quarantined,
+                },
+            };
+            *field += 1;
+        }
+        Ok(figures)
     }
 
     fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError> {

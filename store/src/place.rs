@@ -97,10 +97,22 @@ impl Place {
 
     /// A new handle on the place (one connection), the schema migrated if needed, the table's
     /// time read from `clock` ([`Clock`]).
-    pub fn open(&self, config: TableConfig, bugs: Bugs, clock: Clock) -> Result<Box<dyn Store + Send>, StoreError> {
+    pub fn open(&self, config: TableConfig, clock: Clock) -> Result<Box<dyn Store + Send>, StoreError> {
+        self.planted(config, Bugs::NONE, clock)
+    }
+
+    /// [`Place::open`], with `bugs` planted ([`crate::planted`]).
+    pub(crate) fn planted(
+        &self,
+        config: TableConfig,
+        bugs: Bugs,
+        clock: Clock,
+    ) -> Result<Box<dyn Store + Send>, StoreError> {
         Ok(match self {
-            Place::Sqlite { path } => Box::new(SqliteStore::open_on(path, config, bugs, clock)?),
-            Place::Postgres { url, schema } => Box::new(PostgresStore::open(url, Some(schema), config, bugs, clock)?),
+            Place::Sqlite { path } => Box::new(SqliteStore::planted_on(path, config, bugs, clock)?),
+            Place::Postgres { url, schema } => {
+                Box::new(PostgresStore::planted(url, Some(schema), config, bugs, clock)?)
+            }
         })
     }
 }

@@ -16,7 +16,7 @@
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::sql::{bits, identity, int, Op, Row, Tx};
 use crate::sql_store::{Scope, Session, SqlStore};
-use crate::{Clock, StoreError};
+use crate::{Clock, Figures, StoreError};
 use futures_util::future::{try_join, try_join3, try_join4, try_join_all};
 use futures_util::TryFutureExt;
 use lease_core::{
@@ -51,7 +51,20 @@ impl std::fmt::Debug for PostgresStore {
 const LOCKED: [&str; 4] = [schema::SELECT_JOB, schema::SELECT_GRANTED_JOB, schema::SELECT_HEAD, schema::SELECT_OP];
 
 /// The text of every statement a handle prepares when it opens (and [`LOCKED`]).
-const STATEMENTS: [&str; 21] = [
+const STATEMENTS: [&str; 34] = [
+    schema::MARK_QUEUED,
+    schema::MARK_PRUNED,
+    schema::SELECT_PRUNED,
+    schema::MARK_ENDED,
+    schema::SELECT_PRUNABLE,
+    schema::DELETE_JOB_LINES,
+    schema::DELETE_JOB,
+    schema::DELETE_PAYLOAD,
+    schema::DELETE_OPS,
+    schema::DELETE_GRANTS,
+    schema::SELECT_EARLIEST_KEPT_LINE,
+    schema::DELETE_JOBLESS_LINES,
+    schema::SELECT_FIGURES,
     schema::SELECT_JOB,
     schema::SELECT_KNOWN,
     schema::SELECT_EXPIRED,
@@ -82,16 +95,22 @@ impl PostgresStore {
         url: &str,
         schema: Option<&str>,
         config: TableConfig,
+        clock: Clock,
+    ) -> Result<PostgresStore, StoreError> {
+        PostgresStore::planted(url, schema, config, Bugs::NONE, clock)
+    }
+
+    /// [`PostgresStore::open`], with `bugs` planted ([`crate::planted`]).
+    pub(crate) fn planted(
+        url: &str,
+        schema: Option<&str>,
+        config: TableConfig,
         bugs: Bugs,
         clock: Clock,
     ) -> Result<PostgresStore, StoreError> {
         config.validate()?;
         if let Some(name) = schema {
-            let valid =
-                !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-            if !valid {
-                return Err(StoreError::SchemaName(name.to_string()));
-            }
+            check_schema_name(name)?;
         }
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(StoreError::Io)?;
         let (mut client, connection) = runtime.block_on(tokio_postgres::connect(url, NoTls))?;
@@ -227,6 +246,14 @@ async fn migrate(client: &mut Client) -> Result<(), StoreError> {
     for &(version, both, postgres) in schema::MIGRATIONS.iter().filter(|(version, ..)| *version > current) {
         tx.batch_execute(both).await?;
         tx.batch_execute(postgres).await?;
+        if version == 4 {
+            // Each earlier line gets its job, as every line written from now on has.
+            for row in tx.query(schema::SELECT_UNNAMED_LINES, &[]).await? {
+                if let Some(job) = crate::sql::line_job(row.get(1)) {
+                    tx.execute(schema::NAME_LINE, &[&row.get::<_, i64>(0), &int(job.0)]).await?;
+                }
+            }
+        }
         let statement = if found.is_none() && version == 1 { schema::INSERT_VERSION } else { schema::UPDATE_VERSION };
         tx.execute(statement, &[&version]).await?;
     }
@@ -291,6 +318,16 @@ fn op_record(row: &tokio_postgres::Row) -> OpRecord {
         recorded: row.get::<_, Option<i64>>(1).map(identity),
         rival: row.get::<_, Option<i64>>(2).map(identity),
     }
+}
+
+/// The parameters of [`schema::INSERT_EVENT_NEXT`].
+fn event_params(t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Vec<Box<dyn ToSql + Sync>> {
+    vec![
+        Box::new(int(t_us)),
+        Box::new(node.to_string()),
+        Box::new(line.to_string()),
+        Box::new(job.map(|job| int(job.0))),
+    ]
 }
 
 fn row_params(r: &Row) -> Vec<Box<dyn ToSql + Sync>> {
@@ -399,6 +436,11 @@ impl Tx for PgTx<'_> {
         Ok(())
     }
 
+    fn mark_queued(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
+        self.hold(schema::MARK_QUEUED, vec![Box::new(int(job.0)), Box::new(t_us)], None);
+        Ok(())
+    }
+
     fn update(&mut self, r: &Row, old: &Row) -> Result<usize, StoreError> {
         let mut params = row_params(r);
         params.push(Box::new(old.state));
@@ -474,10 +516,13 @@ impl Tx for PgTx<'_> {
         Ok(1)
     }
 
-    fn log(&mut self, t_us: u64, node: &str, line: &str) -> Result<(), StoreError> {
-        let params: Vec<Box<dyn ToSql + Sync>> =
-            vec![Box::new(int(t_us)), Box::new(node.to_string()), Box::new(line.to_string())];
-        self.hold(schema::INSERT_EVENT_NEXT, params, None);
+    fn log(&mut self, t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Result<(), StoreError> {
+        self.hold(schema::INSERT_EVENT_NEXT, event_params(t_us, node, job, line), None);
+        Ok(())
+    }
+
+    fn mark_ended(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
+        self.hold(schema::MARK_ENDED, vec![Box::new(int(job.0)), Box::new(t_us)], None);
         Ok(())
     }
 }
@@ -536,7 +581,223 @@ impl SqlStore for PostgresStore {
         Ok(self.query(schema::SELECT_OP, &key)?.first().map(op_record).unwrap_or_default())
     }
 
+    fn prune_rows(&mut self, ended_before: Time, limit: i64) -> Result<crate::Pruned, StoreError> {
+        let (client, cutoff) = (&self.client, int(ended_before.0));
+        let pruned = self.runtime.block_on(async {
+            client.batch_execute("BEGIN").await?;
+            client.batch_execute(schema::LOCK_LOG).await?;
+            let jobs = client.query(self.statement(schema::SELECT_PRUNABLE), &[&cutoff, &limit]).await?;
+            let mut pruned = crate::Pruned::default();
+            for job in jobs.iter().map(|row| row.get::<_, i64>(0)) {
+                let key: [&(dyn ToSql + Sync); 1] = [&job];
+                let (lines, _, _, _) = try_join4(
+                    client.execute(self.statement(schema::DELETE_JOB_LINES), &key),
+                    client.execute(self.statement(schema::DELETE_PAYLOAD), &key),
+                    client.execute(self.statement(schema::DELETE_OPS), &key),
+                    client.execute(self.statement(schema::DELETE_GRANTS), &key),
+                )
+                .await?;
+                pruned.lines += lines as usize;
+                pruned.jobs += client.execute(self.statement(schema::DELETE_JOB), &key).await? as usize;
+            }
+            let kept: Option<i64> =
+                client.query_one(self.statement(schema::SELECT_EARLIEST_KEPT_LINE), &[]).await?.get(0);
+            let before = kept.map_or(cutoff, |kept| kept.min(cutoff));
+            let lines = client.execute(self.statement(schema::DELETE_JOBLESS_LINES), &[&before, &limit]).await?;
+            pruned.lines += lines as usize;
+            if pruned != crate::Pruned::default() {
+                client.execute(self.statement(schema::MARK_PRUNED), &[&cutoff]).await?;
+            }
+            client.batch_execute("COMMIT").await?;
+            Ok::<_, StoreError>(pruned)
+        });
+        if pruned.is_err() {
+            let _ = self.runtime.block_on(self.client.batch_execute("ROLLBACK"));
+        }
+        pruned
+    }
+
+    fn read_pruned(&mut self) -> Result<Option<Time>, StoreError> {
+        let before: Option<i64> = self.query(schema::SELECT_PRUNED, &[])?[0].get(0);
+        Ok(before.map(|us| Time(us as u64)))
+    }
+
+    fn read_figures(&mut self) -> Result<Figures, StoreError> {
+        let mut figures = Figures::default();
+        for row in self.query(schema::SELECT_FIGURES, &[])? {
+            figures.add(row.get(0), row.get(1), row.get(2), row.get(3))?;
+        }
+        Ok(figures)
+    }
+
     fn read_payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {
         Ok(self.query(schema::SELECT_PAYLOAD, &[&int(job.0)])?.first().map(|row| row.get(0)).unwrap_or_default())
+    }
+}
+
+/// Enqueues `job` with `payload` inside `tx`, a transaction the caller holds on its own
+/// connection, so that the job is enqueued with the caller's own writes or not at all: it and its
+/// history line commit with the caller's transaction, and a rollback leaves neither. The answer is
+/// [`PostgresStore`]'s enqueue's, decided by the same rules: `job` is the caller's idempotency key
+/// (a document's id, say), accepted once ([`Enqueued::Duplicate`] after, the first payload kept),
+/// and refused at the table's capacity (`config`, as the fleet's stores are opened with).
+///
+/// `schema` is where the fleet's stores work (already migrated by one of them: a schema at
+/// another version is refused). The transaction must be at `READ COMMITTED`, PostgreSQL's
+/// default: under a snapshot taken before this call's lock, the capacity and the job's novelty
+/// would be judged on stale rows. The search path is set for this call and restored after it.
+///
+/// **The cost.** This takes the log's exclusive lock ([`schema::LOCK_LOG`]), as every enqueue
+/// does, and holds it until the caller's transaction ends: every other operation of the fleet
+/// waits meanwhile. Enqueue last, just before the commit.
+pub async fn enqueue_in(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+    config: TableConfig,
+    job: JobId,
+    payload: &[u8],
+) -> Result<lease_core::Enqueued, StoreError> {
+    config.validate()?;
+    check_schema_name(schema)?;
+    crate::check_payload(job, payload)?;
+    let isolation: String = tx.query_one("SELECT current_setting('transaction_isolation')", &[]).await?.get(0);
+    if isolation != "read committed" {
+        return Err(StoreError::Isolation(isolation));
+    }
+    let saved: String = tx.query_one("SELECT current_setting('search_path')", &[]).await?.get(0);
+    tx.query_one("SELECT set_config('search_path', $1, true)", &[&schema]).await?;
+    let versioned: bool = tx.query_one("SELECT to_regclass('lease_schema') IS NOT NULL", &[]).await?.get(0);
+    let version: Option<i64> = match versioned {
+        true => tx.query_opt(schema::READ_VERSION, &[]).await?.map(|row| row.get(0)),
+        false => None,
+    };
+    if version != Some(SCHEMA_VERSION) {
+        return Err(StoreError::NotMigrated { schema: schema.to_string(), found: version, known: SCHEMA_VERSION });
+    }
+    tx.batch_execute(schema::LOCK_LOG).await?;
+    let id = int(job.0);
+    let (clock, known, backlog, ends) = try_join4(
+        tx.query_one(schema::SELECT_CLOCK, &[]),
+        tx.query_opt(schema::SELECT_KNOWN, &[&id]),
+        tx.query_one(schema::SELECT_BACKLOG, &[]),
+        tx.query_one(schema::SELECT_QUEUE_ENDS, &[]),
+    )
+    .await?;
+    let backlog = usize::try_from(backlog.get::<_, i64>(0)).expect("a count is not negative");
+    let mut held = Held { known: known.is_some(), backlog, ends: (ends.get(0), ends.get(1)), writes: Vec::new() };
+    let (rules, caller) = (Rules { config, bugs: Bugs::NONE }, crate::Caller::default());
+    let now = Time(clock.get::<_, i64>(0) as u64);
+    let answer = Op { rules: &rules, caller: &caller, last_now: now, now }.enqueue(&mut held, job, payload)?;
+    for write in &held.writes {
+        let params: Vec<&(dyn ToSql + Sync)> = write.params.iter().map(|param| &**param as _).collect();
+        tx.execute(write.sql, &params).await?;
+    }
+    tx.query_one("SELECT set_config('search_path', $1, true)", &[&saved]).await?;
+    Ok(answer)
+}
+
+/// Refuses a schema name that is not lowercase letters, digits and underscores: it is spliced
+/// into SQL.
+fn check_schema_name(name: &str) -> Result<(), StoreError> {
+    let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if !valid {
+        return Err(StoreError::SchemaName(name.to_string()));
+    }
+    Ok(())
+}
+
+/// The statements of an enqueue in a caller's transaction: its three reads made before the
+/// decision, its writes held until it is made (as [`PgTx`] holds them), then sent on the
+/// caller's transaction. An enqueue reads and writes nothing else.
+struct Held {
+    known: bool,
+    backlog: usize,
+    ends: (i64, i64),
+    writes: Vec<Write>,
+}
+
+impl Held {
+    fn outside(what: &str) -> StoreError {
+        StoreError::Corrupt(format!("an enqueue in a caller's transaction asked for {what}, which no enqueue reads"))
+    }
+}
+
+impl Tx for Held {
+    fn job(&mut self, _: JobId) -> Result<Option<Row>, StoreError> {
+        Err(Held::outside("a job's row"))
+    }
+
+    fn known(&mut self, _: JobId) -> Result<bool, StoreError> {
+        Ok(self.known)
+    }
+
+    fn head(&mut self) -> Result<Option<Row>, StoreError> {
+        Err(Held::outside("the queue's head"))
+    }
+
+    fn backlog(&mut self) -> Result<usize, StoreError> {
+        Ok(self.backlog)
+    }
+
+    fn queue_ends(&mut self) -> Result<(i64, i64), StoreError> {
+        Ok(self.ends)
+    }
+
+    fn insert(&mut self, r: &Row) -> Result<(), StoreError> {
+        self.writes.push(Write { sql: schema::INSERT_JOB, params: row_params(r), guard: None });
+        Ok(())
+    }
+
+    fn insert_payload(&mut self, job: JobId, payload: &[u8]) -> Result<(), StoreError> {
+        let params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(int(job.0)), Box::new(payload.to_vec())];
+        self.writes.push(Write { sql: schema::INSERT_PAYLOAD, params, guard: None });
+        Ok(())
+    }
+
+    fn mark_queued(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
+        let params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(int(job.0)), Box::new(t_us)];
+        self.writes.push(Write { sql: schema::MARK_QUEUED, params, guard: None });
+        Ok(())
+    }
+
+    fn update(&mut self, _: &Row, _: &Row) -> Result<usize, StoreError> {
+        Err(Held::outside("a row's update"))
+    }
+
+    fn expiring(&mut self, _: i64, _: i64) -> Result<Vec<Row>, StoreError> {
+        Err(Held::outside("the expired leases"))
+    }
+
+    fn last_grant(&mut self, _: WorkerId) -> Result<Option<LastGrant>, StoreError> {
+        Err(Held::outside("a worker's last grant"))
+    }
+
+    fn set_last_grant(&mut self, _: WorkerId, _: &LastGrant) -> Result<(), StoreError> {
+        Err(Held::outside("a worker's last grant"))
+    }
+
+    fn op(&mut self, _: OpId) -> Result<OpRecord, StoreError> {
+        Err(Held::outside("a ledger row"))
+    }
+
+    fn planted(&mut self, _: &str, _: JobId, _: Epoch, _: i64) -> Result<usize, StoreError> {
+        Err(Held::outside("a planted statement"))
+    }
+
+    fn update_op(&mut self, _: OpId, _: &OpRecord, _: &OpRecord) -> Result<usize, StoreError> {
+        Err(Held::outside("a ledger row's update"))
+    }
+
+    fn log(&mut self, t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Result<(), StoreError> {
+        self.writes.push(Write {
+            sql: schema::INSERT_EVENT_NEXT,
+            params: event_params(t_us, node, job, line),
+            guard: None,
+        });
+        Ok(())
+    }
+
+    fn mark_ended(&mut self, _: JobId, _: i64) -> Result<(), StoreError> {
+        Err(Held::outside("a job's end"))
     }
 }

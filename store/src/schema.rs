@@ -9,10 +9,10 @@
 /// The schema versions this build knows, in order: `(version, for both databases, for
 /// PostgreSQL only)`. Each migration moves the database from the version before it to its own. A
 /// database at a later version than the last is refused.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, V1, ""), (2, "", V2_POSTGRES), (3, V3, "")];
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, V1, ""), (2, "", V2_POSTGRES), (3, V3, ""), (4, V4, "")];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Version 1: jobs, the ledger, the per-worker last grants and the event log.
 const V1: &str = "
@@ -81,6 +81,66 @@ CREATE TABLE lease_payloads (
     payload BYTEA NOT NULL
 );
 ";
+/// Version 4, for a dashboard and for retention. `queued_at_us`: when each queued job entered
+/// the queue, by the table's clock, for the longest wait (`lease_oldest_waiting_seconds`): set
+/// when the job is accepted and when it is requeued to the back; a grant released undone puts the
+/// job back at the head with the time it had, since its wait never ended (a job queued before
+/// this version has none, and counts in that figure only once it is queued again). `ended_at_us`:
+/// when a job ended, for pruning by age (a job ended before this version counts as ended at 0).
+/// `lease_events.job`: the one job a line is about (`NULL`: none, or several, as a listing), so
+/// that a prune removes a job's lines and no other's; the lines written before this version are
+/// given theirs as the migration runs ([`crate::sql::line_job`]).
+const V4: &str = "
+ALTER TABLE lease_jobs ADD COLUMN queued_at_us BIGINT;
+ALTER TABLE lease_jobs ADD COLUMN ended_at_us BIGINT;
+ALTER TABLE lease_events ADD COLUMN job BIGINT;
+CREATE INDEX lease_events_job ON lease_events (job);
+CREATE INDEX lease_jobs_ended ON lease_jobs (ended_at_us, job) WHERE state = 'terminal';
+ALTER TABLE lease_schema ADD COLUMN pruned_before_us BIGINT;
+";
+
+/// Notes that jobs ended before `$1` may have been pruned (the latest such time is kept): the
+/// history's `run` line says so (`pruned_before_us`), for `lease-check` to judge counts over all
+/// jobs as bounds.
+pub const MARK_PRUNED: &str = "UPDATE lease_schema SET pruned_before_us = CASE \
+     WHEN pruned_before_us IS NULL OR pruned_before_us < $1 THEN $1 ELSE pruned_before_us END";
+/// The latest time before which ended jobs may have been pruned, if any prune removed anything.
+pub const SELECT_PRUNED: &str = "SELECT pruned_before_us FROM lease_schema";
+
+/// The lines of version 3 and earlier, to give each its job as version 4 migrates.
+pub const SELECT_UNNAMED_LINES: &str = "SELECT seq, line FROM lease_events WHERE job IS NULL";
+/// A line's job, as version 4 migrates.
+pub const NAME_LINE: &str = "UPDATE lease_events SET job = $2 WHERE seq = $1";
+/// When a job ended ([`V4`]).
+pub const MARK_ENDED: &str = "UPDATE lease_jobs SET ended_at_us = $2 WHERE job = $1";
+/// Terminal jobs that ended before `$1`, the longest ended first, at most `$2`: a prune's batch.
+pub const SELECT_PRUNABLE: &str = "SELECT job FROM lease_jobs WHERE state = 'terminal' \
+     AND COALESCE(ended_at_us, 0) < $1 ORDER BY COALESCE(ended_at_us, 0), job LIMIT $2";
+/// A pruned job's lines.
+pub const DELETE_JOB_LINES: &str = "DELETE FROM lease_events WHERE job = $1";
+/// A pruned job's row (terminal only: a prune never touches a job that has not ended).
+pub const DELETE_JOB: &str = "DELETE FROM lease_jobs WHERE job = $1 AND state = 'terminal'";
+/// A pruned job's payload.
+pub const DELETE_PAYLOAD: &str = "DELETE FROM lease_payloads WHERE job = $1";
+/// A pruned job's ledger rows.
+pub const DELETE_OPS: &str = "DELETE FROM lease_ledger WHERE job = $1";
+/// The workers' last grants of a pruned job (a retried acquire of one is then granted afresh).
+pub const DELETE_GRANTS: &str = "DELETE FROM lease_grants WHERE job = $1";
+/// The earliest line of a job the table still holds (after a prune's deletes: every job kept).
+/// A line of no one job older than it (a listing) names only pruned jobs, since a job's lines
+/// all follow its own first, so a prune may remove it.
+pub const SELECT_EARLIEST_KEPT_LINE: &str = "SELECT MIN(e.t_us) FROM lease_events e JOIN lease_jobs j \
+     ON j.job = e.job";
+/// Lines of no one job (a listing) stamped before `$1`, at most `$2`, the oldest first.
+pub const DELETE_JOBLESS_LINES: &str = "DELETE FROM lease_events WHERE seq IN (SELECT seq FROM lease_events \
+     WHERE job IS NULL AND t_us < $1 ORDER BY seq LIMIT $2)";
+
+/// When a job entered the queue ([`V4`]).
+pub const MARK_QUEUED: &str = "UPDATE lease_jobs SET queued_at_us = $2 WHERE job = $1";
+/// The jobs by state and outcome, and the earliest time a queued one entered the queue: the
+/// queue's figures (a read outside any decision).
+pub const SELECT_FIGURES: &str = "SELECT state, outcome, COUNT(*), MIN(queued_at_us) FROM lease_jobs \
+     GROUP BY state, outcome ORDER BY state, outcome";
 
 /// The table holding the schema version.
 pub const CREATE_VERSION: &str = "CREATE TABLE IF NOT EXISTS lease_schema (version BIGINT NOT NULL)";
@@ -229,10 +289,10 @@ pub const UPDATE_OP: &str = "UPDATE lease_ledger SET fence = $3, output = $4, ri
 /// are taken in commit order. (PostgreSQL numbers its lines from a sequence: [`INSERT_EVENT_NEXT`].)
 pub const NEXT_SEQ: &str = "UPDATE lease_log_head SET seq = seq + 1 RETURNING seq";
 /// One history line.
-pub const INSERT_EVENT: &str = "INSERT INTO lease_events (seq, t_us, node, line) VALUES ($1, $2, $3, $4)";
+pub const INSERT_EVENT: &str = "INSERT INTO lease_events (seq, t_us, node, line, job) VALUES ($1, $2, $3, $4, $5)";
 /// One history line, PostgreSQL: numbered from the log's sequence.
 pub const INSERT_EVENT_NEXT: &str =
-    "INSERT INTO lease_events (seq, t_us, node, line) VALUES (nextval('lease_log_seq'), $1, $2, $3)";
+    "INSERT INTO lease_events (seq, t_us, node, line, job) VALUES (nextval('lease_log_seq'), $1, $2, $3, $4)";
 /// The log in commit order (the caller's clock: operations one at a time).
 pub const SELECT_EVENTS: &str = "SELECT line FROM lease_events ORDER BY seq";
 /// The log in time order, ties in commit order (the database's clock: see [`LOCK_LOG_SHARED`]).
@@ -249,7 +309,22 @@ pub fn for_sqlite(sql: &str) -> String {
 
 /// Every statement an operation of the SQLite store runs (migrations and PostgreSQL's own
 /// `FOR UPDATE` forms aside): what an SQLite handle prepares when it opens.
-pub const STATEMENTS: [&str; 22] = [
+pub const STATEMENTS: [&str; 37] = [
+    MARK_QUEUED,
+    MARK_PRUNED,
+    SELECT_PRUNED,
+    MARK_ENDED,
+    SELECT_UNNAMED_LINES,
+    NAME_LINE,
+    SELECT_PRUNABLE,
+    DELETE_JOB_LINES,
+    DELETE_JOB,
+    DELETE_PAYLOAD,
+    DELETE_OPS,
+    DELETE_GRANTS,
+    SELECT_EARLIEST_KEPT_LINE,
+    DELETE_JOBLESS_LINES,
+    SELECT_FIGURES,
     SELECT_JOB,
     SELECT_KNOWN,
     SELECT_HEAD,

@@ -139,7 +139,7 @@ pub fn serve_reclaimer(
 mod tests {
     use super::*;
     use crate::{MemoryStore, SqliteStore};
-    use lease_core::{Acquired, BatchId, Bugs, Epoch, JobId, OpId, OutputId, Span, TableConfig};
+    use lease_core::{Acquired, BatchId, Epoch, JobId, OpId, OutputId, Span, TableConfig};
 
     /// The line `store` logged last, and the line of `served`'s event at `now`: they must be one.
     fn logged_as_served<R>(store: &mut dyn Store, now: Time, served: &Served<R>) {
@@ -153,10 +153,8 @@ mod tests {
     #[test]
     fn a_served_event_is_the_line_the_store_wrote() {
         let config = TableConfig { capacity: 4, lease_ttl: Span::from_ms(10), batch_max: 2, attempts_max: 3 };
-        let stores: [Box<dyn Store>; 2] = [
-            Box::new(MemoryStore::new(config, Bugs::NONE).unwrap()),
-            Box::new(SqliteStore::open_in_memory(config, Bugs::NONE).unwrap()),
-        ];
+        let stores: [Box<dyn Store>; 2] =
+            [Box::new(MemoryStore::new(config).unwrap()), Box::new(SqliteStore::open_in_memory(config).unwrap())];
         for mut store in stores {
             let store = &mut *store;
             let (worker, reclaimer) = (WorkerId(1), ReclaimerId(2));

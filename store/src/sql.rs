@@ -210,6 +210,8 @@ pub trait Tx {
     fn insert(&mut self, row: &Row) -> Result<(), StoreError>;
     /// A new job's payload.
     fn insert_payload(&mut self, job: JobId, payload: &[u8]) -> Result<(), StoreError>;
+    /// Notes when a job entered the queue ([`crate::schema::MARK_QUEUED`]).
+    fn mark_queued(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError>;
     /// The compare-and-set write of `new` over `old`: rows written (0 or 1).
     fn update(&mut self, new: &Row, old: &Row) -> Result<usize, StoreError>;
     /// Leases expiring at or before `through`, earliest first, at most `limit`.
@@ -225,9 +227,12 @@ pub trait Tx {
     fn planted(&mut self, sql: &str, job: JobId, epoch: Epoch, value: i64) -> Result<usize, StoreError>;
     /// The guarded write of a ledger decision: rows written (0 or 1).
     fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError>;
-    /// Appends one history line, numbered in the log (SQLite: the head row's next number, the row
-    /// locked to commit; PostgreSQL: the log's sequence). The log's order: [`crate::Clock`].
-    fn log(&mut self, t_us: u64, node: &str, line: &str) -> Result<(), StoreError>;
+    /// Appends one history line about `job` (`None`: no one job), numbered in the log (SQLite: the
+    /// head row's next number, the row locked to commit; PostgreSQL: the log's sequence). The
+    /// log's order: [`crate::Clock`].
+    fn log(&mut self, t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Result<(), StoreError>;
+    /// Notes when a job ended ([`crate::schema::MARK_ENDED`]).
+    fn mark_ended(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError>;
 }
 
 /// The store's side of one operation: the rules, the caller for the history, and the clock.
@@ -250,9 +255,14 @@ impl Op<'_> {
         Ok(())
     }
 
+    /// Writes the answer's line, unless it is one a store does not write down
+    /// ([`answers::is_written`]: an empty poll or scan).
     fn log(&self, tx: &mut impl Tx, event: Event) -> Result<(), StoreError> {
-        let node = answers::writer(&event).to_string();
-        tx.log(self.now.0, &node, &answers::line(self.now.0, event))
+        if !answers::is_written(&event) {
+            return Ok(());
+        }
+        let (node, job) = (answers::writer(&event).to_string(), event.job());
+        tx.log(self.now.0, &node, job, &answers::line(self.now.0, event))
     }
 
     /// The job's record, or misuse: an unknown job (checked before the clock, as the table does).
@@ -281,6 +291,12 @@ impl Op<'_> {
         if written != 1 {
             return Err(StoreError::Raced { job });
         }
+        if decision.place == Place::Back && matches!(new.state, JobState::Queued) {
+            tx.mark_queued(job, int(self.now.0))?;
+        }
+        if matches!(new.state, JobState::Terminal(_)) && old.state != "terminal" {
+            tx.mark_ended(job, int(self.now.0))?;
+        }
         Ok(())
     }
 
@@ -293,6 +309,7 @@ impl Op<'_> {
         if let Some(record) = decision.write {
             let (back, _) = tx.queue_ends()?;
             tx.insert(&Row::of(job, &record, Some(back)))?;
+            tx.mark_queued(job, int(self.now.0))?;
             if !payload.is_empty() {
                 tx.insert_payload(job, payload)?;
             }
@@ -498,7 +515,7 @@ impl Op<'_> {
     ) -> Result<Option<Time>, StoreError> {
         let stamp = at.unwrap_or(self.now);
         let Some(text) = line(stamp) else { return Ok(None) };
-        tx.log(stamp.0, node, &text)?;
+        tx.log(stamp.0, node, line_job(&text), &text)?;
         Ok(Some(stamp))
     }
 
@@ -529,4 +546,10 @@ impl Op<'_> {
         }
         Ok(())
     }
+}
+
+/// The one job a line of the history is about ([`lease_history::Event::job`]): `None` for a line
+/// about none or several, and for text that is no history line (nothing of this crate writes one).
+pub fn line_job(text: &str) -> Option<JobId> {
+    serde_json::from_str::<lease_history::Entry>(text).ok()?.job()
 }

@@ -7,7 +7,7 @@
 //! is said here, once.
 
 use crate::sql::{Op, Row, Tx};
-use crate::{Caller, Clock, LedgerStore, Stamp, StoreError, TableStore};
+use crate::{Caller, Clock, Figures, LedgerStore, Pruned, Stamp, StoreError, TableStore};
 use lease_core::{
     Acquired, Apply, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, Lease, Lookup, OpId, OpRecord, OutputId,
     Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time, WorkerId,
@@ -95,6 +95,12 @@ pub(crate) trait SqlStore {
     fn read_events(&mut self) -> Result<Vec<String>, StoreError>;
     /// The operation's ledger row, empty if missing (and not created).
     fn read_op(&mut self, op: OpId) -> Result<OpRecord, StoreError>;
+    /// The latest time before which ended jobs may have been pruned.
+    fn read_pruned(&mut self) -> Result<Option<Time>, StoreError>;
+    /// See [`TableStore::prune`]: one transaction.
+    fn prune_rows(&mut self, ended_before: Time, limit: i64) -> Result<Pruned, StoreError>;
+    /// The jobs by state, and when the longest-waiting queued one entered the queue.
+    fn read_figures(&mut self) -> Result<Figures, StoreError>;
     /// The job's payload (empty: none).
     fn read_payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError>;
 }
@@ -181,6 +187,18 @@ impl<S: SqlStore> TableStore for S {
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
         self.read_backlog()
+    }
+
+    fn figures(&mut self) -> Result<Figures, StoreError> {
+        self.read_figures()
+    }
+
+    fn pruned_before(&mut self) -> Result<Option<Time>, StoreError> {
+        self.read_pruned()
+    }
+
+    fn prune(&mut self, ended_before: Time, limit: usize) -> Result<Pruned, StoreError> {
+        self.prune_rows(ended_before, i64::try_from(limit).unwrap_or(i64::MAX))
     }
 
     fn poll_timeout(&mut self) -> Result<Option<Time>, StoreError> {

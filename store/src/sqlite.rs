@@ -9,7 +9,7 @@
 use crate::schema::{self, for_sqlite};
 use crate::sql::{bits, identity, int, Op, Row, Tx};
 use crate::sql_store::{Scope, Session, SqlStore};
-use crate::{Clock, StoreError};
+use crate::{Clock, Figures, StoreError};
 use lease_core::{
     Bugs, Epoch, JobId, LastGrant, OpId, OpRecord, OutputId, RequestId, Rules, TableConfig, Time, WorkerId,
 };
@@ -29,19 +29,34 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// A store on a fresh in-memory database: private to this handle, gone with it.
-    pub fn open_in_memory(config: TableConfig, bugs: Bugs) -> Result<SqliteStore, StoreError> {
+    pub fn open_in_memory(config: TableConfig) -> Result<SqliteStore, StoreError> {
+        SqliteStore::planted_in_memory(config, Bugs::NONE)
+    }
+
+    /// [`SqliteStore::open_in_memory`], with `bugs` planted ([`crate::planted`]).
+    pub(crate) fn planted_in_memory(config: TableConfig, bugs: Bugs) -> Result<SqliteStore, StoreError> {
         SqliteStore::with(Connection::open_in_memory()?, config, bugs)
     }
 
     /// A store on the database file at `path`, created and migrated if needed, on the caller's
     /// clock. Many handles (and processes) may open one file.
-    pub fn open(path: &Path, config: TableConfig, bugs: Bugs) -> Result<SqliteStore, StoreError> {
-        SqliteStore::open_on(path, config, bugs, Clock::Caller)
+    pub fn open(path: &Path, config: TableConfig) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_on(path, config, Clock::Caller)
     }
 
     /// [`SqliteStore::open`], on `clock`: with [`Clock::Database`], the host's clock read inside
     /// each transaction, so that handles of many threads or processes log in time order.
-    pub fn open_on(path: &Path, config: TableConfig, bugs: Bugs, clock: Clock) -> Result<SqliteStore, StoreError> {
+    pub fn open_on(path: &Path, config: TableConfig, clock: Clock) -> Result<SqliteStore, StoreError> {
+        SqliteStore::planted_on(path, config, Bugs::NONE, clock)
+    }
+
+    /// [`SqliteStore::open_on`], with `bugs` planted ([`crate::planted`]).
+    pub(crate) fn planted_on(
+        path: &Path,
+        config: TableConfig,
+        bugs: Bugs,
+        clock: Clock,
+    ) -> Result<SqliteStore, StoreError> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -93,6 +108,19 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     }
     for &(version, sql, _) in schema::MIGRATIONS.iter().filter(|(version, ..)| *version > current) {
         tx.execute_batch(sql)?;
+        if version == 4 {
+            // Each earlier line gets its job, as every line written from now on has.
+            let named: Vec<(i64, String)> = tx
+                .prepare(schema::SELECT_UNNAMED_LINES)?
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            let mut name = tx.prepare(&for_sqlite(schema::NAME_LINE))?;
+            for (seq, line) in named {
+                if let Some(job) = crate::sql::line_job(&line) {
+                    name.execute(params![seq, int(job.0)])?;
+                }
+            }
+        }
         let statement = if found.is_none() && version == 1 { schema::INSERT_VERSION } else { schema::UPDATE_VERSION };
         tx.execute(&for_sqlite(statement), [version])?;
     }
@@ -167,6 +195,12 @@ impl Tx for SqliteTx<'_> {
     fn insert_payload(&mut self, job: JobId, payload: &[u8]) -> Result<(), StoreError> {
         let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_PAYLOAD))?;
         statement.execute(params![int(job.0), payload])?;
+        Ok(())
+    }
+
+    fn mark_queued(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::MARK_QUEUED))?;
+        statement.execute(params![int(job.0), t_us])?;
         Ok(())
     }
 
@@ -264,10 +298,16 @@ impl Tx for SqliteTx<'_> {
         ])?)
     }
 
-    fn log(&mut self, t_us: u64, node: &str, line: &str) -> Result<(), StoreError> {
+    fn log(&mut self, t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Result<(), StoreError> {
         let seq: i64 = self.conn.prepare_cached(schema::NEXT_SEQ)?.query_row([], |row| row.get(0))?;
         let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_EVENT))?;
-        statement.execute(params![seq, int(t_us), node, line])?;
+        statement.execute(params![seq, int(t_us), node, line, job.map(|job| int(job.0))])?;
+        Ok(())
+    }
+
+    fn mark_ended(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::MARK_ENDED))?;
+        statement.execute(params![int(job.0), t_us])?;
         Ok(())
     }
 }
@@ -322,6 +362,50 @@ impl SqlStore for SqliteStore {
         let mut statement = self.conn.prepare_cached(self.session.clock.log_order())?;
         let lines = statement.query_map([], |row| row.get(0))?;
         Ok(lines.collect::<Result<_, _>>()?)
+    }
+
+    fn prune_rows(&mut self, ended_before: Time, limit: i64) -> Result<crate::Pruned, StoreError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let cutoff = int(ended_before.0);
+        let jobs: Vec<i64> = tx
+            .prepare_cached(&for_sqlite(schema::SELECT_PRUNABLE))?
+            .query_map(params![cutoff, limit], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut pruned = crate::Pruned::default();
+        for job in &jobs {
+            pruned.lines += tx.prepare_cached(&for_sqlite(schema::DELETE_JOB_LINES))?.execute([job])?;
+            for sql in [schema::DELETE_PAYLOAD, schema::DELETE_OPS, schema::DELETE_GRANTS] {
+                tx.prepare_cached(&for_sqlite(sql))?.execute([job])?;
+            }
+            pruned.jobs += tx.prepare_cached(&for_sqlite(schema::DELETE_JOB))?.execute([job])?;
+        }
+        let kept: Option<i64> =
+            tx.prepare_cached(schema::SELECT_EARLIEST_KEPT_LINE)?.query_row([], |row| row.get(0))?;
+        let before = kept.map_or(cutoff, |kept| kept.min(cutoff));
+        pruned.lines +=
+            tx.prepare_cached(&for_sqlite(schema::DELETE_JOBLESS_LINES))?.execute(params![before, limit])?;
+        if pruned != crate::Pruned::default() {
+            tx.prepare_cached(&for_sqlite(schema::MARK_PRUNED))?.execute([cutoff])?;
+        }
+        tx.commit()?;
+        Ok(pruned)
+    }
+
+    fn read_pruned(&mut self) -> Result<Option<Time>, StoreError> {
+        let mut statement = self.conn.prepare_cached(schema::SELECT_PRUNED)?;
+        let before: Option<i64> = statement.query_row([], |row| row.get(0))?;
+        Ok(before.map(|us| Time(us as u64)))
+    }
+
+    fn read_figures(&mut self) -> Result<Figures, StoreError> {
+        let mut statement = self.conn.prepare_cached(schema::SELECT_FIGURES)?;
+        let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
+        let mut figures = Figures::default();
+        for row in rows {
+            let (state, outcome, count, since): (String, Option<String>, i64, Option<i64>) = row?;
+            figures.add(&state, outcome.as_deref(), count, since)?;
+        }
+        Ok(figures)
     }
 
     fn read_payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {

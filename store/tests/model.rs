@@ -909,7 +909,7 @@ impl Real {
 }
 
 fn memory() -> Box<dyn Store> {
-    Box::new(MemoryStore::new(config(), Bugs::NONE).expect("a valid config"))
+    Box::new(MemoryStore::new(config()).expect("a valid config"))
 }
 
 /// Runs `steps` on `store` against the model; returns the store's history log.
@@ -959,8 +959,8 @@ fn every_embedded_store_follows_the_reference_model_and_keeps_every_invariant() 
     // the invariants hold, and that the two SQLite stores write the in-memory store's history.
     let cases = conform(cases(), || {
         let file = TempFile::new("model");
-        let on_file = SqliteStore::open(file.path(), config(), Bugs::NONE).expect("open a file store");
-        let in_memory = SqliteStore::open_in_memory(config(), Bugs::NONE).expect("open an in-memory store");
+        let on_file = SqliteStore::open(file.path(), config()).expect("open a file store");
+        let in_memory = SqliteStore::open_in_memory(config()).expect("open an in-memory store");
         vec![("sqlite in memory", Box::new(in_memory), None), ("sqlite on a file", Box::new(on_file), Some(file))]
     });
     common::say(&format!("model conformance: {cases} cases on in-memory, sqlite in memory, sqlite on a file"));

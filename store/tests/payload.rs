@@ -51,19 +51,19 @@ fn keeps_payloads(name: &str, store: &mut dyn Store) {
 
 #[test]
 fn memory_keeps_each_jobs_payload() {
-    keeps_payloads("memory", &mut MemoryStore::new(config(), Bugs::NONE).unwrap());
+    keeps_payloads("memory", &mut MemoryStore::new(config()).unwrap());
 }
 
 #[test]
 fn sqlite_keeps_each_jobs_payload_across_a_reopen() {
     let file = TempFile::new("payload");
-    let mut store = SqliteStore::open(file.path(), config(), Bugs::NONE).unwrap();
+    let mut store = SqliteStore::open(file.path(), config()).unwrap();
     keeps_payloads("sqlite", &mut store);
     drop(store);
-    let mut store = SqliteStore::open(file.path(), config(), Bugs::NONE).unwrap();
+    let mut store = SqliteStore::open(file.path(), config()).unwrap();
     assert_eq!(store.payload(JobId(1)).unwrap(), payloads()[1], "the payload outlives the handle");
     let big = TempFile::new("payload_max");
-    let mut store = SqliteStore::open(big.path(), config(), Bugs::NONE).unwrap();
+    let mut store = SqliteStore::open(big.path(), config()).unwrap();
     let most = payloads().pop().unwrap();
     assert!(matches!(store.enqueue_with(Time(1), JobId(5), &most).unwrap(), Enqueued::Accepted { .. }));
     assert_eq!(store.payload(JobId(5)).unwrap(), most, "PAYLOAD_MAX bytes are carried");
@@ -72,18 +72,33 @@ fn sqlite_keeps_each_jobs_payload_across_a_reopen() {
 #[test]
 fn a_sqlite_file_at_schema_version_2_migrates_and_keeps_its_jobs() {
     let file = TempFile::new("payload_v2");
-    let mut store = SqliteStore::open(file.path(), config(), Bugs::NONE).unwrap();
+    let mut store = SqliteStore::open(file.path(), config()).unwrap();
     assert!(matches!(store.enqueue(Time(1), JobId(7)).unwrap(), Enqueued::Accepted { .. }));
     drop(store);
-    // As a build of version 2 left it: no payload table.
+    // As a build of version 2 left it: no payload table, no queue-entry times.
     let conn = rusqlite::Connection::open(file.path()).unwrap();
-    conn.execute_batch("DROP TABLE lease_payloads; UPDATE lease_schema SET version = 2").unwrap();
+    conn.execute_batch(
+        "DROP TABLE lease_payloads; DROP INDEX lease_events_job; DROP INDEX lease_jobs_ended;
+         ALTER TABLE lease_jobs DROP COLUMN queued_at_us; ALTER TABLE lease_jobs DROP COLUMN ended_at_us;
+         ALTER TABLE lease_events DROP COLUMN job; ALTER TABLE lease_schema DROP COLUMN pruned_before_us;
+         UPDATE lease_schema SET version = 2",
+    )
+    .unwrap();
     drop(conn);
-    let mut store = SqliteStore::open(file.path(), config(), Bugs::NONE).expect("version 2 migrates");
+    let mut store = SqliteStore::open(file.path(), config()).expect("version 2 migrates");
     assert!(store.job(JobId(7)).unwrap().is_some(), "the old job is kept");
     assert_eq!(store.payload(JobId(7)).unwrap(), b"", "an old job has no payload");
+    let figures = store.figures().unwrap();
+    assert_eq!((figures.queued, figures.oldest_queued_at), (1, None), "nor a time it entered the queue");
     assert!(matches!(store.enqueue_with(Time(2), JobId(8), b"new").unwrap(), Enqueued::Accepted { .. }));
     assert_eq!(store.payload(JobId(8)).unwrap(), b"new");
+    let figures = store.figures().unwrap();
+    assert_eq!((figures.queued, figures.oldest_queued_at), (2, Some(Time(2))), "a new job has one");
+    drop(store);
+    // Version 4 gave the old job's line its job, as it migrated: a prune can find it.
+    let conn = rusqlite::Connection::open(file.path()).unwrap();
+    let named: i64 = conn.query_row("SELECT COUNT(*) FROM lease_events WHERE job = 7", [], |row| row.get(0)).unwrap();
+    assert_eq!(named, 1, "the old job's arrival line is named");
 }
 
 #[test]

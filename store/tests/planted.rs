@@ -9,7 +9,7 @@ use lease_core::{
     Acquired, Bug, Bugs, Completion, Epoch, Fencing, JobId, OutputId, ReclaimerId, Refusal, Renewal, Span, TableConfig,
     Time, WorkerId,
 };
-use lease_store::{MemoryStore, SqliteStore, Store};
+use lease_store::Store;
 
 fn config() -> TableConfig {
     TableConfig { capacity: 10, lease_ttl: Span(1_000), batch_max: 2, attempts_max: 3 }
@@ -55,8 +55,8 @@ fn check(name: &str, open: &dyn Fn(Bugs) -> Box<dyn Store>) {
 // stale request through, while the in-memory table, which has no such statement, refuses it.
 #[test]
 fn the_store_bugs_let_a_stale_request_through_on_sql_only() {
-    check("sqlite", &|bugs| Box::new(SqliteStore::open_in_memory(config(), bugs).expect("open")));
-    let memory = |bugs| MemoryStore::new(config(), bugs).expect("open");
+    check("sqlite", &|bugs| Box::new(lease_store::planted::sqlite_in_memory(config(), bugs).expect("open")));
+    let memory = |bugs| lease_store::planted::memory(config(), bugs).expect("open");
     assert!(matches!(
         stale_completion(&mut memory(Bugs::plant(Some(Bug::CompleteByStateOnly)))),
         Completion::Refused(_)

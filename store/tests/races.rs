@@ -154,7 +154,8 @@ fn without_cas_more_than_one_wins(name: &str, open: &(dyn Fn(Bugs) -> Box<dyn St
 fn without_the_compare_and_set_the_races_have_many_winners() {
     let file = TempFile::new("races_no_cas");
     without_cas_more_than_one_wins("sqlite file", &|bugs| {
-        Box::new(SqliteStore::open(file.path(), config(20), bugs).expect("open")) as Box<dyn Store>
+        Box::new(lease_store::planted::sqlite(file.path(), config(20), bugs, Clock::Caller).expect("open"))
+            as Box<dyn Store>
     });
     let Some(scratch) = pg::scratch("races_no_cas") else { return };
     let name = scratch.name.clone();
@@ -171,8 +172,7 @@ fn eight_threads_race_on_one_lease_in_one_sqlite_file_and_exactly_one_wins() {
         ("complete or fence", &complete_or_fence, &["reclaimed", "terminal"][..]),
     ] {
         let file = TempFile::new("races");
-        let open =
-            || Box::new(SqliteStore::open(file.path(), config(rounds), Bugs::NONE).expect("open")) as Box<dyn Store>;
+        let open = || Box::new(SqliteStore::open(file.path(), config(rounds)).expect("open")) as Box<dyn Store>;
         let mut setup = open();
         lease_every_job(setup.as_mut(), rounds);
         let won = one_winner_each_round(race_name, &race(rounds, &open, act));

@@ -24,18 +24,18 @@ fn refused(result: Result<impl std::fmt::Debug, StoreError>) {
 #[test]
 fn a_sqlite_file_at_an_unknown_schema_version_is_refused_and_left_untouched() {
     let file = TempFile::new("schema");
-    let mut store = SqliteStore::open(file.path(), config(), Bugs::NONE).expect("a new file migrates");
+    let mut store = SqliteStore::open(file.path(), config()).expect("a new file migrates");
     assert!(matches!(store.enqueue(Time(1), JobId(7)), Ok(Enqueued::Accepted { backlog: 1 })));
     drop(store);
 
     // Reopened at the current version: the rows are there, nothing migrates twice.
-    let mut store = SqliteStore::open(file.path(), config(), Bugs::NONE).expect("the current version opens");
+    let mut store = SqliteStore::open(file.path(), config()).expect("the current version opens");
     assert!(store.job(JobId(7)).expect("reads").is_some());
     drop(store);
 
     let conn = rusqlite::Connection::open(file.path()).expect("open the file");
     conn.execute("UPDATE lease_schema SET version = 99", []).expect("move the version on");
-    refused(SqliteStore::open(file.path(), config(), Bugs::NONE));
+    refused(SqliteStore::open(file.path(), config()));
     let version: i64 = conn.query_row("SELECT version FROM lease_schema", [], |row| row.get(0)).expect("reads");
     let jobs: i64 = conn.query_row("SELECT COUNT(*) FROM lease_jobs", [], |row| row.get(0)).expect("reads");
     assert_eq!((version, jobs), (99, 1), "the refused database was touched");
@@ -54,7 +54,7 @@ fn a_postgres_schema_at_an_unknown_version_is_refused_and_left_untouched() {
     let name = scratch.name.clone();
     scratch.execute(&format!("UPDATE {name}.lease_schema SET version = 99"));
     let url = pg::url();
-    refused(lease_store::PostgresStore::open(&url, Some(&name), config(), Bugs::NONE, lease_store::Clock::Caller));
+    refused(lease_store::PostgresStore::open(&url, Some(&name), config(), lease_store::Clock::Caller));
 }
 
 #[test]
@@ -63,9 +63,8 @@ fn the_database_clock_of_postgres_is_the_tables_and_never_goes_back() {
     // plus the lease's length, and a call passing an earlier `now` is not refused.
     let Some(scratch) = pg::scratch("clock") else { return };
     let url = pg::url();
-    let mut store =
-        lease_store::PostgresStore::open(&url, Some(&scratch.name), config(), Bugs::NONE, lease_store::Clock::Database)
-            .expect("open");
+    let mut store = lease_store::PostgresStore::open(&url, Some(&scratch.name), config(), lease_store::Clock::Database)
+        .expect("open");
     assert!(matches!(store.enqueue(Time(u64::MAX / 2), JobId(1)), Ok(Enqueued::Accepted { .. })));
     let granted = store.acquire(Time::ZERO, lease_core::WorkerId(0)).expect("the passed time is ignored");
     let lease_core::Acquired::Granted(grant) = granted else { panic!("{granted:?}") };
@@ -146,8 +145,7 @@ fn the_logs_locks_on_postgres_conflict_as_their_docs_say() {
 fn a_schema_name_postgres_cannot_take_as_it_is_is_an_error() {
     // Proves the name is checked before any SQL is built from it, with an error, not a panic.
     for name in ["", "Upper", "semi;colon", "lease jobs"] {
-        let opened =
-            lease_store::PostgresStore::open(&pg::url(), Some(name), config(), Bugs::NONE, lease_store::Clock::Caller);
+        let opened = lease_store::PostgresStore::open(&pg::url(), Some(name), config(), lease_store::Clock::Caller);
         assert!(matches!(&opened, Err(StoreError::SchemaName(named)) if named == name), "{name:?}: {:?}", opened.err());
     }
 }

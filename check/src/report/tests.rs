@@ -112,6 +112,7 @@ fn run_line() -> Entry {
             drift_margin_us: None,
             latency_us: None,
             latency_calm_us: None,
+            pruned_before_us: None,
             params: String::new(),
         },
     }

@@ -191,6 +191,12 @@ impl MemoryClient {
         read(&self.state().table)
     }
 
+    /// Changes the table beside the runtimes: what a process that is not in the test did.
+    pub fn table_mut<T>(&self, write: impl FnOnce(&mut LeaseTable, Time) -> T) -> T {
+        let now = self.clock.now();
+        write(&mut self.state().table, now)
+    }
+
     /// The ledger, for the test's checks.
     pub fn ledger<T>(&self, read: impl FnOnce(&EffectLedger) -> T) -> T {
         read(&self.state().ledger)
@@ -331,9 +337,9 @@ impl Client for MemoryClient {
         Box::pin(future::ready(Some(self.answer_reclaimer(reclaimer, request))))
     }
 
-    fn line(&self, node: Node, event: Event) -> BoxFuture<'static, ()> {
+    fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         self.state().seen.lines.push((node, event));
-        Box::pin(future::ready(()))
+        Box::pin(future::ready(true))
     }
 }
 

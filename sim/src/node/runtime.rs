@@ -53,8 +53,7 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     else {
         return;
     };
-    let mut options = WorkerOptions::new(vec![WorkerId(n)], ctx.params.worker);
-    options.bugs = ctx.bugs;
+    let mut options = WorkerOptions::new(vec![WorkerId(n)], ctx.params.worker).planting(ctx.bugs);
     if let Some(grace_us) = ctx.params.shutdown_grace_us {
         options.grace = Span::from_us(grace_us);
     }
@@ -117,8 +116,7 @@ pub(super) async fn reclaimer(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     };
     let options = ReclaimerOptions {
         first_batch: (incarnation - 1) << 32,
-        bugs: ctx.bugs,
-        ..ReclaimerOptions::new(ReclaimerId(n), ctx.params.reclaimer)
+        ..ReclaimerOptions::new(ReclaimerId(n), ctx.params.reclaimer).planting(ctx.bugs)
     };
     let from = ctx.state().history.len();
     let reclaim = seams.runtime().reclaim(options, ctx.stop_signal(node, incarnation));
@@ -327,9 +325,10 @@ impl Client for Wire {
         self.ask(to, self.wire_id(id.0), Request::Reclaimer(reclaimer.0, request), take)
     }
 
-    fn line(&self, node: Node, event: Event) -> BoxFuture<'static, ()> {
+    fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
+        // The node's own history: written, always.
         self.ctx.record(node, event);
-        Box::pin(futures::future::ready(()))
+        Box::pin(futures::future::ready(true))
     }
 }
 

@@ -14,7 +14,7 @@
 
 use lease_core::{BatchId, Bugs, JobId, Lease, Owner, ReclaimerId, TableConfig, Time, WorkerId};
 use lease_history::{Entry, Event, Node};
-use lease_store::{Caller, MemoryStore, SqliteStore, Store, StoreError};
+use lease_store::{Caller, Store, StoreError};
 
 pub use lease_store::StoreKind;
 
@@ -42,8 +42,8 @@ impl Durable {
     /// An empty table and ledger on `kind`.
     pub fn open(kind: StoreKind, config: TableConfig, bugs: Bugs) -> Result<Durable, StoreError> {
         let store: Box<dyn Store + Send> = match kind {
-            StoreKind::Memory => Box::new(MemoryStore::unlogged(config, bugs)?),
-            StoreKind::Sqlite => Box::new(SqliteStore::open_in_memory(config, bugs)?),
+            StoreKind::Memory => Box::new(lease_store::planted::memory_unlogged(config, bugs)?),
+            StoreKind::Sqlite => Box::new(lease_store::planted::sqlite_in_memory(config, bugs)?),
             // The command line and plan validation refuse it: a world is one process, seeded.
             StoreKind::Postgres => panic!("harness bug: a simulated world on PostgreSQL"),
         };
@@ -107,10 +107,13 @@ pub(crate) fn differs(history: &[Entry], log: &[String], whole: bool) -> Option<
         .then(|| format!("it holds {} lines, the history {} table and ledger lines", log.len(), ours.len()))
 }
 
-/// Whether the line is a store's answer: the table's and the ledger's lines, but for the
-/// dependency's failures, which the ledger node writes without asking the store.
+/// Whether the line is a store's answer that the store writes down: the table's and the ledger's
+/// lines, but for the dependency's failures, which the ledger node writes without asking the
+/// store, and for an empty poll or scan, which no store writes ([`answers::is_written`]).
 fn answered_by_store(entry: &Entry) -> bool {
-    matches!(entry.node, Node::Table | Node::Ledger) && !matches!(entry.event, Event::DependencyFailed { .. })
+    matches!(entry.node, Node::Table | Node::Ledger)
+        && !matches!(entry.event, Event::DependencyFailed { .. })
+        && lease_history::answers::is_written(&entry.event)
 }
 
 /// A store's answer, or a harness crash: the world's calls are well-formed, so an error is a

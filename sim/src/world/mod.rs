@@ -255,6 +255,7 @@ async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
             drift_margin_us: Some(params.worker.drift_margin.as_us()),
             latency_us: Some([params.latency_us.0, params.latency_us.1]),
             latency_calm_us: Some([CALM_LATENCY_US.0, CALM_LATENCY_US.1]),
+            pruned_before_us: None,
             params: params.describe(),
         },
     );

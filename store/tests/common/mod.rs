@@ -114,7 +114,7 @@ pub mod pg {
         let url = url();
         let separator = if url.contains('?') { '&' } else { '?' };
         let url = format!("{url}{separator}options=-csynchronous_commit%3Doff");
-        PostgresStore::open(&url, Some(name), config, bugs, clock).expect("open the store")
+        lease_store::planted::postgres(&url, Some(name), config, bugs, clock).expect("open the store")
     }
 
     impl Drop for Scratch {

@@ -1,0 +1,115 @@
+//! Enqueue inside a transaction the caller holds on its own PostgreSQL connection
+//! ([`lease_store::enqueue_in`]): the job and its history line commit with the caller's own
+//! writes, or neither does. Each test works in a scratch schema on `LEASE_PG_URL` (a missing
+//! server is said plainly, and fails under `LEASE_PG_REQUIRED=1`), from an async caller on its
+//! own runtime, as a service's `#[tokio::main]` is.
+
+mod common;
+
+use common::pg;
+use lease_core::{Enqueued, JobId, Span, TableConfig};
+use lease_store::tokio_postgres::{self, NoTls};
+use lease_store::{enqueue_in, StoreError, TableStore};
+
+fn config() -> TableConfig {
+    TableConfig { capacity: 3, lease_ttl: Span::from_ms(1_000), batch_max: 4, attempts_max: 3 }
+}
+
+/// Runs `test` on a runtime of its own, with a connection of the caller's own to the server.
+fn as_a_service<T>(test: impl AsyncFnOnce(&mut tokio_postgres::Client) -> T) -> T {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let (mut client, connection) = tokio_postgres::connect(&pg::url(), NoTls).await.expect("connect");
+        tokio::spawn(connection);
+        test(&mut client).await
+    })
+}
+
+/// The schema's history lines that name `job`.
+fn lines_of(store: &mut dyn TableStore, job: JobId) -> Vec<String> {
+    let needle = format!(r#""job":{}"#, job.0);
+    store.events().expect("the log reads").into_iter().filter(|line| line.contains(&needle)).collect()
+}
+
+// Proves a job is enqueued with the caller's own data or not at all: in one transaction the
+// caller writes a document row and enqueues its job (the document id as the idempotency key,
+// with a payload); committed, both are there, and the job's `enqueued` line and payload with it.
+// In another, the same is rolled back: no document, no job, no history line. A third enqueue of
+// the committed key is answered as a duplicate and keeps the first payload; past the capacity a
+// job is refused, inside the caller's transaction too. The history passes every checker.
+#[test]
+fn an_enqueue_in_the_callers_transaction_commits_or_rolls_back_with_it() {
+    let Some(scratch) = pg::scratch("in_transaction") else { return };
+    let schema = scratch.name.clone();
+    let mut store = scratch.open(config(), lease_core::Bugs::NONE); // migrates the schema
+    let documents = format!("{schema}.documents");
+    as_a_service(async |client| {
+        client.batch_execute(&format!("CREATE TABLE {documents} (id BIGINT PRIMARY KEY, body TEXT)")).await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        tx.execute(&format!("INSERT INTO {documents} VALUES (7, 'kept')"), &[]).await.unwrap();
+        let answer = enqueue_in(&tx, &schema, config(), JobId(7), b"render document 7").await.expect("enqueue");
+        assert!(matches!(answer, Enqueued::Accepted { .. }), "{answer:?}");
+        tx.commit().await.unwrap();
+
+        let tx = client.transaction().await.unwrap();
+        tx.execute(&format!("INSERT INTO {documents} VALUES (8, 'rolled back')"), &[]).await.unwrap();
+        let answer = enqueue_in(&tx, &schema, config(), JobId(8), b"render document 8").await.expect("enqueue");
+        assert!(matches!(answer, Enqueued::Accepted { .. }), "{answer:?}");
+        tx.rollback().await.unwrap();
+
+        let tx = client.transaction().await.unwrap();
+        let again = enqueue_in(&tx, &schema, config(), JobId(7), b"another payload").await.expect("enqueue again");
+        assert_eq!(again, Enqueued::Duplicate, "a known key is accepted once");
+        tx.commit().await.unwrap();
+        let rows = client.query(&format!("SELECT id FROM {documents}"), &[]).await.unwrap();
+        assert_eq!(rows.iter().map(|row| row.get::<_, i64>(0)).collect::<Vec<_>>(), [7], "the caller's own rows");
+    });
+    assert!(store.job(JobId(7)).unwrap().is_some(), "the committed job is there");
+    assert_eq!(store.payload(JobId(7)).unwrap(), b"render document 7", "with its first payload");
+    assert!(store.job(JobId(8)).unwrap().is_none(), "the rolled-back job is not");
+    assert_eq!(lines_of(&mut store, JobId(8)), Vec::<String>::new(), "nor any line of it");
+    let kept = lines_of(&mut store, JobId(7));
+    assert_eq!(kept.len(), 2, "job 7's accepted and duplicate enqueues: {kept:?}");
+    // A third job's place in the queue comes after the first: the queue's order holds across
+    // both ways in.
+    let _ = store.enqueue(lease_core::Time(0), JobId(9)).unwrap();
+    as_a_service(async |client| {
+        let tx = client.transaction().await.unwrap();
+        let _ = enqueue_in(&tx, &schema, config(), JobId(10), b"").await.expect("enqueue");
+        let full = enqueue_in(&tx, &schema, config(), JobId(11), b"").await.expect("enqueue");
+        assert!(matches!(full, Enqueued::Rejected(_)), "at capacity 3: {full:?}");
+        tx.commit().await.unwrap();
+    });
+    let history = store.history().expect("the history reads");
+    let entries = lease_history::parse_jsonl(&history).expect("the history parses");
+    lease_check::check_history(&entries).unwrap_or_else(|violation| panic!("{violation}\n{history}"));
+}
+
+// Proves what cannot work is refused plainly: a transaction at REPEATABLE READ (its snapshot
+// would judge the capacity on stale rows), a schema no store has migrated, and a schema name
+// that is not a plain identifier. Nothing is enqueued by any of them.
+#[test]
+fn an_enqueue_in_a_transaction_that_cannot_work_is_refused() {
+    let Some(scratch) = pg::scratch("in_transaction_refused") else { return };
+    let Some(bare) = pg::scratch("in_transaction_bare") else { return };
+    let schema = scratch.name.clone();
+    let mut store = scratch.open(config(), lease_core::Bugs::NONE);
+    as_a_service(async |client| {
+        let tx = client.build_transaction().isolation_level(tokio_postgres::IsolationLevel::RepeatableRead);
+        let tx = tx.start().await.unwrap();
+        let refused = enqueue_in(&tx, &schema, config(), JobId(1), b"").await;
+        assert!(matches!(&refused, Err(StoreError::Isolation(level)) if level == "repeatable read"), "{refused:?}");
+        let message = refused.unwrap_err().to_string();
+        assert!(message.contains("READ COMMITTED"), "says what works: {message}");
+        drop(tx);
+        let tx = client.transaction().await.unwrap();
+        let refused = enqueue_in(&tx, &bare.name, config(), JobId(1), b"").await;
+        assert!(matches!(&refused, Err(StoreError::NotMigrated { found: None, .. })), "{refused:?}");
+        assert!(refused.unwrap_err().to_string().contains("open a store there first"), "says what to do");
+        drop(tx);
+        let tx = client.transaction().await.unwrap();
+        let refused = enqueue_in(&tx, "x; DROP TABLE y", config(), JobId(1), b"").await;
+        assert!(matches!(refused, Err(StoreError::SchemaName(_))), "{refused:?}");
+    });
+    assert!(store.job(JobId(1)).unwrap().is_none(), "nothing was enqueued");
+}
