@@ -839,7 +839,7 @@ async fn an_idle_fleet_writes_nothing(opened: Opened, store: &str) {
         reclaimed.scans
     ));
     assert_eq!((worked.handled, reclaimed.fenced), (0, 0), "nothing to do");
-    assert!(reclaimed.scans >= 4 * seconds, "the reclaimer scanned: {reclaimed:?}");
+    assert!(reclaimed.scans >= 3 * seconds, "the reclaimer scanned, about 4 times a second: {reclaimed:?}");
     assert_eq!(written, 0, "an idle fleet writes no row");
 }
 
@@ -898,4 +898,28 @@ async fn prune_every_removes_the_ended_jobs_of_a_running_service() {
     judge(&client).await;
     let _ = stop.send(());
     let _ = work.await;
+}
+
+// Proves a pool opens on a schema nobody created yet: its eight handles open at once, and each
+// creates the schema if missing (found by `pool_bench`: `CREATE SCHEMA IF NOT EXISTS` raced
+// itself, and one handle failed on the catalog's unique index), then serves.
+#[tokio::test]
+async fn postgres_a_pool_opens_on_a_new_schema() {
+    use lease_runtime::store::Connections;
+    let url = std::env::var("LEASE_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
+    for round in 0..3 {
+        let name = unique(&format!("lease_runtime_pool_{round}"));
+        let _scratch = Scratch::Schema { url: url.clone(), name: name.clone() };
+        let place = Place::Postgres { url: url.clone(), schema: name };
+        let opened = StoreClient::open_with(&place, table(), HostClock::start(), 1, Connections::pool(8)).await;
+        let client = match opened {
+            Ok(client) => client,
+            Err(error) if std::env::var("LEASE_PG_REQUIRED").is_ok_and(|value| value == "1") => {
+                panic!("a pool of 8 opens on a new schema: {error}")
+            }
+            Err(error) => return say(&format!("the pool test on PostgreSQL: NOT RUN ({error})")),
+        };
+        enqueue(&client, 3).await;
+        assert_eq!(client.queue_figures().await.unwrap().queued, 3);
+    }
 }

@@ -122,7 +122,14 @@ impl PostgresStore {
         });
         let (prepared, locked) = runtime.block_on(async {
             if let Some(name) = schema {
-                client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {name}; SET search_path TO {name}")).await?;
+                // `CREATE SCHEMA IF NOT EXISTS` is not safe against itself: two handles opening at
+                // once (a pool) can both find it missing, and one fails on the catalog's unique
+                // index. Under the migration lock they take turns.
+                let create = format!(
+                    "BEGIN; SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); CREATE SCHEMA IF NOT EXISTS {name}; COMMIT; \
+                     SET search_path TO {name}"
+                );
+                client.batch_execute(&create).await?;
             }
             migrate(&mut client).await?;
             let locked_texts = LOCKED.map(|sql| format!("{sql} FOR UPDATE"));
