@@ -40,7 +40,7 @@
 //! See [`worker`] for the loop, the protocol around the handler and the graceful shutdown, and
 //! [`reclaimer`] for the reclaimer's. A whole service, on SQLite or PostgreSQL, with a worker
 //! killed mid-job and every job checked to end once: `cargo run --release -p lease-runtime
-//! --example document_service [-- --url URL]` (79 lines).
+//! --example document_service [-- --url URL] [--metrics 127.0.0.1:9464]` (80 lines).
 //!
 //! `lease-live`'s worker and reclaimer processes run this runtime, on [`store::StoreClient`],
 //! with a fenced dependency as their handler and the live run's strike points as their hook; so

@@ -209,7 +209,8 @@ impl fmt::Display for Rule {
 pub(crate) struct Conformance {
     limits: Option<spec::Limits>,
     /// The history was pruned of ended jobs (its run line's `pruned_before_us`): an arrival's
-    /// answer counts jobs the history no longer holds, and is not judged.
+    /// backlog, and a rejection for a full queue, count jobs the history no longer holds, and are
+    /// judged as bounds (whether the job was known is judged as ever).
     pruned: bool,
     table: spec::Table,
     ledger: spec::Ledger,
@@ -227,7 +228,16 @@ impl Conformance {
         }
         if let Some((request, shown)) = spec::read_table(&entry.event) {
             let (expected, because) = self.table.answer(limits, entry.t_us, request);
-            let counts_the_pruned = self.pruned && Rule::of_table(request) == Rule::ArrivalAnswer;
+            // Pruned jobs were unfinished once: an arrival may count more than the history holds,
+            // or find the queue full of them. Whether the job was known is judged as ever.
+            let counts_the_pruned = self.pruned
+                && match (&expected, &shown) {
+                    (spec::TableAnswer::Arrived { backlog: held }, spec::TableAnswer::Arrived { backlog }) => {
+                        backlog >= held
+                    }
+                    (spec::TableAnswer::Arrived { .. }, spec::TableAnswer::Rejected) => true,
+                    _ => false,
+                };
             if expected != shown && !counts_the_pruned {
                 let rule = Rule::of_table(request);
                 let message = format!(

@@ -721,3 +721,39 @@ fn verdicts_survive_a_json_round_trip() {
         assert_eq!(conformance(&parsed), conformance(&story.entries));
     }
 }
+
+// Proves a store's pruned history (`pruned_before_us` on its run line) relaxes only what counts
+// jobs the history no longer holds: an arrival's backlog (as a lower bound) and a rejection for
+// a full queue. Every correct story still passes pruned, and every broken story is still caught,
+// by its rule, at its line (a known job's second arrival among them); a larger backlog, or a
+// rejection where the history sees room, passes pruned and fails unpruned.
+#[test]
+fn a_pruned_history_relaxes_only_the_counts_over_pruned_jobs() {
+    for (name, mut story) in correct_stories() {
+        story.pruned(1_000_000);
+        assert_eq!(conformance(&story.entries), Ok(()), "{name}, pruned");
+    }
+    for (rule, mut story, line) in broken_stories() {
+        story.pruned(1_000_000);
+        assert_rule_alone(&story, rule, line);
+    }
+    let counted = |backlog_or_rejected: Option<usize>, pruned: bool| {
+        let mut story = History::new(2, 4);
+        if pruned {
+            story.pruned(1_000_000);
+        }
+        story.at(0).arrived(J1);
+        let second = match backlog_or_rejected {
+            Some(backlog) => story.at(0).arrived_with_backlog(J2, backlog),
+            None => story.at(0).rejected(J2),
+        };
+        (conformance(&story.entries), second)
+    };
+    for (answer, holds_pruned) in [(Some(3), true), (None, true), (Some(1), false)] {
+        let (pruned, line) = counted(answer, true);
+        assert_eq!(pruned.is_ok(), holds_pruned, "{answer:?}, pruned: {pruned:?}");
+        let (unpruned, _) = counted(answer, false);
+        let violation = unpruned.expect_err("unpruned, the count is exact");
+        assert_eq!((Rule::of(&violation), violation.lines.last()), (Some(Rule::ArrivalAnswer), Some(&line)));
+    }
+}
