@@ -335,7 +335,12 @@ impl Handle {
         let mut retry_at = Instant::now();
         loop {
             if let Some(store) = self.store.as_deref_mut() {
-                let Ok(call) = lock(&self.queue).recv() else { return };
+                let Ok(call) = lock(&self.queue).recv() else {
+                    // Every clone of the client is gone. Up no more: a handle still down then
+                    // stops trying, rather than reconnect for ever.
+                    self.shared.up.fetch_sub(1, Ordering::SeqCst);
+                    return;
+                };
                 if call(Some(store as &mut dyn Store)) {
                     // Cut: no later call of this handle goes out on it. Connect again at once.
                     self.store = None;

@@ -673,6 +673,23 @@ pub async fn enqueue_in(
     }
     let saved: String = tx.query_one("SELECT current_setting('search_path')", &[]).await?.get(0);
     tx.query_one("SELECT set_config('search_path', $1, true)", &[&schema]).await?;
+    let answer = enqueue_in_schema(tx, schema, config, job, payload).await;
+    // The caller's search path again, whatever the answer (a database error has aborted the
+    // caller's transaction anyway, and then this fails too: the first error is the one said).
+    let restored = tx.query_one("SELECT set_config('search_path', $1, true)", &[&saved]).await;
+    let answer = answer?;
+    restored?;
+    Ok(answer)
+}
+
+/// [`enqueue_in`] once the search path names `schema`.
+async fn enqueue_in_schema(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+    config: TableConfig,
+    job: JobId,
+    payload: &[u8],
+) -> Result<lease_core::Enqueued, StoreError> {
     let versioned: bool = tx.query_one("SELECT to_regclass('lease_schema') IS NOT NULL", &[]).await?.get(0);
     let version: Option<i64> = match versioned {
         true => tx.query_opt(schema::READ_VERSION, &[]).await?.map(|row| row.get(0)),
@@ -699,7 +716,6 @@ pub async fn enqueue_in(
         let params: Vec<&(dyn ToSql + Sync)> = write.params.iter().map(|param| &**param as _).collect();
         tx.execute(write.sql, &params).await?;
     }
-    tx.query_one("SELECT set_config('search_path', $1, true)", &[&saved]).await?;
     Ok(answer)
 }
 

@@ -103,7 +103,11 @@ fn an_enqueue_in_a_transaction_that_cannot_work_is_refused() {
         assert!(message.contains("READ COMMITTED"), "says what works: {message}");
         drop(tx);
         let tx = client.transaction().await.unwrap();
+        let path = |row: tokio_postgres::Row| row.get::<_, String>(0);
+        let before = path(tx.query_one("SHOW search_path", &[]).await.unwrap());
         let refused = enqueue_in(&tx, &bare.name, config(), JobId(1), b"").await;
+        let after = path(tx.query_one("SHOW search_path", &[]).await.unwrap());
+        assert_eq!(after, before, "the caller's search path is restored after a refusal");
         assert!(matches!(&refused, Err(StoreError::NotMigrated { found: None, .. })), "{refused:?}");
         assert!(refused.unwrap_err().to_string().contains("open a store there first"), "says what to do");
         drop(tx);
