@@ -77,7 +77,7 @@ pub struct WorkerOptions {
     /// How long jobs in flight may still finish after the shutdown signal.
     pub grace: Span,
     /// Planted bugs in the machines: none, and only the simulator and the live runner can plant
-    /// one ([`Planted`]).
+    /// one ([`crate::Planted`]).
     pub planted: crate::Planted,
     /// How long one handler call may run; past it, its [`crate::Cancel`] fires, it is dropped,
     /// and the job is requeued as after a retryable error (its attempt counted). `None`: no

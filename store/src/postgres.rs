@@ -646,7 +646,7 @@ impl SqlStore for PostgresStore {
 /// connection, so that the job is enqueued with the caller's own writes or not at all: it and its
 /// history line commit with the caller's transaction, and a rollback leaves neither. The answer is
 /// [`PostgresStore`]'s enqueue's, decided by the same rules: `job` is the caller's idempotency key
-/// (a document's id, say), accepted once ([`Enqueued::Duplicate`] after, the first payload kept),
+/// (a document's id, say), accepted once ([`lease_core::Enqueued::Duplicate`] after, the first payload kept),
 /// and refused at the table's capacity (`config`, as the fleet's stores are opened with).
 ///
 /// `schema` is where the fleet's stores work (already migrated by one of them: a schema at

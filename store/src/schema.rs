@@ -111,7 +111,7 @@ pub const SELECT_PRUNED: &str = "SELECT pruned_before_us FROM lease_schema";
 pub const SELECT_UNNAMED_LINES: &str = "SELECT seq, line FROM lease_events WHERE job IS NULL";
 /// A line's job, as version 4 migrates.
 pub const NAME_LINE: &str = "UPDATE lease_events SET job = $2 WHERE seq = $1";
-/// When a job ended ([`V4`]).
+/// When a job ended (schema version 4).
 pub const MARK_ENDED: &str = "UPDATE lease_jobs SET ended_at_us = $2 WHERE job = $1";
 /// Terminal jobs that ended before `$1`, the longest ended first, at most `$2`: a prune's batch.
 pub const SELECT_PRUNABLE: &str = "SELECT job FROM lease_jobs WHERE state = 'terminal' \
@@ -135,7 +135,7 @@ pub const SELECT_EARLIEST_KEPT_LINE: &str = "SELECT MIN(e.t_us) FROM lease_event
 pub const DELETE_JOBLESS_LINES: &str = "DELETE FROM lease_events WHERE seq IN (SELECT seq FROM lease_events \
      WHERE job IS NULL AND t_us < $1 ORDER BY seq LIMIT $2)";
 
-/// When a job entered the queue ([`V4`]).
+/// When a job entered the queue (schema version 4).
 pub const MARK_QUEUED: &str = "UPDATE lease_jobs SET queued_at_us = $2 WHERE job = $1";
 /// The jobs by state and outcome, and the earliest time a queued one entered the queue: the
 /// queue's figures (a read outside any decision).
