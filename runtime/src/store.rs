@@ -120,9 +120,7 @@ impl Connections {
     /// Refuses a pool that cannot work on `place`.
     pub fn validate(&self, place: &Place) -> Result<(), StoreError> {
         let refuse = |why: String| Err(StoreError::Pool(why));
-        if self.pool == 0 || self.pool > Connections::POOL_MAX {
-            return refuse(format!("a pool holds 1 to {} connections, not {}", Connections::POOL_MAX, self.pool));
-        }
+        self.validate_pool()?;
         if self.pool > 1 && matches!(place, Place::Sqlite { .. }) {
             return refuse(format!(
                 "SQLite takes one connection, not {}: its writers take turns, and one handle keeps its log \
@@ -130,11 +128,20 @@ impl Connections {
                 self.pool
             ));
         }
+        Ok(())
+    }
+
+    /// Refuses a pool that cannot work on any store: its size and its backoff.
+    fn validate_pool(&self) -> Result<(), StoreError> {
+        if self.pool == 0 || self.pool > Connections::POOL_MAX {
+            let why = format!("a pool holds 1 to {} connections, not {}", Connections::POOL_MAX, self.pool);
+            return Err(StoreError::Pool(why));
+        }
         if self.backoff_min.is_zero() || self.backoff_min > self.backoff_max {
-            return refuse(format!(
+            return Err(StoreError::Pool(format!(
                 "the reconnect backoff runs from a wait above zero to one at least as long: {:?} to {:?}",
                 self.backoff_min, self.backoff_max
-            ));
+            )));
         }
         Ok(())
     }
@@ -216,9 +223,7 @@ impl StoreClient {
         connections: Connections,
     ) -> Result<StoreClient, StoreError> {
         let _checked = lease_store::life_request(life, RequestId(0));
-        if connections.pool == 0 || connections.pool > Connections::POOL_MAX {
-            return Err(StoreError::Pool(format!("a pool of {} connections", connections.pool)));
-        }
+        connections.validate_pool()?;
         let open: Open = Arc::new(open);
         let (calls, queue) = mpsc::channel::<Call>();
         let queue = Arc::new(Mutex::new(queue));
