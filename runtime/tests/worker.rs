@@ -750,3 +750,37 @@ fn a_quarantine_is_logged_at_error_with_both_identities() {
         assert!(alert.contains(needle), "names {needle}: {alert}");
     }
 }
+
+// Proves an effect starts only once its `executing` line is known written: the store fails the
+// first two `executing` lines of job 0. The handler is not called for them; the machine sends
+// its execute again, the third line is written, and only then does the handler run, once. The
+// written `executing` line comes before the output's record, and the job completes with it.
+// Fails if the runtime runs the handler although its line was lost (the history would show an
+// effect it never announced).
+#[test]
+fn an_effect_starts_only_once_its_executing_line_is_written() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    client.plant(|faults| faults.fail_executing_lines = 2);
+    let calls = Arc::new(AtomicU64::new(0));
+    let lines_at_call = Arc::new(Mutex::new(Vec::new()));
+    let handler = {
+        let (calls, lines_at_call, client) = (Arc::clone(&calls), Arc::clone(&lines_at_call), client.clone());
+        move |job: Job| {
+            let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            let executing = client
+                .seen(|seen| seen.lines.iter().filter(|(_, event)| matches!(event, Event::Executing { .. })).count());
+            lines_at_call.lock().unwrap().push(executing);
+            async move { Ok(output_bytes(job.id, call)) }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let worked =
+        drive(&clock, runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, client.all_ended(1)));
+    assert_eq!(worked.unwrap().handled, 1, "one handler call");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the handler ran once");
+    assert_eq!(*lines_at_call.lock().unwrap(), [1], "after its one written executing line");
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!(terminal.outcome, Outcome::Completed { output: output_id(&output_bytes(JobId(0), 1)) });
+}

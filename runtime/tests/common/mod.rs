@@ -123,6 +123,8 @@ pub struct Faults {
     pub delay_acquire_answers: Option<Span>,
     /// Only this many acquire calls (copies included) are delayed, the first ones; `None`: all.
     pub delayed_acquires: Option<u32>,
+    /// The next this many `executing` lines fail to write (the store could not be reached).
+    pub fail_executing_lines: u32,
 }
 
 /// What the in-memory client saw.
@@ -338,7 +340,12 @@ impl Client for MemoryClient {
     }
 
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
-        self.state().seen.lines.push((node, event));
+        let mut state = self.state();
+        if matches!(event, Event::Executing { .. }) && state.faults.fail_executing_lines > 0 {
+            state.faults.fail_executing_lines -= 1;
+            return Box::pin(future::ready(false));
+        }
+        state.seen.lines.push((node, event));
         Box::pin(future::ready(true))
     }
 }
