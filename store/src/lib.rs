@@ -48,6 +48,11 @@
 //! trip. An async service can still run a store on a blocking thread. And no tokio runtime may
 //! ever reach a simulated world, where a store runs on SQLite.
 //!
+//! **TLS.** With the `tls` feature (rustls), a PostgreSQL URL's `sslmode` (`require`, `verify-ca`,
+//! `verify-full`) and `sslrootcert` are honoured as libpq reads them; without it such a URL is
+//! refused ([`StoreError::Tls`]), never connected in plaintext. docs/stores.md, "TLS to
+//! PostgreSQL", has the table of modes.
+//!
 //! **A service.** `lease-runtime` runs a service's workers and reclaimers on a store; [`open`]
 //! gives it a handle on the table clock a service uses, and [`HostClock`] the host's time. Its
 //! `service` example (`lease_runtime::service`) injects failures and checks that every job ended
@@ -63,6 +68,7 @@
 //! know is refused with [`StoreError::UnknownSchema`] and left untouched.
 
 mod caller;
+mod connect;
 mod host;
 mod memory;
 mod place;
@@ -106,6 +112,11 @@ pub enum StoreError {
     /// PostgreSQL failed (or could not be reached).
     #[error("postgres: {}", postgres_message(.0))]
     Postgres(#[from] tokio_postgres::Error),
+    /// A connection string's TLS settings that cannot be honoured (see `sslmode` in the crate
+    /// doc): an unknown or unsupported mode, a root certificate that cannot be read, or TLS asked
+    /// of a build without the `tls` feature.
+    #[error("postgres TLS: {0}")]
+    Tls(String),
     /// A PostgreSQL schema name that is not lowercase letters, digits and underscores.
     #[error("a schema name is lowercase letters, digits and underscores: {0:?}")]
     SchemaName(String),
@@ -329,7 +340,12 @@ impl Stamp {
 fn postgres_message(error: &tokio_postgres::Error) -> String {
     match error.as_db_error() {
         Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
-        None => error.to_string(),
+        // tokio-postgres's own text names only the kind ("error performing TLS handshake"):
+        // the cause says which certificate, or which option.
+        None => match std::error::Error::source(error) {
+            Some(cause) => format!("{error}: {cause}"),
+            None => error.to_string(),
+        },
     }
 }
 

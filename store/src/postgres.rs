@@ -25,7 +25,7 @@ use lease_core::{
 use std::collections::BTreeMap;
 use tokio::runtime::Runtime;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
 /// A lock key for migrations: one migrator at a time per database.
 const MIGRATION_LOCK: i64 = 0x6c65_6173_6573;
@@ -113,7 +113,8 @@ impl PostgresStore {
             check_schema_name(name)?;
         }
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(StoreError::Io)?;
-        let (mut client, connection) = runtime.block_on(tokio_postgres::connect(url, NoTls))?;
+        let target = crate::connect::target(url)?;
+        let (mut client, connection) = runtime.block_on(crate::connect::connect(&target))?;
         // Polled whenever the handle waits on the runtime; it ends when the client is dropped.
         runtime.spawn(async move {
             if let Err(error) = connection.await {

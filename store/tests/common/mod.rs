@@ -98,6 +98,11 @@ pub mod pg {
                 .expect("reset the scratch schema");
         }
 
+        /// The first column of the one row `sql` answers, as text, asked as the administrator.
+        pub fn query_one(&mut self, sql: &str) -> String {
+            self.admin.query_one(sql, &[]).expect("admin query").get(0)
+        }
+
         /// Runs SQL as the administrator (for tests that corrupt or inspect a schema).
         pub fn execute(&mut self, sql: &str) {
             self.admin.batch_execute(sql).expect("admin SQL");
