@@ -99,6 +99,14 @@ pub enum TableError {
     /// The job was never enqueued.
     #[error("unknown job {0}")]
     UnknownJob(JobId),
+    /// A batched call of no job, or of more than the table's `batch_max`.
+    #[error("a batch of {asked} jobs: a batch holds 1 to batch_max = {max}")]
+    BatchSize {
+        /// How many the call named (or asked for).
+        asked: usize,
+        /// The table's `batch_max`.
+        max: usize,
+    },
     /// A quarantine named the same output twice: there is no conflict to quarantine.
     #[error("quarantine of {job} names {output} twice: two different outputs make a conflict")]
     NotAConflict {

@@ -257,6 +257,104 @@ impl LeaseTable {
         Ok(self.write(job, decision))
     }
 
+    /// Grants `owner` leases on up to `want` of the oldest queued jobs, each under its own new
+    /// epoch, oldest first: exactly what `want` calls of [`LeaseTable::acquire`] at `now` would
+    /// grant, in one call. Fewer (or none) when the queue holds fewer. `want` is 1 to
+    /// `batch_max` ([`TableError::BatchSize`]).
+    pub fn acquire_batch(&mut self, now: Time, owner: WorkerId, want: usize) -> Result<Vec<Grant>, TableError> {
+        self.check_batch(want)?;
+        self.advance(now)?;
+        let mut grants = Vec::with_capacity(want);
+        while grants.len() < want {
+            match self.grant_oldest(now, owner) {
+                Acquired::Granted(grant) | Acquired::Regranted(grant) => grants.push(grant),
+                Acquired::Empty => break,
+            }
+        }
+        Ok(grants)
+    }
+
+    /// Renews many leases at once, each judged on its own record and epoch, in the order named
+    /// (as that many calls of [`LeaseTable::renew`] at `now`): one stale epoch is refused, the
+    /// others renewed. A batch is never all-or-nothing: each lease's fate is its own record's,
+    /// and refusing a whole batch for one lost lease would let every other lease of it expire.
+    /// An unknown job is misuse, found before anything changes.
+    pub fn renew_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Renewal>, TableError> {
+        self.check_jobs(leases.iter().map(|&(job, _)| job), leases.len())?;
+        self.advance(now)?;
+        Ok(leases
+            .iter()
+            .map(|&(job, epoch)| {
+                let decision = self.rules.renew(now, self.record(job).expect("checked"), epoch);
+                self.write(job, decision)
+            })
+            .collect())
+    }
+
+    /// Completes many jobs at once, each judged on its own epoch and output, in the order named
+    /// (as that many calls of [`LeaseTable::complete`]); the answers say which completed and
+    /// which were refused, and why.
+    pub fn complete_batch(
+        &mut self,
+        now: Time,
+        done: &[(JobId, Epoch, OutputId)],
+    ) -> Result<Vec<Completion>, TableError> {
+        self.check_jobs(done.iter().map(|&(job, _, _)| job), done.len())?;
+        self.advance(now)?;
+        Ok(done
+            .iter()
+            .map(|&(job, epoch, output)| {
+                let decision = self.rules.complete(job, self.record(job).expect("checked"), epoch, output);
+                self.write(job, decision)
+            })
+            .collect())
+    }
+
+    /// Requeues many jobs at once, each judged on its own epoch (as that many calls of
+    /// [`LeaseTable::requeue`]).
+    pub fn requeue_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Requeue>, TableError> {
+        self.check_jobs(leases.iter().map(|&(job, _)| job), leases.len())?;
+        self.advance(now)?;
+        Ok(leases
+            .iter()
+            .map(|&(job, epoch)| {
+                let decision = self.rules.requeue(job, self.record(job).expect("checked"), epoch);
+                self.write(job, decision)
+            })
+            .collect())
+    }
+
+    /// Releases many grants at once, each judged on its own epoch (as that many calls of
+    /// [`LeaseTable::release`]): a worker hands back the buffered grants it will not run.
+    pub fn release_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Release>, TableError> {
+        self.check_jobs(leases.iter().map(|&(job, _)| job), leases.len())?;
+        self.advance(now)?;
+        Ok(leases
+            .iter()
+            .map(|&(job, epoch)| {
+                let decision = self.rules.release(self.record(job).expect("checked"), epoch);
+                self.write(job, decision)
+            })
+            .collect())
+    }
+
+    fn check_batch(&self, asked: usize) -> Result<(), TableError> {
+        let max = self.rules.config.batch_max;
+        if asked == 0 || asked > max {
+            return Err(TableError::BatchSize { asked, max });
+        }
+        Ok(())
+    }
+
+    /// A batch's size, and every job in it known: checked before anything changes.
+    fn check_jobs(&self, jobs: impl Iterator<Item = JobId>, len: usize) -> Result<(), TableError> {
+        self.check_batch(len)?;
+        for job in jobs {
+            self.record(job)?;
+        }
+        Ok(())
+    }
+
     fn advance(&mut self, now: Time) -> Result<(), TableError> {
         if now < self.last_now {
             return Err(TableError::TimeWentBackwards { last: self.last_now, now });
