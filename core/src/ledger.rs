@@ -143,6 +143,20 @@ impl EffectLedger {
         answer
     }
 
+    /// Looks many operations up at once, each raising its own fence (as that many calls of
+    /// [`EffectLedger::lookup`], in the order named): a worker holding a batch of grants asks
+    /// the ledger once.
+    pub fn lookup_batch(&mut self, ops: &[(OpId, Epoch)]) -> Vec<Lookup> {
+        ops.iter().map(|&(op, epoch)| self.lookup(op, epoch)).collect()
+    }
+
+    /// Records many outputs at once, each judged on its own operation's fence and record (as
+    /// that many calls of [`EffectLedger::apply`], in the order named): one fenced epoch among
+    /// many is refused alone.
+    pub fn apply_batch(&mut self, outputs: &[(OpId, Epoch, OutputId)]) -> Vec<Apply> {
+        outputs.iter().map(|&(op, epoch, output)| self.apply(op, epoch, output)).collect()
+    }
+
     /// Everything recorded for `op`, without touching the fence (for checks and tests).
     pub fn op(&self, op: OpId) -> OpRecord {
         self.ops.get(&op).copied().unwrap_or_default()

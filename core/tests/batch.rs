@@ -6,8 +6,8 @@
 //! refused alone; a misused batch (an unknown job, no job, more than `batch_max`) changes nothing.
 
 use lease_core::{
-    Acquired, Completion, Enqueued, Epoch, Grant, JobId, LeaseTable, OutputId, Refusal, Release, Renewal, Requeue,
-    Span, TableConfig, TableError, Time, WorkerId,
+    Acquired, Apply, Completion, EffectLedger, Enqueued, Epoch, Grant, JobId, LeaseTable, Lookup, OpId, OutputId,
+    Refusal, Release, Renewal, Requeue, Span, TableConfig, TableError, Time, WorkerId,
 };
 use proptest::prelude::*;
 
@@ -214,4 +214,57 @@ fn a_misused_batch_changes_nothing() {
     assert_eq!(table.acquire_batch(Time(4), WorkerId(2), 4).unwrap().len(), 4);
     assert_eq!(table.acquire_batch(Time(4), WorkerId(2), 4).unwrap().len(), 2);
     assert!(table.acquire_batch(Time(4), WorkerId(2), 4).unwrap().is_empty());
+}
+
+/// One batched ledger call: lookups or records, operations by index, epochs absolute.
+#[derive(Debug, Clone)]
+enum LedgerCall {
+    Lookup(Vec<(u64, u64)>),
+    Apply(Vec<(u64, u64, u64)>),
+}
+
+fn ledger_call() -> impl Strategy<Value = LedgerCall> {
+    prop_oneof![
+        proptest::collection::vec((0..4u64, 0..4u64), 1..=4).prop_map(LedgerCall::Lookup),
+        proptest::collection::vec((0..4u64, 0..4u64, 0..3u64), 1..=4).prop_map(LedgerCall::Apply),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_ledger_batch_is_exactly_its_calls_one_by_one(calls in proptest::collection::vec(ledger_call(), 1..30)) {
+        let (mut batched, mut single) = (EffectLedger::new(), EffectLedger::new());
+        let op = |n: u64| OpId::for_job(JobId(n));
+        for call in &calls {
+            let (a, b) = match call {
+                LedgerCall::Lookup(named) => {
+                    let ops: Vec<_> = named.iter().map(|&(o, e)| (op(o), Epoch(e))).collect();
+                    let one_by_one: Vec<Lookup> = ops.iter().map(|&(o, e)| single.lookup(o, e)).collect();
+                    (format!("{:?}", batched.lookup_batch(&ops)), format!("{one_by_one:?}"))
+                }
+                LedgerCall::Apply(named) => {
+                    let outputs: Vec<_> = named.iter().map(|&(o, e, x)| (op(o), Epoch(e), OutputId(x))).collect();
+                    let one_by_one: Vec<Apply> = outputs.iter().map(|&(o, e, x)| single.apply(o, e, x)).collect();
+                    (format!("{:?}", batched.apply_batch(&outputs)), format!("{one_by_one:?}"))
+                }
+            };
+            prop_assert_eq!(a, b, "answers to {:?}", call);
+            for n in 0..4 {
+                prop_assert_eq!(batched.op(op(n)), single.op(op(n)), "op {} after {:?}", n, call);
+            }
+        }
+    }
+}
+
+#[test]
+fn one_fenced_record_among_many_is_refused_alone() {
+    let mut ledger = EffectLedger::new();
+    let op = |n: u64| OpId::for_job(JobId(n));
+    // A newer holder of op 1 looked it up under epoch 3: the old holder's epoch 2 is fenced.
+    assert_eq!(ledger.lookup_batch(&[(op(0), Epoch(2)), (op(1), Epoch(3))]), [Lookup::Empty, Lookup::Empty]);
+    let answers = ledger.apply_batch(&[(op(0), Epoch(2), OutputId(5)), (op(1), Epoch(2), OutputId(5))]);
+    assert_eq!(answers, [Apply::Applied, Apply::Fenced { fence: Epoch(3) }]);
+    assert_eq!((ledger.recorded(op(0)), ledger.recorded(op(1))), (Some(OutputId(5)), None));
 }
