@@ -72,6 +72,7 @@ pub(crate) struct Target {
     pub(crate) config: Config,
     pub(crate) mode: Mode,
     /// `sslrootcert`: a PEM file, or `system`.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))] // Read by the TLS connector only.
     pub(crate) roots: Option<String>,
 }
 

@@ -92,7 +92,7 @@ pub use sqlite::SqliteStore;
 pub use tokio_postgres;
 
 use lease_core::{
-    Acquired, Apply, Completion, ConfigError, Enqueued, Epoch, Fencing, JobId, JobRecord, Lease, Lookup, OpId,
+    Acquired, Apply, Completion, ConfigError, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, Lease, Lookup, OpId,
     OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, TableConfig, TableError, Time,
     WorkerId,
 };
@@ -380,6 +380,20 @@ pub trait TableStore {
     fn dead_letter(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError>;
     /// Undoes a grant its worker never took.
     fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError>;
+    /// Grants up to `want` (1 to `batch_max`) of the oldest queued jobs, each its own lease, at
+    /// one time and in one transaction ([`lease_core::LeaseTable::acquire_batch`]): fewer when
+    /// the queue holds fewer. Each grant's history line is a single grant's.
+    fn acquire_batch(&mut self, now: Time, owner: WorkerId, want: usize) -> Result<Vec<Grant>, StoreError>;
+    /// Renews 1 to `batch_max` leases in one transaction, each judged on its own record and
+    /// epoch, in the order named ([`lease_core::LeaseTable::renew_batch`]): never all-or-nothing.
+    /// An unknown job rolls the whole batch back.
+    fn renew_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Renewal>, StoreError>;
+    /// Completes 1 to `batch_max` jobs in one transaction, each on its own epoch and output.
+    fn complete_batch(&mut self, now: Time, done: &[(JobId, Epoch, OutputId)]) -> Result<Vec<Completion>, StoreError>;
+    /// Requeues 1 to `batch_max` jobs in one transaction, each on its own epoch.
+    fn requeue_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Requeue>, StoreError>;
+    /// Releases 1 to `batch_max` grants in one transaction, each on its own epoch.
+    fn release_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Release>, StoreError>;
     /// Leases expired by the table's clock, earliest first, at most `batch_max`.
     fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError>;
     /// Fences an expired lease by compare-and-set on its epoch.
@@ -479,6 +493,10 @@ pub trait LedgerStore {
     fn lookup(&mut self, now: Time, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError>;
     /// Records an output unless fenced or another is recorded; never overwrites.
     fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError>;
+    /// Looks 1 to `batch_max` operations up in one transaction, each raising its own fence.
+    fn lookup_batch(&mut self, now: Time, ops: &[(OpId, Epoch)]) -> Result<Vec<Lookup>, StoreError>;
+    /// Records 1 to `batch_max` outputs in one transaction, each judged on its own operation.
+    fn apply_batch(&mut self, now: Time, outputs: &[(OpId, Epoch, OutputId)]) -> Result<Vec<Apply>, StoreError>;
     /// Everything kept about an operation (for checks and tests).
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError>;
 }

@@ -4,8 +4,8 @@
 use crate::caller::Caller;
 use crate::{Figures, LedgerStore, Stamp, StoreError, TableStore};
 use lease_core::{
-    Acquired, Apply, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, JobId, JobRecord, JobState, Lease,
-    LeaseTable, Lookup, OpId, OpRecord, Outcome, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId,
+    Acquired, Apply, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, JobState,
+    Lease, LeaseTable, Lookup, OpId, OpRecord, Outcome, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId,
     Requeue, TableConfig, Time, WorkerId,
 };
 use lease_history::{answers, Event, Node};
@@ -132,6 +132,49 @@ impl TableStore for MemoryStore {
         Ok(answer)
     }
 
+    fn acquire_batch(&mut self, now: Time, owner: WorkerId, want: usize) -> Result<Vec<Grant>, StoreError> {
+        let grants = self.table.acquire_batch(now, owner, want)?;
+        for &grant in &grants {
+            self.log(now, answers::acquired(Node::Worker(owner.0), &Acquired::Granted(grant)));
+        }
+        Ok(grants)
+    }
+
+    fn renew_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Renewal>, StoreError> {
+        let answers = self.table.renew_batch(now, leases)?;
+        for (&(job, epoch), answer) in leases.iter().zip(&answers) {
+            self.log(now, answers::renewal(&self.caller.asker(), job, epoch, answer));
+        }
+        Ok(answers)
+    }
+
+    fn complete_batch(&mut self, now: Time, done: &[(JobId, Epoch, OutputId)]) -> Result<Vec<Completion>, StoreError> {
+        let answers = self.table.complete_batch(now, done)?;
+        for (&(job, epoch, output), answer) in done.iter().zip(&answers) {
+            self.log(now, answers::completion(&self.caller.asker(), job, epoch, output, answer));
+        }
+        Ok(answers)
+    }
+
+    fn requeue_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Requeue>, StoreError> {
+        let answers = self.table.requeue_batch(now, leases)?;
+        for (&(job, epoch), answer) in leases.iter().zip(&answers) {
+            if let Requeue::Requeued { .. } = answer {
+                self.queued_at.insert(job, now);
+            }
+            self.log(now, answers::requeue(&self.caller.asker(), job, epoch, answer));
+        }
+        Ok(answers)
+    }
+
+    fn release_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Release>, StoreError> {
+        let answers = self.table.release_batch(now, leases)?;
+        for (&(job, epoch), answer) in leases.iter().zip(&answers) {
+            self.log(now, answers::release(&self.caller.asker(), job, epoch, answer));
+        }
+        Ok(answers)
+    }
+
     fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
         let leases = self.table.expired(now, as_of)?;
         self.log(now, answers::listed(&self.caller.asker(), &leases));
@@ -239,6 +282,16 @@ impl LedgerStore for MemoryStore {
         let answer = self.ledger.apply(op, epoch, output);
         self.log(now, answers::apply(&self.caller.ledger_asker(), op, epoch, output, &answer));
         Ok(answer)
+    }
+
+    fn lookup_batch(&mut self, now: Time, ops: &[(OpId, Epoch)]) -> Result<Vec<Lookup>, StoreError> {
+        crate::sql_store::check_batch(*self.table.config(), ops.len())?;
+        ops.iter().map(|&(op, epoch)| self.lookup(now, op, epoch)).collect()
+    }
+
+    fn apply_batch(&mut self, now: Time, outputs: &[(OpId, Epoch, OutputId)]) -> Result<Vec<Apply>, StoreError> {
+        crate::sql_store::check_batch(*self.table.config(), outputs.len())?;
+        outputs.iter().map(|&(op, epoch, output)| self.apply(now, op, epoch, output)).collect()
     }
 
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {

@@ -533,6 +533,22 @@ impl Tx for PgTx<'_> {
         self.hold(schema::MARK_ENDED, vec![Box::new(int(job.0)), Box::new(t_us)], None);
         Ok(())
     }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        let store = self.store;
+        let writes = std::mem::take(&mut self.writes);
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> =
+            writes.iter().map(|write| write.params.iter().map(|param| &**param as _).collect()).collect();
+        let counts = store.runtime.block_on(try_join_all(
+            writes.iter().zip(&params).map(|(write, params)| store.client.execute(store.statement(write.sql), params)),
+        ))?;
+        for (write, count) in writes.iter().zip(counts) {
+            if let (Some(job), 0) = (write.guard, count) {
+                return Err(StoreError::Raced { job });
+            }
+        }
+        Ok(())
+    }
 }
 
 impl SqlStore for PostgresStore {

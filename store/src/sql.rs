@@ -233,6 +233,11 @@ pub trait Tx {
     fn log(&mut self, t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Result<(), StoreError>;
     /// Notes when a job ended ([`crate::schema::MARK_ENDED`]).
     fn mark_ended(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError>;
+    /// Sends the writes held so far, their guards checked, without committing: a batch's next job
+    /// reads what its earlier jobs wrote. A store that writes at once has nothing to send.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// The store's side of one operation: the rules, the caller for the history, and the clock.
@@ -350,6 +355,24 @@ impl Op<'_> {
             tx.set_last_grant(owner, &LastGrant { request, job: lease.job, epoch: lease.epoch })?;
         }
         Ok(decision.answer)
+    }
+
+    /// See [`crate::TableStore::acquire_batch`]: up to `want` grants, each a single grant's
+    /// decision and line, in one transaction.
+    pub fn acquire_batch(&self, tx: &mut impl Tx, owner: WorkerId, want: usize) -> Result<Vec<Grant>, StoreError> {
+        self.clock()?;
+        let mut grants = Vec::with_capacity(want);
+        while grants.len() < want {
+            tx.flush()?;
+            match self.grant(tx, owner, None)? {
+                Acquired::Granted(grant) | Acquired::Regranted(grant) => {
+                    self.log(tx, answers::acquired(Node::Worker(owner.0), &Acquired::Granted(grant)))?;
+                    grants.push(grant);
+                }
+                Acquired::Empty => break,
+            }
+        }
+        Ok(grants)
     }
 
     /// See [`crate::TableStore::renew`].

@@ -9,8 +9,8 @@
 use crate::sql::{Op, Row, Tx};
 use crate::{Caller, Clock, Figures, LedgerStore, Pruned, Stamp, StoreError, TableStore};
 use lease_core::{
-    Acquired, Apply, Completion, Enqueued, Epoch, Fencing, JobId, JobRecord, Lease, Lookup, OpId, OpRecord, OutputId,
-    Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time, WorkerId,
+    Acquired, Apply, Completion, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, Lease, Lookup, OpId, OpRecord,
+    OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time, WorkerId,
 };
 
 /// What an operation decides over: the rows a store that locks rows (PostgreSQL) locks before it
@@ -152,6 +152,43 @@ impl<S: SqlStore> TableStore for S {
         self.run(now, true, Scope::Set, |op, tx| op.release(tx, job, epoch))
     }
 
+    // A batch is one transaction under the whole lock: its jobs' rows are read one by one, each
+    // after the writes of the jobs before it (`Tx::flush`), and its lines commit with it.
+    fn acquire_batch(&mut self, now: Time, owner: WorkerId, want: usize) -> Result<Vec<Grant>, StoreError> {
+        check_batch(self.session().rules.config, want)?;
+        self.run(now, true, Scope::Set, |op, tx| op.acquire_batch(tx, owner, want))
+    }
+
+    fn renew_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Renewal>, StoreError> {
+        check_batch(self.session().rules.config, leases.len())?;
+        self.run(now, true, Scope::Set, |op, tx| {
+            leases.iter().map(|&(job, epoch)| tx.flush().and_then(|()| op.renew(tx, job, epoch))).collect()
+        })
+    }
+
+    fn complete_batch(&mut self, now: Time, done: &[(JobId, Epoch, OutputId)]) -> Result<Vec<Completion>, StoreError> {
+        check_batch(self.session().rules.config, done.len())?;
+        self.run(now, true, Scope::Set, |op, tx| {
+            done.iter()
+                .map(|&(job, epoch, output)| tx.flush().and_then(|()| op.complete(tx, job, epoch, output)))
+                .collect()
+        })
+    }
+
+    fn requeue_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Requeue>, StoreError> {
+        check_batch(self.session().rules.config, leases.len())?;
+        self.run(now, true, Scope::Set, |op, tx| {
+            leases.iter().map(|&(job, epoch)| tx.flush().and_then(|()| op.requeue(tx, job, epoch))).collect()
+        })
+    }
+
+    fn release_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Release>, StoreError> {
+        check_batch(self.session().rules.config, leases.len())?;
+        self.run(now, true, Scope::Set, |op, tx| {
+            leases.iter().map(|&(job, epoch)| tx.flush().and_then(|()| op.release(tx, job, epoch))).collect()
+        })
+    }
+
     fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
         self.run(now, true, Scope::Set, |op, tx| op.expired(tx, as_of))
     }
@@ -229,7 +266,33 @@ impl<S: SqlStore> LedgerStore for S {
         self.run(now, false, Scope::Op(op), |o, tx| o.apply(tx, op, epoch, output))
     }
 
+    fn lookup_batch(&mut self, now: Time, ops: &[(OpId, Epoch)]) -> Result<Vec<Lookup>, StoreError> {
+        check_batch(self.session().rules.config, ops.len())?;
+        self.run(now, false, Scope::Set, |o, tx| {
+            ops.iter().map(|&(op, epoch)| tx.flush().and_then(|()| o.lookup(tx, op, epoch))).collect()
+        })
+    }
+
+    fn apply_batch(&mut self, now: Time, outputs: &[(OpId, Epoch, OutputId)]) -> Result<Vec<Apply>, StoreError> {
+        check_batch(self.session().rules.config, outputs.len())?;
+        self.run(now, false, Scope::Set, |o, tx| {
+            outputs
+                .iter()
+                .map(|&(op, epoch, output)| tx.flush().and_then(|()| o.apply(tx, op, epoch, output)))
+                .collect()
+        })
+    }
+
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
         self.read_op(op)
     }
+}
+
+/// A batch of 1 to `batch_max` jobs, or [`lease_core::TableError::BatchSize`].
+pub(crate) fn check_batch(config: TableConfig, asked: usize) -> Result<(), StoreError> {
+    let max = config.batch_max;
+    if asked == 0 || asked > max {
+        return Err(lease_core::TableError::BatchSize { asked, max }.into());
+    }
+    Ok(())
 }

@@ -1,0 +1,223 @@
+//! Batched calls on every store: one transaction per batch, each job judged on its own record,
+//! and exactly the answers, rows and history lines of the same calls one by one.
+//!
+//! Each case runs one sequence of batches on a store, and the same calls one by one on a twin
+//! store of the same kind; the answers, every job's row and the whole log must be identical, line
+//! for line. On SQL stores a batch is one transaction: a misused batch (an unknown job at its end)
+//! leaves no row changed and no line written.
+
+mod common;
+
+use common::pg;
+use common::TempFile;
+use lease_core::{
+    Acquired, Bugs, Enqueued, Epoch, JobId, OpId, OutputId, Span, TableConfig, TableError, Time, WorkerId,
+};
+use lease_store::{MemoryStore, SqliteStore, Store, StoreError};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+const JOBS: u64 = 8;
+
+fn config() -> TableConfig {
+    TableConfig { capacity: JOBS as usize, lease_ttl: Span(100), batch_max: 4, attempts_max: 2 }
+}
+
+/// One batched call: jobs by index, epochs relative to the job's current one (0: current, 1: one
+/// behind: a stale holder's).
+#[derive(Debug, Clone)]
+enum Call {
+    Acquire { owner: u32, want: usize },
+    Renew(Vec<(u64, u64)>),
+    Complete(Vec<(u64, u64, u64)>),
+    Requeue(Vec<(u64, u64)>),
+    Release(Vec<(u64, u64)>),
+    Lookup(Vec<(u64, u64)>),
+    Apply(Vec<(u64, u64, u64)>),
+}
+
+fn named() -> impl Strategy<Value = Vec<(u64, u64)>> {
+    proptest::collection::vec((0..JOBS, 0..2u64), 1..=4)
+}
+
+fn named_out() -> impl Strategy<Value = Vec<(u64, u64, u64)>> {
+    proptest::collection::vec((0..JOBS, 0..2u64, 0..2u64), 1..=4)
+}
+
+fn calls() -> impl Strategy<Value = Vec<(u64, Call)>> {
+    let call = prop_oneof![
+        3 => (1..3u32, 1..=4usize).prop_map(|(owner, want)| Call::Acquire { owner, want }),
+        2 => named().prop_map(Call::Renew),
+        2 => named_out().prop_map(Call::Complete),
+        1 => named().prop_map(Call::Requeue),
+        1 => named().prop_map(Call::Release),
+        1 => named().prop_map(Call::Lookup),
+        2 => named_out().prop_map(Call::Apply),
+    ];
+    proptest::collection::vec((0..60u64, call), 1..30)
+}
+
+fn epoch(store: &mut dyn Store, job: u64, behind: u64) -> Epoch {
+    let current = store.job(JobId(job)).unwrap().map(|record| record.epoch).unwrap_or(Epoch(0));
+    Epoch(current.0.saturating_sub(behind))
+}
+
+fn op(job: u64) -> OpId {
+    OpId::for_job(JobId(job))
+}
+
+/// The call's answers, batched or one by one, as text.
+fn run(store: &mut dyn Store, now: Time, call: &Call, batched: bool) -> String {
+    macro_rules! each {
+        ($items:expr, $batch:ident, $single:ident, |$s:ident, $item:pat_param| $call:expr) => {{
+            if batched {
+                format!("{:?}", store.$batch(now, &$items).unwrap())
+            } else {
+                let answers: Vec<_> = $items
+                    .iter()
+                    .map(|&$item| {
+                        let $s = &mut *store;
+                        $call
+                    })
+                    .collect();
+                format!("{answers:?}")
+            }
+        }};
+    }
+    match call {
+        Call::Acquire { owner, want } => {
+            let owner = WorkerId(*owner);
+            if batched {
+                return format!("{:?}", store.acquire_batch(now, owner, *want).unwrap());
+            }
+            let mut grants = Vec::new();
+            for _ in 0..*want {
+                match store.acquire(now, owner).unwrap() {
+                    Acquired::Granted(grant) => grants.push(grant),
+                    Acquired::Regranted(_) => unreachable!("a fresh acquire regrants nothing"),
+                    Acquired::Empty => break,
+                }
+            }
+            format!("{grants:?}")
+        }
+        Call::Renew(n) => {
+            let items: Vec<_> = n.iter().map(|&(j, b)| (JobId(j), epoch(store, j, b))).collect();
+            each!(items, renew_batch, renew, |s, (job, e)| s.renew(now, job, e).unwrap())
+        }
+        Call::Complete(n) => {
+            let items: Vec<_> = n.iter().map(|&(j, b, o)| (JobId(j), epoch(store, j, b), OutputId(o))).collect();
+            each!(items, complete_batch, complete, |s, (job, e, o)| s.complete(now, job, e, o).unwrap())
+        }
+        Call::Requeue(n) => {
+            let items: Vec<_> = n.iter().map(|&(j, b)| (JobId(j), epoch(store, j, b))).collect();
+            each!(items, requeue_batch, requeue, |s, (job, e)| s.requeue(now, job, e).unwrap())
+        }
+        Call::Release(n) => {
+            let items: Vec<_> = n.iter().map(|&(j, b)| (JobId(j), epoch(store, j, b))).collect();
+            each!(items, release_batch, release, |s, (job, e)| s.release(now, job, e).unwrap())
+        }
+        Call::Lookup(n) => {
+            let items: Vec<_> = n.iter().map(|&(j, b)| (op(j), epoch(store, j, b))).collect();
+            each!(items, lookup_batch, lookup, |s, (o, e)| s.lookup(now, o, e).unwrap())
+        }
+        Call::Apply(n) => {
+            let items: Vec<_> = n.iter().map(|&(j, b, x)| (op(j), epoch(store, j, b), OutputId(x))).collect();
+            each!(items, apply_batch, apply, |s, (o, e, x)| s.apply(now, o, e, x).unwrap())
+        }
+    }
+}
+
+/// Every job's row and operation's record, as text.
+fn rows(store: &mut dyn Store) -> Vec<String> {
+    (0..JOBS).map(|j| format!("{j}: {:?} {:?}", store.job(JobId(j)).unwrap(), store.op(op(j)).unwrap())).collect()
+}
+
+/// Runs `calls` batched on `batched` and one by one on `single`, both fresh, and compares.
+fn same(batched: &mut dyn Store, single: &mut dyn Store, calls: &[(u64, Call)]) -> Result<(), TestCaseError> {
+    for job in 0..JOBS {
+        assert!(matches!(batched.enqueue(Time(0), JobId(job)).unwrap(), Enqueued::Accepted { .. }));
+        assert!(matches!(single.enqueue(Time(0), JobId(job)).unwrap(), Enqueued::Accepted { .. }));
+    }
+    let mut now = Time(0);
+    for (step, (gap, call)) in calls.iter().enumerate() {
+        now = Time(now.0 + gap);
+        let a = run(batched, now, call, true);
+        let b = run(single, now, call, false);
+        prop_assert_eq!(&a, &b, "step {}: the answers to {:?}", step, call);
+        prop_assert_eq!(rows(batched), rows(single), "step {}: the rows after {:?}", step, call);
+    }
+    prop_assert_eq!(batched.events().unwrap(), single.events().unwrap(), "the logs, line for line");
+    Ok(())
+}
+
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() })
+}
+
+#[test]
+fn a_batch_is_its_calls_one_by_one_in_memory() {
+    runner(256)
+        .run(&calls(), |calls| {
+            same(&mut MemoryStore::new(config()).unwrap(), &mut MemoryStore::new(config()).unwrap(), &calls)
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_batch_is_its_calls_one_by_one_on_sqlite() {
+    runner(128)
+        .run(&calls(), |calls| {
+            let mut a = SqliteStore::open_in_memory(config()).unwrap();
+            let mut b = SqliteStore::open_in_memory(config()).unwrap();
+            same(&mut a, &mut b, &calls)
+        })
+        .unwrap();
+}
+
+#[test]
+fn postgres_a_batch_is_its_calls_one_by_one() {
+    if pg::scratch("batch_probe").is_none() {
+        return;
+    }
+    runner(24)
+        .run(&calls(), |calls| {
+            let a = pg::scratch("batch_a").expect("the server answered a moment ago");
+            let b = pg::scratch("batch_b").expect("the server answered a moment ago");
+            same(&mut a.open(config(), Bugs::NONE), &mut b.open(config(), Bugs::NONE), &calls)
+        })
+        .unwrap();
+}
+
+/// A batch naming an unknown job after a known one: refused whole, nothing written.
+fn a_misused_batch_writes_nothing(store: &mut dyn Store) {
+    for job in 0..JOBS {
+        assert!(matches!(store.enqueue(Time(0), JobId(job)).unwrap(), Enqueued::Accepted { .. }));
+    }
+    let grants = store.acquire_batch(Time(1), WorkerId(1), 2).unwrap();
+    assert_eq!(grants.len(), 2);
+    let (before, lines) = (rows(store), store.events().unwrap());
+    let done = [(grants[0].lease.job, grants[0].lease.epoch, OutputId(1)), (JobId(99), Epoch(1), OutputId(1))];
+    let error = store.complete_batch(Time(2), &done).unwrap_err();
+    assert!(matches!(error, StoreError::Table(TableError::UnknownJob(JobId(99)))), "{error}");
+    let renewals = [(grants[0].lease.job, grants[0].lease.epoch), (JobId(99), Epoch(1))];
+    assert!(store.renew_batch(Time(2), &renewals).is_err());
+    for asked in [0, 5] {
+        let error = store.acquire_batch(Time(2), WorkerId(1), asked).unwrap_err();
+        assert!(matches!(error, StoreError::Table(TableError::BatchSize { max: 4, .. })), "{error}");
+    }
+    let ops: Vec<_> = (0..5).map(|j| (op(j), Epoch(1))).collect();
+    assert!(matches!(store.lookup_batch(Time(2), &ops), Err(StoreError::Table(TableError::BatchSize { .. }))));
+    assert_eq!(rows(store), before, "no row changed");
+    assert_eq!(store.events().unwrap(), lines, "no line written");
+}
+
+#[test]
+fn a_misused_batch_writes_nothing_on_any_store() {
+    a_misused_batch_writes_nothing(&mut MemoryStore::new(config()).unwrap());
+    a_misused_batch_writes_nothing(&mut SqliteStore::open_in_memory(config()).unwrap());
+    let file = TempFile::new("batch_misused");
+    a_misused_batch_writes_nothing(&mut SqliteStore::open(file.path(), config()).unwrap());
+    if let Some(scratch) = pg::scratch("batch_misused") {
+        a_misused_batch_writes_nothing(&mut scratch.open(config(), Bugs::NONE));
+    }
+}
