@@ -10,12 +10,17 @@
 //! local server), in a scratch schema dropped afterwards, with its default durability
 //! (`synchronous_commit` on): a commit waits for the disk. SQLite on a file runs in WAL mode with
 //! `synchronous=NORMAL`. Where no PostgreSQL server answers, its line says so.
+//!
+//! Each store's line also gives jobs per second of the same path one by one and in batches of
+//! `BATCH` (`acquire_batch`, `lookup_batch`, `apply_batch`, `renew_batch`, `complete_batch`: one
+//! transaction each for the whole batch; enqueue stays one by one).
 
 use lease_core::{Acquired, Completion, JobId, OpId, OutputId, Span, TableConfig, Time, WorkerId};
 use lease_store::{Clock, MemoryStore, PostgresStore, SqliteStore, Store, StoreError};
 use std::time::{Duration, Instant};
 
 const OPS_PER_JOB: u64 = 6;
+const BATCH: u64 = 16;
 
 fn config() -> TableConfig {
     TableConfig { capacity: 100_000_000, lease_ttl: Span::from_secs(30), batch_max: 16, attempts_max: 3 }
@@ -40,17 +45,52 @@ fn measure(store: &mut dyn Store, budget: Duration) -> Result<f64, StoreError> {
     Ok((job * OPS_PER_JOB) as f64 / start.elapsed().as_secs_f64())
 }
 
+/// Runs jobs through `store` in batches of [`BATCH`] for `budget`; returns jobs per second.
+fn measure_batched(store: &mut dyn Store, budget: Duration, first: u64) -> Result<f64, StoreError> {
+    let start = Instant::now();
+    let mut job = first;
+    while start.elapsed() < budget {
+        let now = Time(job);
+        let jobs: Vec<JobId> = (job..job + BATCH).map(JobId).collect();
+        for &id in &jobs {
+            let _ = store.enqueue(now, id)?;
+        }
+        let grants = store.acquire_batch(now, WorkerId(0), BATCH as usize)?;
+        assert_eq!(grants.len(), jobs.len(), "the batch was queued");
+        let ops: Vec<_> = grants.iter().map(|g| (OpId::for_job(g.lease.job), g.lease.epoch)).collect();
+        let _ = store.lookup_batch(now, &ops)?;
+        let outputs: Vec<_> = ops.iter().map(|&(op, epoch)| (op, epoch, OutputId(op.job.0))).collect();
+        let _ = store.apply_batch(now, &outputs)?;
+        let leases: Vec<_> = grants.iter().map(|g| (g.lease.job, g.lease.epoch)).collect();
+        let _ = store.renew_batch(now, &leases)?;
+        let done: Vec<_> = grants.iter().map(|g| (g.lease.job, g.lease.epoch, OutputId(g.lease.job.0))).collect();
+        for completed in store.complete_batch(now, &done)? {
+            assert!(matches!(completed, Completion::Completed(_)), "{completed:?}");
+        }
+        job += BATCH;
+    }
+    Ok((job - first) as f64 / start.elapsed().as_secs_f64())
+}
+
+/// One store's line: operations per second, and jobs per second one by one and batched.
+fn line(name: &str, store: &mut dyn Store, budget: Duration) -> Result<(), StoreError> {
+    let ops = measure(store, budget)?;
+    let batched = measure_batched(store, budget, 1 << 40)?;
+    let single = ops / OPS_PER_JOB as f64;
+    println!("{name:<34} {ops:>9.0} {single:>10.0} {batched:>10.0} {:>7.1}x", batched / single);
+    Ok(())
+}
+
 fn main() -> Result<(), StoreError> {
     let secs = std::env::var("LEASE_BENCH_SECS").ok().and_then(|secs| secs.parse().ok()).unwrap_or(2);
     let budget = Duration::from_secs(secs);
-    println!("store                  ops/s   (enqueue, acquire, lookup, apply, renew, complete; one thread)");
-    let mut memory = MemoryStore::new(config())?;
-    println!("in-memory      {:>12.0}", measure(&mut memory, budget)?);
-    let mut sqlite = SqliteStore::open_in_memory(config())?;
-    println!("sqlite memory  {:>12.0}", measure(&mut sqlite, budget)?);
+    println!("(enqueue, acquire, lookup, apply, renew, complete; one thread; batches of {BATCH})");
+    println!("{:<34} {:>9} {:>10} {:>10} {:>8}", "store", "ops/s", "jobs/s", "batched", "ratio");
+    line("in-memory", &mut MemoryStore::new(config())?, budget)?;
+    line("sqlite memory", &mut SqliteStore::open_in_memory(config())?, budget)?;
     let path = std::env::temp_dir().join(format!("lease_bench_{}.sqlite", std::process::id()));
     let mut file = SqliteStore::open(&path, config())?;
-    println!("sqlite file    {:>12.0}", measure(&mut file, budget)?);
+    line("sqlite file", &mut file, budget)?;
     drop(file);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -59,17 +99,17 @@ fn main() -> Result<(), StoreError> {
     let schema = format!("lease_bench_{}", std::process::id());
     match PostgresStore::open(&url, Some(&schema), config(), Clock::Caller) {
         Ok(mut postgres) => {
-            println!("postgres       {:>12.0}", measure(&mut postgres, budget)?);
+            line("postgres", &mut postgres, budget)?;
             let mut admin = postgres::Client::connect(&url, postgres::NoTls)?;
             admin.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))?;
             // The same without waiting for the disk at each commit: what the fsync costs.
             let separator = if url.contains('?') { '&' } else { '?' };
             let lazy = format!("{url}{separator}options=-csynchronous_commit%3Doff");
             let mut postgres = PostgresStore::open(&lazy, Some(&schema), config(), Clock::Caller)?;
-            println!("postgres, synchronous_commit=off {:>6.0}", measure(&mut postgres, budget)?);
+            line("postgres, synchronous_commit=off", &mut postgres, budget)?;
             admin.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))?;
         }
-        Err(error) => println!("postgres       not run: no server answers at {url} ({error})"),
+        Err(error) => println!("postgres                           not run: no server answers at {url} ({error})"),
     }
     Ok(())
 }
