@@ -166,18 +166,18 @@ impl PostgresStore {
         // completion), which the narrower locks do not cover.
         let session = &self.session;
         let whole = session.clock == Clock::Caller || session.rules.bugs != Bugs::NONE;
-        let lock = match scope {
+        let lock = match &scope {
             _ if whole => schema::LOCK_LOG,
             Scope::Set => schema::LOCK_LOG,
             Scope::Queue(_) => schema::LOCK_QUEUE,
-            Scope::Job(_) | Scope::Op(_) | Scope::Line => schema::LOCK_LOG_SHARED,
+            Scope::Job(_) | Scope::Op(_) | Scope::Jobs(_) | Scope::Ops(_) | Scope::Line => schema::LOCK_LOG_SHARED,
         };
         let client = &self.client;
         // One round trip: the lock, then the rows, then the clock, in that order on the server.
         let (_, _, prefetched, clock) = self.runtime.block_on(try_join4(
             client.batch_execute("BEGIN").err_into(),
             client.batch_execute(lock).err_into(),
-            self.prefetch(scope),
+            self.prefetch(&scope),
             async {
                 Ok::<_, StoreError>(match session.clock {
                     Clock::Caller => None,
@@ -198,10 +198,10 @@ impl PostgresStore {
     }
 
     /// The rows `scope` names, read and locked.
-    async fn prefetch(&self, scope: Scope) -> Result<Prefetched, StoreError> {
+    async fn prefetch(&self, scope: &Scope) -> Result<Prefetched, StoreError> {
         let client = &self.client;
         let mut prefetched = Prefetched::default();
-        match scope {
+        match *scope {
             Scope::Set | Scope::Line => {}
             Scope::Queue(worker) => {
                 let worker = i64::from(worker.0);
@@ -223,17 +223,36 @@ impl PostgresStore {
                 let row = client.query_opt(self.locked(schema::SELECT_JOB), &[&id]).await?;
                 prefetched.jobs.push((job, row.as_ref().map(job_row).transpose()?));
             }
-            Scope::Op(op) => {
-                let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];
-                let (_, row) = try_join(
-                    client.execute(self.statement(schema::ENSURE_OP), &key),
-                    client.query_one(self.locked(schema::SELECT_OP), &key),
-                )
-                .await?;
-                prefetched.op = Some((op, op_record(&row)));
+            Scope::Op(op) => prefetched.ops.push((op, self.prefetch_op(op).await?)),
+            // Sent together, answered in order: the rows are locked in job order.
+            Scope::Jobs(ref jobs) => {
+                let ids: Vec<i64> = jobs.iter().map(|job| int(job.0)).collect();
+                let params: Vec<[&(dyn ToSql + Sync); 1]> = ids.iter().map(|id| [id as _]).collect();
+                let rows =
+                    try_join_all(params.iter().map(|param| client.query_opt(self.locked(schema::SELECT_JOB), param)))
+                        .await?;
+                for (&job, row) in jobs.iter().zip(rows) {
+                    prefetched.jobs.push((job, row.as_ref().map(job_row).transpose()?));
+                }
+            }
+            Scope::Ops(ref ops) => {
+                let records = try_join_all(ops.iter().map(|&op| self.prefetch_op(op))).await?;
+                prefetched.ops.extend(ops.iter().copied().zip(records));
             }
         }
         Ok(prefetched)
+    }
+
+    /// An operation's ledger row, created empty if missing, and locked.
+    async fn prefetch_op(&self, op: OpId) -> Result<OpRecord, StoreError> {
+        let (job, step) = (int(op.job.0), i64::from(op.step));
+        let key: [&(dyn ToSql + Sync); 2] = [&job, &step];
+        let (_, row) = try_join(
+            self.client.execute(self.statement(schema::ENSURE_OP), &key),
+            self.client.query_one(self.locked(schema::SELECT_OP), &key),
+        )
+        .await?;
+        Ok(op_record(&row))
     }
 
     fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>, StoreError> {
@@ -274,7 +293,8 @@ async fn migrate(client: &mut Client) -> Result<(), StoreError> {
 struct Prefetched {
     /// Job rows, by job (`None`: no such job).
     jobs: Vec<(JobId, Option<Row>)>,
-    op: Option<(OpId, OpRecord)>,
+    /// Ledger rows, by operation.
+    ops: Vec<(OpId, OpRecord)>,
     /// The worker's last grant by request, for an acquire.
     grant: Option<Option<LastGrant>>,
     /// The queue's head, for an acquire.
@@ -494,10 +514,8 @@ impl Tx for PgTx<'_> {
     }
 
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
-        if let Some((prefetched, record)) = self.prefetched.op {
-            if prefetched == op {
-                return Ok(record);
-            }
+        if let Some(at) = self.prefetched.ops.iter().position(|&(prefetched, _)| prefetched == op) {
+            return Ok(self.prefetched.ops.swap_remove(at).1);
         }
         self.read("another operation's ledger row");
         let key: [&(dyn ToSql + Sync); 2] = [&int(op.job.0), &i64::from(op.step)];

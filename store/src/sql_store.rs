@@ -15,7 +15,7 @@ use lease_core::{
 
 /// What an operation decides over: the rows a store that locks rows (PostgreSQL) locks before it
 /// reads the clock. SQLite's `BEGIN IMMEDIATE` takes the whole database, whatever the scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Scope {
     /// Rows it does not lock (the backlog, the queue's ends, the expired leases): the log's whole
     /// lock ([`crate::schema::LOCK_LOG`]).
@@ -27,6 +27,11 @@ pub(crate) enum Scope {
     Job(JobId),
     /// One operation's ledger row.
     Op(OpId),
+    /// A batch's job rows, all different, in job order (the order they are locked in, so two
+    /// batches over the same rows never wait on each other in a cycle).
+    Jobs(Vec<JobId>),
+    /// A batch's operation rows, all different, in order.
+    Ops(Vec<OpId>),
     /// No row: a caller's own line.
     Line,
 }
@@ -161,16 +166,18 @@ impl<S: SqlStore> TableStore for S {
 
     fn renew_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Renewal>, StoreError> {
         check_batch(self.session().rules.config, leases.len())?;
-        self.run(now, true, Scope::Set, |op, tx| {
-            leases.iter().map(|&(job, epoch)| tx.flush().and_then(|()| op.renew(tx, job, epoch))).collect()
+        let (scope, flush) = batch_scope(leases.iter().map(|&(job, _)| job), Scope::Jobs);
+        self.run(now, true, scope, |op, tx| {
+            leases.iter().map(|&(job, epoch)| flushed(tx, flush).and_then(|()| op.renew(tx, job, epoch))).collect()
         })
     }
 
     fn complete_batch(&mut self, now: Time, done: &[(JobId, Epoch, OutputId)]) -> Result<Vec<Completion>, StoreError> {
         check_batch(self.session().rules.config, done.len())?;
-        self.run(now, true, Scope::Set, |op, tx| {
+        let (scope, flush) = batch_scope(done.iter().map(|&(job, _, _)| job), Scope::Jobs);
+        self.run(now, true, scope, |op, tx| {
             done.iter()
-                .map(|&(job, epoch, output)| tx.flush().and_then(|()| op.complete(tx, job, epoch, output)))
+                .map(|&(job, epoch, output)| flushed(tx, flush).and_then(|()| op.complete(tx, job, epoch, output)))
                 .collect()
         })
     }
@@ -268,17 +275,19 @@ impl<S: SqlStore> LedgerStore for S {
 
     fn lookup_batch(&mut self, now: Time, ops: &[(OpId, Epoch)]) -> Result<Vec<Lookup>, StoreError> {
         check_batch(self.session().rules.config, ops.len())?;
-        self.run(now, false, Scope::Set, |o, tx| {
-            ops.iter().map(|&(op, epoch)| tx.flush().and_then(|()| o.lookup(tx, op, epoch))).collect()
+        let (scope, flush) = batch_scope(ops.iter().map(|&(op, _)| op), Scope::Ops);
+        self.run(now, false, scope, |o, tx| {
+            ops.iter().map(|&(op, epoch)| flushed(tx, flush).and_then(|()| o.lookup(tx, op, epoch))).collect()
         })
     }
 
     fn apply_batch(&mut self, now: Time, outputs: &[(OpId, Epoch, OutputId)]) -> Result<Vec<Apply>, StoreError> {
         check_batch(self.session().rules.config, outputs.len())?;
-        self.run(now, false, Scope::Set, |o, tx| {
+        let (scope, flush) = batch_scope(outputs.iter().map(|&(op, _, _)| op), Scope::Ops);
+        self.run(now, false, scope, |o, tx| {
             outputs
                 .iter()
-                .map(|&(op, epoch, output)| tx.flush().and_then(|()| o.apply(tx, op, epoch, output)))
+                .map(|&(op, epoch, output)| flushed(tx, flush).and_then(|()| o.apply(tx, op, epoch, output)))
                 .collect()
         })
     }
@@ -286,6 +295,29 @@ impl<S: SqlStore> LedgerStore for S {
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
         self.read_op(op)
     }
+}
+
+/// How a batch over `keys` runs: over exactly its rows, locked together up front and written
+/// together at its commit, when they are all different; otherwise (a row named twice) under the
+/// whole lock, each call after the writes of those before it (the `true`: flush between calls).
+fn batch_scope<K: Ord + Copy>(keys: impl Iterator<Item = K>, rows: fn(Vec<K>) -> Scope) -> (Scope, bool) {
+    let mut sorted: Vec<K> = keys.collect();
+    sorted.sort_unstable();
+    let len = sorted.len();
+    sorted.dedup();
+    if sorted.len() == len {
+        (rows(sorted), false)
+    } else {
+        (Scope::Set, true)
+    }
+}
+
+/// Before each call of a batch run under the whole lock: the writes of the calls before it.
+fn flushed(tx: &mut impl Tx, flush: bool) -> Result<(), StoreError> {
+    if flush {
+        tx.flush()?;
+    }
+    Ok(())
 }
 
 /// A batch of 1 to `batch_max` jobs, or [`lease_core::TableError::BatchSize`].

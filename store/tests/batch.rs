@@ -13,7 +13,7 @@ use common::TempFile;
 use lease_core::{
     Acquired, Bugs, Enqueued, Epoch, JobId, OpId, OutputId, Span, TableConfig, TableError, Time, WorkerId,
 };
-use lease_store::{MemoryStore, SqliteStore, Store, StoreError};
+use lease_store::{LedgerStore, MemoryStore, SqliteStore, Store, StoreError, TableStore};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -220,4 +220,30 @@ fn a_misused_batch_writes_nothing_on_any_store() {
     if let Some(scratch) = pg::scratch("batch_misused") {
         a_misused_batch_writes_nothing(&mut scratch.open(config(), Bugs::NONE));
     }
+}
+
+/// On the database's clock, a batch over different rows takes only the shared lock and those
+/// rows: renewals, lookups, records and completions of four leases, one of them stale.
+#[test]
+fn postgres_a_batch_on_the_database_clock_locks_only_its_rows() {
+    let Some(scratch) = pg::scratch("batch_database_clock") else { return };
+    let config = TableConfig { lease_ttl: Span::from_secs(30), ..config() };
+    let mut store = pg::open_on(&scratch.name, config, Bugs::NONE, lease_store::Clock::Database);
+    for job in 0..4 {
+        assert!(matches!(store.enqueue(Time(0), JobId(job)).unwrap(), Enqueued::Accepted { .. }));
+    }
+    let grants = store.acquire_batch(Time(0), WorkerId(1), 4).unwrap();
+    let leases: Vec<_> = grants.iter().map(|g| (g.lease.job, g.lease.epoch)).collect();
+    let stale = (leases[3].0, Epoch(leases[3].1 .0 + 1));
+    let renewals = store.renew_batch(Time(0), &[leases[2], leases[0], leases[1], stale]).unwrap();
+    assert!(renewals[..3].iter().all(|r| matches!(r, lease_core::Renewal::Renewed { .. })), "{renewals:?}");
+    assert!(matches!(renewals[3], lease_core::Renewal::Refused(_)), "{renewals:?}");
+    let ops: Vec<_> = leases.iter().map(|&(job, epoch)| (OpId::for_job(job), epoch)).collect();
+    assert!(store.lookup_batch(Time(0), &ops).unwrap().iter().all(|l| *l == lease_core::Lookup::Empty));
+    let outputs: Vec<_> = ops.iter().map(|&(op, epoch)| (op, epoch, OutputId(7))).collect();
+    assert!(store.apply_batch(Time(0), &outputs).unwrap().iter().all(|a| *a == lease_core::Apply::Applied));
+    let done: Vec<_> = leases.iter().map(|&(job, epoch)| (job, epoch, OutputId(7))).collect();
+    let completions = store.complete_batch(Time(0), &done).unwrap();
+    assert!(completions.iter().all(|c| matches!(c, lease_core::Completion::Completed(_))), "{completions:?}");
+    assert_eq!(store.backlog().unwrap(), 0);
 }
