@@ -170,7 +170,8 @@ impl PostgresStore {
             _ if whole => schema::LOCK_LOG,
             Scope::Set => schema::LOCK_LOG,
             Scope::Queue(_) => schema::LOCK_QUEUE,
-            Scope::Job(_) | Scope::Op(_) | Scope::Jobs(_) | Scope::Ops(_) | Scope::Line => schema::LOCK_LOG_SHARED,
+            Scope::Jobs(_) | Scope::Ops(_) => schema::LOCK_BATCH,
+            Scope::Job(_) | Scope::Op(_) | Scope::Line => schema::LOCK_LOG_SHARED,
         };
         let client = &self.client;
         // One round trip: the lock, then the rows, then the clock, in that order on the server.

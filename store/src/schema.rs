@@ -195,6 +195,15 @@ pub const LOCK_QUEUE: &str = "LOCK TABLE lease_log_head IN SHARE ROW EXCLUSIVE M
 /// [`LOCK_LOG`] holds back any operation that comes after it.
 pub const LOCK_LOG_SHARED: &str = "LOCK TABLE lease_log_head IN ROW SHARE MODE";
 
+/// PostgreSQL, under the database's clock, a batch over several rows it locks (renewals,
+/// completions, ledger lookups or records of different rows, locked in key order): side by side
+/// with [`LOCK_LOG_SHARED`] operations and with other batches, but never beside an acquire
+/// ([`LOCK_QUEUE`]) or [`LOCK_LOG`]. An operation over one row cannot wait on a batch in a cycle
+/// (it holds one row), nor can two batches (each locks in key order); an acquire holds its last
+/// granted row while it waits for the head, and a stale batch may hold the head while it waits
+/// for that row: this mode keeps the two apart, so no two lockers wait on each other.
+pub const LOCK_BATCH: &str = "LOCK TABLE lease_log_head IN ROW EXCLUSIVE MODE";
+
 /// The queue's head. PostgreSQL appends `FOR UPDATE`, under [`LOCK_QUEUE`]: acquires take turns, and
 /// the head is the oldest queued job, never one skipped because a stale request held its row for a
 /// moment (SQLite serialises writers: `BEGIN IMMEDIATE`).
