@@ -48,7 +48,8 @@ impl std::fmt::Debug for PostgresStore {
 }
 
 /// The reads a handle also prepares with PostgreSQL's row lock (`… FOR UPDATE`).
-const LOCKED: [&str; 4] = [schema::SELECT_JOB, schema::SELECT_GRANTED_JOB, schema::SELECT_HEAD, schema::SELECT_OP];
+const LOCKED: [&str; 5] =
+    [schema::SELECT_JOB, schema::SELECT_GRANTED_JOB, schema::SELECT_HEAD, schema::SELECT_HEADS, schema::SELECT_OP];
 
 /// The text of every statement a handle prepares when it opens (and [`LOCKED`]).
 const STATEMENTS: [&str; 34] = [
@@ -169,7 +170,7 @@ impl PostgresStore {
         let lock = match &scope {
             _ if whole => schema::LOCK_LOG,
             Scope::Set => schema::LOCK_LOG,
-            Scope::Queue(_) => schema::LOCK_QUEUE,
+            Scope::Queue(_) | Scope::Heads(_) => schema::LOCK_QUEUE,
             Scope::Jobs(_) | Scope::Ops(_) => schema::LOCK_BATCH,
             Scope::Job(_) | Scope::Op(_) | Scope::Line => schema::LOCK_LOG_SHARED,
         };
@@ -223,6 +224,11 @@ impl PostgresStore {
                 let id = int(job.0);
                 let row = client.query_opt(self.locked(schema::SELECT_JOB), &[&id]).await?;
                 prefetched.jobs.push((job, row.as_ref().map(job_row).transpose()?));
+            }
+            Scope::Heads(want) => {
+                let limit = i64::try_from(want).unwrap_or(i64::MAX);
+                let rows = client.query(self.locked(schema::SELECT_HEADS), &[&limit]).await?;
+                prefetched.heads = Some(rows.iter().map(job_row).collect::<Result<_, _>>()?);
             }
             Scope::Op(op) => prefetched.ops.push((op, self.prefetch_op(op).await?)),
             // Sent together, answered in order: the rows are locked in job order.
@@ -300,6 +306,8 @@ struct Prefetched {
     grant: Option<Option<LastGrant>>,
     /// The queue's head, for an acquire.
     head: Option<Option<Row>>,
+    /// The queue's first jobs, in order, for a batched acquire.
+    heads: Option<std::collections::VecDeque<Row>>,
 }
 
 /// A write held until the operation's decision is made, then sent with the others.
@@ -436,6 +444,9 @@ impl Tx for PgTx<'_> {
     }
 
     fn head(&mut self) -> Result<Option<Row>, StoreError> {
+        if let Some(heads) = &mut self.prefetched.heads {
+            return Ok(heads.pop_front());
+        }
         if let Some(head) = self.prefetched.head.take() {
             return Ok(head);
         }

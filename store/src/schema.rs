@@ -210,6 +210,11 @@ pub const LOCK_BATCH: &str = "LOCK TABLE lease_log_head IN ROW EXCLUSIVE MODE";
 pub const SELECT_HEAD: &str =
     concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq, job LIMIT 1");
 
+/// The queue's first `$1` jobs, for a batched acquire. PostgreSQL appends `FOR UPDATE`, under
+/// [`LOCK_QUEUE`], as for [`SELECT_HEAD`]: the rows are locked in queue order, in one statement.
+pub const SELECT_HEADS: &str =
+    concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq, job LIMIT $1");
+
 /// The reclaim listing: leases expired by the table's clock (`$1`, the latest expiry that counts
 /// as expired), earliest first, at most `batch_max` (`$2`). A lease is listed only once its
 /// `expires_at_us` has passed on the table's clock, never by a reclaimer's own: the guard

@@ -200,7 +200,7 @@ pub trait Tx {
     fn job(&mut self, job: JobId) -> Result<Option<Row>, StoreError>;
     /// Whether the job is known, without locking its row.
     fn known(&mut self, job: JobId) -> Result<bool, StoreError>;
-    /// The queue's head (PostgreSQL: skipping rows other transactions hold).
+    /// The queue's head, or in a batched acquire the next queued job after those granted.
     fn head(&mut self) -> Result<Option<Row>, StoreError>;
     /// Accepted, non-terminal jobs.
     fn backlog(&mut self) -> Result<usize, StoreError>;
@@ -358,12 +358,12 @@ impl Op<'_> {
     }
 
     /// See [`crate::TableStore::acquire_batch`]: up to `want` grants, each a single grant's
-    /// decision and line, in one transaction.
+    /// decision and line, in one transaction. Each grant takes the next head ([`Tx::head`]: on
+    /// PostgreSQL, the next of the rows locked together up front).
     pub fn acquire_batch(&self, tx: &mut impl Tx, owner: WorkerId, want: usize) -> Result<Vec<Grant>, StoreError> {
         self.clock()?;
         let mut grants = Vec::with_capacity(want);
         while grants.len() < want {
-            tx.flush()?;
             match self.grant(tx, owner, None)? {
                 Acquired::Granted(grant) | Acquired::Regranted(grant) => {
                     self.log(tx, answers::acquired(Node::Worker(owner.0), &Acquired::Granted(grant)))?;

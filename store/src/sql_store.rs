@@ -23,6 +23,9 @@ pub(crate) enum Scope {
     /// An acquire for this worker: the queue's lock ([`crate::schema::LOCK_QUEUE`]), then the row
     /// of the job it was last granted (by request) and the queue's head.
     Queue(WorkerId),
+    /// A batched acquire of up to this many jobs: the queue's lock ([`crate::schema::LOCK_QUEUE`]),
+    /// then that many of the queue's first rows, in one statement.
+    Heads(usize),
     /// One job's row.
     Job(JobId),
     /// One operation's ledger row.
@@ -161,7 +164,7 @@ impl<S: SqlStore> TableStore for S {
     // after the writes of the jobs before it (`Tx::flush`), and its lines commit with it.
     fn acquire_batch(&mut self, now: Time, owner: WorkerId, want: usize) -> Result<Vec<Grant>, StoreError> {
         check_batch(self.session().rules.config, want)?;
-        self.run(now, true, Scope::Set, |op, tx| op.acquire_batch(tx, owner, want))
+        self.run(now, true, Scope::Heads(want), |op, tx| op.acquire_batch(tx, owner, want))
     }
 
     fn renew_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Renewal>, StoreError> {
