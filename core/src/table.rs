@@ -280,15 +280,7 @@ impl LeaseTable {
     /// and refusing a whole batch for one lost lease would let every other lease of it expire.
     /// An unknown job is misuse, found before anything changes.
     pub fn renew_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Renewal>, TableError> {
-        self.check_jobs(leases.iter().map(|&(job, _)| job), leases.len())?;
-        self.advance(now)?;
-        Ok(leases
-            .iter()
-            .map(|&(job, epoch)| {
-                let decision = self.rules.renew(now, self.record(job).expect("checked"), epoch);
-                self.write(job, decision)
-            })
-            .collect())
+        self.each(now, leases, |&(job, _)| job, |rules, _, record, &(_, epoch)| rules.renew(now, record, epoch))
     }
 
     /// Completes many jobs at once, each judged on its own epoch and output, in the order named
@@ -299,40 +291,45 @@ impl LeaseTable {
         now: Time,
         done: &[(JobId, Epoch, OutputId)],
     ) -> Result<Vec<Completion>, TableError> {
-        self.check_jobs(done.iter().map(|&(job, _, _)| job), done.len())?;
-        self.advance(now)?;
-        Ok(done
-            .iter()
-            .map(|&(job, epoch, output)| {
-                let decision = self.rules.complete(job, self.record(job).expect("checked"), epoch, output);
-                self.write(job, decision)
-            })
-            .collect())
+        self.each(
+            now,
+            done,
+            |&(job, _, _)| job,
+            |rules, job, record, &(_, epoch, output)| rules.complete(job, record, epoch, output),
+        )
     }
 
     /// Requeues many jobs at once, each judged on its own epoch (as that many calls of
     /// [`LeaseTable::requeue`]).
     pub fn requeue_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Requeue>, TableError> {
-        self.check_jobs(leases.iter().map(|&(job, _)| job), leases.len())?;
-        self.advance(now)?;
-        Ok(leases
-            .iter()
-            .map(|&(job, epoch)| {
-                let decision = self.rules.requeue(job, self.record(job).expect("checked"), epoch);
-                self.write(job, decision)
-            })
-            .collect())
+        self.each(now, leases, |&(job, _)| job, |rules, job, record, &(_, epoch)| rules.requeue(job, record, epoch))
     }
 
     /// Releases many grants at once, each judged on its own epoch (as that many calls of
     /// [`LeaseTable::release`]): a worker hands back the buffered grants it will not run.
     pub fn release_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Release>, TableError> {
-        self.check_jobs(leases.iter().map(|&(job, _)| job), leases.len())?;
+        self.each(now, leases, |&(job, _)| job, |rules, _, record, &(_, epoch)| rules.release(record, epoch))
+    }
+
+    /// A batch's calls at `now`, in order, each `decide`d over its own job's record and written
+    /// back before the next is decided; its size and every job checked first.
+    fn each<I, A>(
+        &mut self,
+        now: Time,
+        items: &[I],
+        job_of: impl Fn(&I) -> JobId,
+        decide: impl Fn(&Rules, JobId, &JobRecord, &I) -> Decision<A>,
+    ) -> Result<Vec<A>, TableError> {
+        self.check_batch(items.len())?;
+        for item in items {
+            self.record(job_of(item))?;
+        }
         self.advance(now)?;
-        Ok(leases
+        Ok(items
             .iter()
-            .map(|&(job, epoch)| {
-                let decision = self.rules.release(self.record(job).expect("checked"), epoch);
+            .map(|item| {
+                let job = job_of(item);
+                let decision = decide(&self.rules, job, self.record(job).expect("checked"), item);
                 self.write(job, decision)
             })
             .collect())
@@ -342,15 +339,6 @@ impl LeaseTable {
         let max = self.rules.config.batch_max;
         if asked == 0 || asked > max {
             return Err(TableError::BatchSize { asked, max });
-        }
-        Ok(())
-    }
-
-    /// A batch's size, and every job in it known: checked before anything changes.
-    fn check_jobs(&self, jobs: impl Iterator<Item = JobId>, len: usize) -> Result<(), TableError> {
-        self.check_batch(len)?;
-        for job in jobs {
-            self.record(job)?;
         }
         Ok(())
     }
