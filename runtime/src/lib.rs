@@ -146,4 +146,10 @@ pub enum OptionsError {
     /// One worker id named for two slots: the table would take their acquires for one worker's.
     #[error("worker {0} is named for two slots: each slot is a worker of its own")]
     SlotTwice(WorkerId),
+    /// A batch of no request, or of more than [`SLOTS_MAX`].
+    #[error("a worker runtime batches 1 to {SLOTS_MAX} requests of a kind per call, not {batch}")]
+    Batch {
+        /// The batch asked for.
+        batch: usize,
+    },
 }

@@ -38,9 +38,32 @@ pub trait Client: Send + Sync {
         request: WorkerRequest,
     ) -> BoxFuture<'static, Option<WorkerReply>>;
 
+    /// Requests of one kind (`Acquire`, `Renew`, `Lookup`, `Complete` or `Requeue`) from many
+    /// slots, made at one turn of the loop: one answer each, in order, `None` where none came.
+    /// A store answers them in one transaction (`lease_store::serve_worker_batch`); the default
+    /// makes each call alone. The runtime sends a batch only when its `batch` option is above 1,
+    /// and bounds it as it bounds its calls: an acquire batch is awaited until answered, any
+    /// other by the request's timeout.
+    fn worker_batch(
+        &self,
+        calls: Vec<(WorkerId, RequestId, WorkerRequest)>,
+    ) -> BoxFuture<'static, Vec<Option<WorkerReply>>> {
+        let answers: Vec<_> = calls.into_iter().map(|(worker, id, request)| self.worker(worker, id, request)).collect();
+        Box::pin(future::join_all(answers))
+    }
+
     /// Records `output`, which the handler produced for `op` under `epoch`, in the ledger
     /// (`LedgerStore::apply`): the ledger's answer.
     fn record(&self, worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>>;
+
+    /// Records many outputs, one per slot, made at one turn of the loop (as that many
+    /// [`Client::record`] calls): one answer each, in order. A store records them in one
+    /// transaction (`LedgerStore::apply_as`); the default makes each call alone.
+    fn record_batch(&self, records: Vec<(WorkerId, OpId, Epoch, OutputId)>) -> BoxFuture<'static, Vec<Option<Apply>>> {
+        let answers: Vec<_> =
+            records.into_iter().map(|(worker, op, epoch, output)| self.record(worker, op, epoch, output)).collect();
+        Box::pin(future::join_all(answers))
+    }
 
     /// Reclaimer `reclaimer`'s request `id`.
     fn reclaimer(

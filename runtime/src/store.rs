@@ -410,6 +410,51 @@ impl Client for StoreClient {
         self.answer(move |store, now| Ok(lease_store::serve_worker(store, now, worker, id, request)?.reply))
     }
 
+    fn worker_batch(
+        &self,
+        calls: Vec<(WorkerId, RequestId, WorkerRequest)>,
+    ) -> BoxFuture<'static, Vec<Option<WorkerReply>>> {
+        let count = calls.len();
+        let life = self.life;
+        let calls: Vec<_> = calls
+            .into_iter()
+            .map(|(worker, id, request)| (worker, lease_store::life_request(life, id), request))
+            .collect();
+        let answered = self.answer(move |store, now| {
+            // One transaction per batch of at most the table's batch_max.
+            let max = store.config().batch_max.max(1);
+            let mut replies = Vec::with_capacity(calls.len());
+            for chunk in calls.chunks(max) {
+                replies.extend(lease_store::serve_worker_batch(store, now, chunk)?);
+            }
+            Ok(replies)
+        });
+        Box::pin(async move {
+            match answered.await {
+                Some(replies) => replies.into_iter().map(Some).collect(),
+                None => vec![None; count],
+            }
+        })
+    }
+
+    fn record_batch(&self, records: Vec<(WorkerId, OpId, Epoch, OutputId)>) -> BoxFuture<'static, Vec<Option<Apply>>> {
+        let count = records.len();
+        let answered = self.answer(move |store, now| {
+            let max = store.config().batch_max.max(1);
+            let mut applied = Vec::with_capacity(records.len());
+            for chunk in records.chunks(max) {
+                applied.extend(store.apply_as(now, chunk)?);
+            }
+            Ok(applied)
+        });
+        Box::pin(async move {
+            match answered.await {
+                Some(applied) => applied.into_iter().map(Some).collect(),
+                None => vec![None; count],
+            }
+        })
+    }
+
     fn record(&self, worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>> {
         self.answer(move |store, now| {
             // The output is recorded under the worker's name, as the dependency's write for it.

@@ -85,13 +85,25 @@ pub struct WorkerOptions {
     /// handler that hangs holds its job until the process stops (a self-fence comes only when
     /// renewals fail).
     pub handler_timeout: Option<Span>,
+    /// The most requests of one kind that one call carries: the slots' acquires, renewals,
+    /// lookups, completions and requeues made at one turn of the loop go to the client together
+    /// ([`Client::worker_batch`]; a store serves them in one transaction), at most this many at
+    /// a time. 1, the default, sends each alone. At most the table's `batch_max`.
+    pub batch: usize,
 }
 
 impl WorkerOptions {
     /// `slots` machines on `worker`'s timing, a grace of one lease ttl, no handler timeout, no
     /// planted bug.
     pub fn new(slots: Vec<WorkerId>, worker: WorkerConfig) -> WorkerOptions {
-        WorkerOptions { slots, grace: worker.lease_ttl, worker, planted: crate::Planted::NONE, handler_timeout: None }
+        WorkerOptions {
+            slots,
+            grace: worker.lease_ttl,
+            worker,
+            planted: crate::Planted::NONE,
+            handler_timeout: None,
+            batch: 1,
+        }
     }
 
     /// The same options with `bugs` planted in every machine (feature `planted-bugs`: for the
@@ -125,6 +137,9 @@ impl WorkerOptions {
         ids.sort();
         if let Some(pair) = ids.windows(2).find(|pair| pair[0] == pair[1]) {
             return Err(OptionsError::SlotTwice(pair[0]));
+        }
+        if self.batch == 0 || self.batch > SLOTS_MAX {
+            return Err(OptionsError::Batch { batch: self.batch });
         }
         Ok(())
     }
@@ -207,11 +222,36 @@ enum Done {
     },
     /// A handler dropped (cancelled), or an answer nobody waits on.
     Nothing,
+    /// The answers to a batch, each as a single call's.
+    Many(Vec<Done>),
+}
+
+impl Done {
+    /// The single ends it holds, in order.
+    fn flat(self) -> Vec<Done> {
+        match self {
+            Done::Many(many) => many,
+            single => vec![single],
+        }
+    }
+}
+
+/// Whether requests like `request` go out in batches ([`WorkerOptions::batch`]), and in which
+/// group: one kind per batch.
+fn batch_group(request: &WorkerRequest) -> Option<u8> {
+    match request {
+        WorkerRequest::Acquire => Some(0),
+        WorkerRequest::Renew { .. } => Some(1),
+        WorkerRequest::Lookup { .. } => Some(2),
+        WorkerRequest::Complete { .. } => Some(3),
+        WorkerRequest::Requeue { .. } => Some(4),
+        _ => None,
+    }
 }
 
 /// What woke the loop.
 enum Wake {
-    Done(Done),
+    Done(Vec<Done>),
     Shutdown,
     Timeout,
 }
@@ -233,6 +273,11 @@ struct Run<H> {
     deadlines: Vec<(Time, AbortHandle)>,
     /// The loop's timer, kept while the time it wakes at stays the same.
     timer: Option<(Time, BoxFuture<'static, ()>)>,
+    /// Requests made at this turn, to go out together once every machine has acted
+    /// ([`WorkerOptions::batch`] above 1).
+    queued: Vec<(usize, RequestId, WorkerRequest)>,
+    /// Outputs to record, queued so (slot, execute, output).
+    queued_records: Vec<(usize, RequestId, OutputId)>,
 }
 
 impl Runtime {
@@ -275,6 +320,8 @@ impl Runtime {
                 drain_until: None,
                 deadlines: Vec::new(),
                 timer: None,
+                queued: Vec::new(),
+                queued_records: Vec::new(),
             };
             run.main(shutdown.boxed().fuse()).await;
             Ok(run.tally)
@@ -299,6 +346,7 @@ impl<H: Handler> Run<H> {
         loop {
             self.take_time();
             self.drain().await;
+            self.flush();
             if self.due() {
                 continue; // A point stalled the drain: the machines take the time again first.
             }
@@ -307,7 +355,11 @@ impl<H: Handler> Run<H> {
                 break;
             }
             match self.wait(&mut shutdown).await {
-                Wake::Done(done) => self.on_done(done).await,
+                Wake::Done(ended) => {
+                    for done in ended.into_iter().flat_map(Done::flat) {
+                        self.on_done(done).await;
+                    }
+                }
                 Wake::Shutdown => self.drain_until = Some(self.clock().now() + self.options.grace),
                 // A timer is polled no more once it fired.
                 Wake::Timeout => self.timer = None,
@@ -331,16 +383,33 @@ impl<H: Handler> Run<H> {
         }
         let (clock, timer) = (&*self.seams.clock, &mut self.timer);
         let (inflight, handlers) = (&mut self.inflight, &mut self.handlers);
+        // Batching, every end that is ready is taken at once, so that the requests the machines
+        // make on them go out together; else one at a time.
+        let gather = self.options.batch > 1;
         future::poll_fn(|cx| {
+            let mut ended = Vec::new();
             // An answer first: it is news of the past, which the machine takes with the time.
-            if let Poll::Ready(Some(done)) = inflight.poll_next_unpin(cx) {
-                return Poll::Ready(Wake::Done(done));
+            while let Poll::Ready(Some(done)) = inflight.poll_next_unpin(cx) {
+                ended.push(done);
+                if !gather {
+                    return Poll::Ready(Wake::Done(ended));
+                }
             }
-            if wake_at.is_some_and(|at| clock.now() >= at) {
+            let due = wake_at.is_some_and(|at| clock.now() >= at);
+            if !ended.is_empty() && (due || !gather) {
+                return Poll::Ready(Wake::Done(ended));
+            }
+            if due {
                 return Poll::Ready(Wake::Timeout);
             }
-            if let Poll::Ready(Some(done)) = handlers.poll_next_unpin(cx) {
-                return Poll::Ready(Wake::Done(done));
+            while let Poll::Ready(Some(done)) = handlers.poll_next_unpin(cx) {
+                ended.push(done);
+                if !gather {
+                    break;
+                }
+            }
+            if !ended.is_empty() {
+                return Poll::Ready(Wake::Done(ended));
             }
             // The signal is fused: once it fired, it stays pending.
             if shutdown.poll_unpin(cx).is_ready() {
@@ -444,6 +513,72 @@ impl<H: Handler> Run<H> {
     /// acquire left sends it after the pause, and the grant that answers it is fresh (the
     /// simulator's swarm found this at seed 949 when acquires were bounded by a lease).
     fn call(&mut self, slot: usize, id: RequestId, request: WorkerRequest) {
+        if self.options.batch > 1 && batch_group(&request).is_some() {
+            self.queued.push((slot, id, request));
+            return;
+        }
+        self.call_now(slot, id, request);
+    }
+
+    /// Sends the requests queued at this turn: each kind in batches of at most
+    /// [`WorkerOptions::batch`], in the order the machines made them; a batch of one as a single
+    /// call.
+    fn flush(&mut self) {
+        let mut records = std::mem::take(&mut self.queued_records);
+        // The machines took the time since these were queued: an effect abandoned meanwhile
+        // records nothing.
+        records.retain(|&(slot, id, _)| {
+            self.slots[slot].effect.as_ref().is_some_and(|effect| effect.id == id && effect.running.is_none())
+        });
+        for batch in records.chunks(self.options.batch) {
+            match *batch {
+                [(slot, id, output)] => self.record_now(slot, id, output),
+                _ => self.record_batch(batch),
+            }
+        }
+        let mut queued = std::mem::take(&mut self.queued);
+        // Stable: within a kind, the machines' order.
+        queued.sort_by_key(|(_, _, request)| batch_group(request));
+        let mut rest = &queued[..];
+        while let Some(&(_, _, first)) = rest.first() {
+            let group = batch_group(&first);
+            let same = rest.iter().take_while(|(_, _, request)| batch_group(request) == group).count();
+            let (batch, after) = rest.split_at(same.min(self.options.batch));
+            rest = after;
+            if let [(slot, id, request)] = *batch {
+                self.call_now(slot, id, request);
+                continue;
+            }
+            self.call_batch(batch.to_vec());
+        }
+    }
+
+    /// Sends requests of one kind as one call ([`Client::worker_batch`]), bounded as a single
+    /// call of that kind is; each answer goes to its machine as a single call's would.
+    fn call_batch(&mut self, batch: Vec<(usize, RequestId, WorkerRequest)>) {
+        let now = self.clock().now();
+        let mut calls = Vec::with_capacity(batch.len());
+        for &(slot, id, request) in &batch {
+            self.slots[slot].worker.handle_sent(now, id);
+            calls.push((self.slots[slot].id, id, request));
+        }
+        let call = self.client().worker_batch(calls);
+        let awaited = matches!(batch[0].2, WorkerRequest::Acquire);
+        let answers = if awaited {
+            Either::Left(call.map(Some))
+        } else {
+            Either::Right(self.bound(now + self.options.worker.request_timeout, call.map(Some).boxed()))
+        };
+        let count = batch.len();
+        self.inflight.push(Box::pin(answers.map(move |answers: Option<Vec<Option<WorkerReply>>>| {
+            let answers = answers.filter(|answers| answers.len() == count).unwrap_or_else(|| vec![None; count]);
+            let ends = batch.into_iter().zip(answers);
+            Done::Many(ends.map(|((slot, id, request), reply)| Done::Answer { slot, id, request, reply }).collect())
+        })));
+    }
+
+    /// Sends `request` to the client now, alone (see [`Run::call`]).
+    fn call_now(&mut self, slot: usize, id: RequestId, request: WorkerRequest) {
         let now = self.clock().now();
         // The request leaves now, perhaps later than the machine asked (a stall at a point): its
         // timeout counts from here.
@@ -539,8 +674,42 @@ impl<H: Handler> Run<H> {
         self.tally.handled += 1;
     }
 
-    /// Sends the effect's output to the ledger.
+    /// Sends the effect's output to the ledger: now, or with the others of this turn when
+    /// batching.
     fn record(&mut self, slot: usize, id: RequestId, output: OutputId) {
+        let effect = self.slots[slot].effect.as_mut().expect("recording an effect");
+        if self.options.batch > 1 {
+            effect.recording = true;
+            self.queued_records.push((slot, id, output));
+            return;
+        }
+        self.record_now(slot, id, output);
+    }
+
+    /// Sends these effects' outputs to the ledger in one call ([`Client::record_batch`]),
+    /// bounded by a request's timeout; each answer goes to its slot as a single record's would.
+    fn record_batch(&mut self, batch: &[(usize, RequestId, OutputId)]) {
+        let mut records = Vec::with_capacity(batch.len());
+        for &(slot, id, output) in batch {
+            let effect = self.slots[slot].effect.as_ref().expect("recording an effect");
+            assert_eq!(effect.id, id, "recording another request's output");
+            assert!(effect.running.is_none(), "recording while the handler runs");
+            records.push((self.slots[slot].id, effect.op, effect.epoch, output));
+        }
+        self.tally.recorded += batch.len() as u64;
+        let deadline = self.clock().now() + self.options.worker.request_timeout;
+        let call = self.client().record_batch(records).map(Some).boxed();
+        let answers = self.bound(deadline, call);
+        let (batch, count) = (batch.to_vec(), batch.len());
+        self.inflight.push(Box::pin(answers.map(move |answers: Option<Vec<Option<Apply>>>| {
+            let answers = answers.filter(|answers| answers.len() == count).unwrap_or_else(|| vec![None; count]);
+            let ends = batch.into_iter().zip(answers);
+            Done::Many(ends.map(|((slot, id, output), apply)| Done::Recorded { slot, id, output, apply }).collect())
+        })));
+    }
+
+    /// Sends the effect's output to the ledger, alone.
+    fn record_now(&mut self, slot: usize, id: RequestId, output: OutputId) {
         let held = &mut self.slots[slot];
         let effect = held.effect.as_mut().expect("recording an effect");
         assert_eq!(effect.id, id, "recording another request's output");
@@ -574,6 +743,7 @@ impl<H: Handler> Run<H> {
             Done::TimedOut { slot, id } => self.on_timed_out(slot, id).await,
             Done::Recorded { slot, id, output, apply } => self.on_recorded(slot, id, output, apply).await,
             Done::Nothing => {}
+            Done::Many(_) => unreachable!("a batch's answers are taken one by one"),
         }
     }
 
@@ -771,7 +941,7 @@ impl<H: Handler> Run<H> {
         }
         // Calls still in flight: releases sent while draining, and acquires, whose grants no
         // machine takes now: each goes back, unless it is a lease a slot holds (handled above).
-        for done in self.in_flight_at_end().await {
+        for done in self.in_flight_at_end().await.into_iter().flat_map(Done::flat) {
             let Done::Answer { slot, reply: Some(reply), .. } = done else { continue };
             match reply {
                 WorkerReply::Released(Release::Released { .. }) => self.tally.released += 1,

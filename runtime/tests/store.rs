@@ -516,6 +516,142 @@ async fn failed_handler_is_requeued_and_says_why(opened: Opened) {
     judge(&client).await;
 }
 
+/// A store client that notes the largest batch of each kind a runtime sends it.
+#[derive(Clone)]
+struct Counting {
+    inner: StoreClient,
+    largest: Arc<Mutex<std::collections::BTreeMap<&'static str, usize>>>,
+}
+
+impl Client for Counting {
+    fn worker(
+        &self,
+        worker: WorkerId,
+        id: RequestId,
+        request: WorkerRequest,
+    ) -> BoxFuture<'static, Option<WorkerReply>> {
+        self.inner.worker(worker, id, request)
+    }
+
+    fn worker_batch(
+        &self,
+        calls: Vec<(WorkerId, RequestId, WorkerRequest)>,
+    ) -> BoxFuture<'static, Vec<Option<WorkerReply>>> {
+        let kind = match calls[0].2 {
+            WorkerRequest::Acquire => "acquire",
+            WorkerRequest::Renew { .. } => "renew",
+            WorkerRequest::Complete { .. } => "complete",
+            _ => "other",
+        };
+        let mut largest = self.largest.lock().unwrap();
+        let seen = largest.entry(kind).or_default();
+        *seen = (*seen).max(calls.len());
+        self.inner.worker_batch(calls)
+    }
+
+    fn record(
+        &self,
+        worker: WorkerId,
+        op: OpId,
+        epoch: Epoch,
+        output: OutputId,
+    ) -> BoxFuture<'static, Option<lease_core::Apply>> {
+        self.inner.record(worker, op, epoch, output)
+    }
+
+    fn record_batch(
+        &self,
+        records: Vec<(WorkerId, OpId, Epoch, OutputId)>,
+    ) -> BoxFuture<'static, Vec<Option<lease_core::Apply>>> {
+        let mut largest = self.largest.lock().unwrap();
+        let seen = largest.entry("record").or_default();
+        *seen = (*seen).max(records.len());
+        self.inner.record_batch(records)
+    }
+
+    fn reclaimer(
+        &self,
+        reclaimer: ReclaimerId,
+        id: RequestId,
+        request: ReclaimRequest,
+    ) -> BoxFuture<'static, Option<ReclaimReply>> {
+        self.inner.reclaimer(reclaimer, id, request)
+    }
+
+    fn payload(&self, job: JobId) -> BoxFuture<'static, Result<Vec<u8>, String>> {
+        self.inner.payload(job)
+    }
+
+    fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
+        self.inner.line(node, event)
+    }
+}
+
+// Batches on a real store: eight slots sending batches of up to eight, 48 jobs, the first eight
+// of whose handlers take three ttls (so their heartbeats go out together), the rest 5 ms, beside
+// a reclaimer. The store serves each batch in one transaction (`serve_worker_batch`). Every job
+// ends completed once, with its one handler run's output; the log holds one applied effect per
+// job; acquires, renewals and completions each went out in batches of more than one; no store
+// call failed; and the exported history passes every checker of lease-check. Fails if a batch's
+// answers reach the wrong slots, if a batch's line names the wrong worker, or if the store
+// serves a batch other than as its calls one by one.
+async fn batched_fleet_runs_every_job_once(opened: Opened) {
+    const JOBS: u64 = 48;
+    let Opened { client, clock, .. } = opened;
+    enqueue(&client, JOBS).await;
+    let calls: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(vec![0; JOBS as usize]));
+    let handler = {
+        let calls = Arc::clone(&calls);
+        move |job: Job| {
+            let call = {
+                let mut calls = calls.lock().unwrap();
+                calls[job.id.0 as usize] += 1;
+                calls[job.id.0 as usize]
+            };
+            async move {
+                let long = if job.id.0 < 8 { 3 * TTL.as_us() } else { 5_000 };
+                tokio::time::sleep(Duration::from_micros(long)).await;
+                Ok(output_bytes(job.id, call))
+            }
+        }
+    };
+    let counting = Counting { inner: client.clone(), largest: Arc::default() };
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(counting.clone()));
+    let limit = Duration::from_secs(30);
+    let options = WorkerOptions { batch: 8, ..WorkerOptions::new(slots(8), worker_config()) };
+    let work = runtime.work(options, handler, all_ended(&client, JOBS, limit));
+    let reclaim = runtime.reclaim(reclaimer(), all_ended(&client, JOBS, limit));
+    let (worked, reclaimed) = future::join(work, reclaim).await;
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    assert_eq!((worked.handled, worked.completed, reclaimed.fenced), (JOBS, JOBS, 0), "{worked:?} {reclaimed:?}");
+    assert!(calls.lock().unwrap().iter().all(|&n| n == 1), "each handler ran once: {:?}", calls.lock().unwrap());
+    for (job, (state, _)) in states(&client, JOBS).await.iter().enumerate() {
+        let output = output_id(&output_bytes(JobId(job as u64), 1));
+        assert_eq!(completed_with(state), Some(output), "job {job}: {state:?}");
+    }
+    let log = client.call(|store, _| store.events()).await.unwrap();
+    let applied = log.iter().filter(|line| line.contains(r#""kind":"effect_applied""#)).count();
+    assert_eq!(applied, JOBS as usize, "one effect per job");
+    let largest = counting.largest.lock().unwrap().clone();
+    for kind in ["acquire", "renew", "record", "complete"] {
+        assert!(largest.get(kind).is_some_and(|&n| n > 1), "{kind}s went out in batches: {largest:?}");
+    }
+    assert_eq!(client.errors().count, 0, "{:?}", client.errors());
+    judge(&client).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_batched_fleet_runs_every_job_once() {
+    batched_fleet_runs_every_job_once(sqlite("batched").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_a_batched_fleet_runs_every_job_once() {
+    if let Some(opened) = postgres("batched").await {
+        batched_fleet_runs_every_job_once(opened).await;
+    }
+}
+
 #[tokio::test]
 async fn sqlite_a_failed_handler_is_requeued_and_says_why() {
     failed_handler_is_requeued_and_says_why(sqlite("failed").await.unwrap()).await;

@@ -6,7 +6,7 @@ mod common;
 use common::{drive, reclaimer_config, runtime, worker_config, ManualClock, MemoryClient};
 use futures::channel::oneshot;
 use futures::future::{self, BoxFuture, FutureExt};
-use lease_core::{Epoch, JobId, JobState, OpId, Outcome, OutputId, ReclaimerId, Span, Time, WorkerId};
+use lease_core::{Epoch, JobId, JobState, OpId, Outcome, OutputId, ReclaimerId, Span, Time, WorkerId, WorkerRequest};
 use lease_history::{Event, Node};
 use lease_runtime::{
     output_id, Cancel, Clock, Hook, Job, OptionsError, Output, Point, ReclaimerOptions, WorkerOptions,
@@ -783,4 +783,110 @@ fn an_effect_starts_only_once_its_executing_line_is_written() {
     assert_eq!(*lines_at_call.lock().unwrap(), [1], "after its one written executing line");
     let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
     assert_eq!(terminal.outcome, Outcome::Completed { output: output_id(&output_bytes(JobId(0), 1)) });
+}
+
+/// The requests of each batch the client saw, by kind: (acquires, renewals, completions), the
+/// largest batch of each.
+fn largest_batches(client: &MemoryClient) -> (usize, usize, usize) {
+    client.seen(|seen| {
+        let mut largest = (0, 0, 0);
+        for batch in &seen.batches {
+            let kind = std::mem::discriminant(&batch[0]);
+            assert!(batch.iter().all(|r| std::mem::discriminant(r) == kind), "one kind per batch: {batch:?}");
+            assert!(batch.len() >= 2 && batch.len() <= 8, "a batch is 2 to `batch` requests: {batch:?}");
+            let slot = match batch[0] {
+                WorkerRequest::Acquire => &mut largest.0,
+                WorkerRequest::Renew { .. } => &mut largest.1,
+                WorkerRequest::Complete { .. } => &mut largest.2,
+                _ => continue,
+            };
+            *slot = (*slot).max(batch.len());
+        }
+        largest
+    })
+}
+
+// Proves the batched loop: eight slots, batches of eight, sixteen jobs whose handlers each take
+// three lease ttls. The slots' acquires at one turn go out as one call, the heartbeats of the
+// leases granted together as one call, their completions as one call; every job is handled and
+// completed once, its output recorded once under epoch 1, and nothing is abandoned. Fails if the
+// runtime sends batched requests one by one, mixes kinds in a batch, or hands a batch's answers
+// to the wrong machines (a grant to a slot that did not ask, a renewal answer to another lease).
+#[test]
+fn batched_slots_acquire_renew_and_complete_in_one_call_each() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(16);
+    let handler = {
+        let clock = clock.clone();
+        move |job: Job| {
+            let clock = clock.clone();
+            async move {
+                clock.sleep_until(clock.now() + Span::from_secs(3)).await;
+                Ok(output_bytes(job.id, 1))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let options = WorkerOptions { batch: 8, ..WorkerOptions::new(slots(8), worker_config()) };
+    let worked = drive(&clock, runtime.work(options, handler, client.all_ended(16))).unwrap();
+    assert_eq!((worked.handled, worked.completed, worked.abandoned), (16, 16, 0), "{worked:?}");
+    assert_eq!(largest_batches(&client), (8, 8, 8), "acquires, renewals and completions of eight at once");
+    let records = client.seen(|seen| seen.records.clone());
+    assert_eq!(records.len(), 16, "one record per job: {records:?}");
+    for job in 0..16 {
+        let output = output_id(&output_bytes(JobId(job), 1));
+        let terminal = client.table(|table| *table.terminal(JobId(job)).unwrap());
+        assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output }, Epoch(1)), "job {job}");
+    }
+    assert!(clock.now() < Time(7_000_000), "two rounds of eight, not sixteen in turn: {}", clock.now());
+}
+
+// Proves each lease of a batched renewal is judged alone: four slots, batches of four, four
+// jobs whose handlers take three ttls. At 500 ms another process requeues job 0's lease (epoch
+// 1) beside the runtime, so the next batched renewal names one lease the slot no longer holds:
+// that renewal alone is refused, its slot abandons the lease and cancels its handler (nothing is
+// recorded under epoch 1), and the three other leases are renewed in the same call and complete
+// under epoch 1. Job 0 is granted again (epoch 2) and completes once. Fails if a refusal in a
+// batch is applied to its neighbours, or if the stale slot goes on under the lost lease.
+#[test]
+fn a_renewal_batch_refuses_a_lease_taken_meanwhile_alone() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(4);
+    let handler = {
+        let clock = clock.clone();
+        move |job: Job| {
+            let clock = clock.clone();
+            async move {
+                clock.sleep_until(clock.now() + Span::from_secs(3)).await;
+                Ok(output_bytes(job.id, job.epoch.0))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let options = WorkerOptions { batch: 4, ..WorkerOptions::new(slots(4), worker_config()) };
+    let taken = {
+        let (clock, client) = (clock.clone(), client.clone());
+        async move {
+            clock.sleep_until(Time(500_000)).await;
+            let requeued = client.table_mut(|table, now| table.requeue(now, JobId(0), Epoch(1)).unwrap());
+            assert!(matches!(requeued, lease_core::Requeue::Requeued { .. }), "{requeued:?}");
+        }
+    };
+    let (worked, ()) = drive(&clock, future::join(runtime.work(options, handler, client.all_ended(4)), taken));
+    let worked = worked.unwrap();
+    assert_eq!((worked.abandoned, worked.cancelled), (1, 1), "job 0's first lease alone: {worked:?}");
+    assert_eq!((worked.handled, worked.completed), (5, 4), "{worked:?}");
+    let stale = WorkerRequest::Renew { job: JobId(0), epoch: Epoch(1) };
+    let mixed = client.seen(|seen| seen.batches.iter().any(|batch| batch.len() == 4 && batch.contains(&stale)));
+    assert!(mixed, "a renewal batch named the lease taken meanwhile beside three held ones");
+    let records = client.seen(|seen| seen.records.iter().map(|r| (r.0.job, r.1)).collect::<Vec<_>>());
+    assert!(!records.contains(&(JobId(0), Epoch(1))), "nothing recorded under the lost lease: {records:?}");
+    for job in 0..4 {
+        let epoch = if job == 0 { Epoch(2) } else { Epoch(1) };
+        let output = output_id(&output_bytes(JobId(job), epoch.0));
+        let terminal = client.table(|table| *table.terminal(JobId(job)).unwrap());
+        assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output }, epoch), "job {job}");
+    }
 }

@@ -86,7 +86,7 @@ pub use caller::Caller;
 pub use host::{open, HostClock};
 pub use memory::MemoryStore;
 pub use place::{Place, StoreKind};
-pub use serve::{life_request, serve_reclaimer, serve_worker, Served, LIFE_SHIFT};
+pub use serve::{life_request, serve_reclaimer, serve_worker, serve_worker_batch, Served, LIFE_SHIFT};
 pub use sqlite::SqliteStore;
 /// The PostgreSQL client [`enqueue_in`] takes a transaction of: use this very version.
 pub use tokio_postgres;
@@ -94,7 +94,7 @@ pub use tokio_postgres;
 use lease_core::{
     Acquired, Apply, Completion, ConfigError, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, Lease, Lookup, OpId,
     OpRecord, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, TableConfig, TableError, Time,
-    WorkerId,
+    WorkerId, WorkerReply, WorkerRequest,
 };
 
 /// What can go wrong in a store, apart from the protocol's own outcomes (which are answers).
@@ -149,6 +149,11 @@ pub enum StoreError {
     /// A row that no statement of this crate writes.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// A runtime's batch of worker requests ([`TableStore::serve_batch`]) that no single
+    /// transaction may serve: mixed kinds, a kind a batch does not take, or one worker twice in
+    /// an acquire batch. Nothing was written.
+    #[error("a batch of worker requests {0}: nothing was served")]
+    Batch(String),
     /// A payload longer than [`PAYLOAD_MAX`]: the job is not enqueued.
     #[error("job {job}'s payload is {len} bytes, more than the {max} a job carries: not enqueued")]
     PayloadTooLarge {
@@ -349,6 +354,54 @@ fn postgres_message(error: &tokio_postgres::Error) -> String {
     }
 }
 
+/// One worker request of a batch ([`TableStore::serve_batch`]): the worker, the request's id
+/// (its life's: [`crate::life_request`]) and the request.
+pub type WorkerCall = (WorkerId, RequestId, WorkerRequest);
+
+/// The kind of every request of a runtime's batch, if they are of one kind that a batch takes;
+/// checked before anything is served.
+pub(crate) fn batch_kind(calls: &[WorkerCall]) -> Result<BatchKind, StoreError> {
+    let kind = |request: &WorkerRequest| match request {
+        WorkerRequest::Acquire => Some(BatchKind::Acquire),
+        WorkerRequest::Renew { .. } => Some(BatchKind::Renew),
+        WorkerRequest::Lookup { .. } => Some(BatchKind::Lookup),
+        WorkerRequest::Complete { .. } => Some(BatchKind::Complete),
+        WorkerRequest::Requeue { .. } => Some(BatchKind::Requeue),
+        _ => None,
+    };
+    let Some(first) = calls.first() else { return Err(StoreError::Batch("is empty".to_string())) };
+    let Some(first_kind) = kind(&first.2) else {
+        return Err(StoreError::Batch(format!(
+            "holds a {:?}: a batch takes acquire, renew, lookup, complete or requeue",
+            first.2
+        )));
+    };
+    if let Some(other) = calls.iter().find(|call| kind(&call.2) != Some(first_kind)) {
+        return Err(StoreError::Batch(format!("mixes {:?} with {:?}: a batch is of one kind", first.2, other.2)));
+    }
+    if first_kind == BatchKind::Acquire {
+        let mut workers: Vec<WorkerId> = calls.iter().map(|call| call.0).collect();
+        workers.sort_unstable();
+        if let Some(pair) = workers.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(StoreError::Batch(format!(
+                "names {} twice in one acquire: the table answers a worker's retried acquire by its last grant",
+                pair[0]
+            )));
+        }
+    }
+    Ok(first_kind)
+}
+
+/// The kinds of request a runtime's batch takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchKind {
+    Acquire,
+    Renew,
+    Lookup,
+    Complete,
+    Requeue,
+}
+
 /// The lease table's seam: the calls of [`lease_core::LeaseTable`], on any store.
 pub trait TableStore {
     /// The table's limits.
@@ -394,6 +447,17 @@ pub trait TableStore {
     fn requeue_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Requeue>, StoreError>;
     /// Releases 1 to `batch_max` grants in one transaction, each on its own epoch.
     fn release_batch(&mut self, now: Time, leases: &[(JobId, Epoch)]) -> Result<Vec<Release>, StoreError>;
+    /// Serves 1 to `batch_max` worker requests of one kind (`acquire`, `renew`, `lookup`,
+    /// `complete` or `requeue`), from one or many workers, in one transaction: each as
+    /// [`crate::serve_worker`] serves it alone, in the order given, each decided on its own record
+    /// after the writes of those before it, its line naming its own worker. This is a runtime's
+    /// batch: the requests its slots made at one turn, coalesced ([`crate::serve_worker_batch`]).
+    /// An acquire is answered by its request id, as [`TableStore::acquire_for`]; an acquire
+    /// batch names each worker once. Mixed kinds, another kind, one worker twice in an acquire
+    /// batch ([`StoreError::Batch`]), a size out of bounds or an unknown job refuse the whole
+    /// batch, with nothing written. Never all-or-nothing otherwise: a stale epoch is refused
+    /// alone.
+    fn serve_batch(&mut self, now: Time, calls: &[WorkerCall]) -> Result<Vec<WorkerReply>, StoreError>;
     /// Leases expired by the table's clock, earliest first, at most `batch_max`.
     fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError>;
     /// Fences an expired lease by compare-and-set on its epoch.
@@ -497,6 +561,10 @@ pub trait LedgerStore {
     fn lookup_batch(&mut self, now: Time, ops: &[(OpId, Epoch)]) -> Result<Vec<Lookup>, StoreError>;
     /// Records 1 to `batch_max` outputs in one transaction, each judged on its own operation.
     fn apply_batch(&mut self, now: Time, outputs: &[(OpId, Epoch, OutputId)]) -> Result<Vec<Apply>, StoreError>;
+    /// Records 1 to `batch_max` outputs in one transaction, each judged on its own operation and
+    /// its line naming the worker that records it (a runtime's slots' records, coalesced): as
+    /// that many calls of [`LedgerStore::apply`], each after naming its worker.
+    fn apply_as(&mut self, now: Time, outputs: &[(WorkerId, OpId, Epoch, OutputId)]) -> Result<Vec<Apply>, StoreError>;
     /// Everything kept about an operation (for checks and tests).
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError>;
 }

@@ -6,7 +6,7 @@ use crate::{Figures, LedgerStore, Stamp, StoreError, TableStore};
 use lease_core::{
     Acquired, Apply, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, JobState,
     Lease, LeaseTable, Lookup, OpId, OpRecord, Outcome, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId,
-    Requeue, TableConfig, Time, WorkerId,
+    Requeue, TableConfig, Time, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_history::{answers, Event, Node};
 
@@ -175,6 +175,31 @@ impl TableStore for MemoryStore {
         Ok(answers)
     }
 
+    fn serve_batch(&mut self, now: Time, calls: &[crate::WorkerCall]) -> Result<Vec<WorkerReply>, StoreError> {
+        // Every check first, as a SQL store's rollback would leave nothing written.
+        crate::sql_store::check_batch(*self.table.config(), calls.len())?;
+        crate::batch_kind(calls)?;
+        for &(_, _, request) in calls {
+            if let WorkerRequest::Renew { job, .. }
+            | WorkerRequest::Complete { job, .. }
+            | WorkerRequest::Requeue { job, .. } = request
+            {
+                if self.table.epoch(job).is_none() {
+                    return Err(lease_core::TableError::UnknownJob(job).into());
+                }
+            }
+        }
+        let kept = self.caller;
+        let mut replies = Vec::with_capacity(calls.len());
+        for &(worker, id, request) in calls {
+            self.caller = Caller { from: Some(lease_core::Owner::Worker(worker)), batch: None };
+            let served = crate::serve_worker(self, now, worker, id, request);
+            self.caller = kept;
+            replies.push(served?.reply);
+        }
+        Ok(replies)
+    }
+
     fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
         let leases = self.table.expired(now, as_of)?;
         self.log(now, answers::listed(&self.caller.asker(), &leases));
@@ -276,6 +301,18 @@ impl LedgerStore for MemoryStore {
         let answer = self.ledger.lookup(op, epoch);
         self.log(now, answers::lookup(&self.caller.asker(), op, epoch, &answer));
         Ok(answer)
+    }
+
+    fn apply_as(&mut self, now: Time, outputs: &[(WorkerId, OpId, Epoch, OutputId)]) -> Result<Vec<Apply>, StoreError> {
+        crate::sql_store::check_batch(*self.table.config(), outputs.len())?;
+        let kept = self.caller;
+        let mut answers = Vec::with_capacity(outputs.len());
+        for &(worker, op, epoch, output) in outputs {
+            self.caller = Caller { from: Some(lease_core::Owner::Worker(worker)), batch: None };
+            answers.push(self.apply(now, op, epoch, output));
+        }
+        self.caller = kept;
+        answers.into_iter().collect()
     }
 
     fn apply(&mut self, now: Time, op: OpId, epoch: Epoch, output: OutputId) -> Result<Apply, StoreError> {

@@ -170,7 +170,7 @@ impl PostgresStore {
         let lock = match &scope {
             _ if whole => schema::LOCK_LOG,
             Scope::Set => schema::LOCK_LOG,
-            Scope::Queue(_) | Scope::Heads(_) => schema::LOCK_QUEUE,
+            Scope::Queue(_) | Scope::Heads(_) | Scope::Askers(_) => schema::LOCK_QUEUE,
             Scope::Jobs(_) | Scope::Ops(_) => schema::LOCK_BATCH,
             Scope::Job(_) | Scope::Op(_) | Scope::Line => schema::LOCK_LOG_SHARED,
         };
@@ -229,6 +229,29 @@ impl PostgresStore {
                 let limit = i64::try_from(want).unwrap_or(i64::MAX);
                 let rows = client.query(self.locked(schema::SELECT_HEADS), &[&limit]).await?;
                 prefetched.heads = Some(rows.iter().map(job_row).collect::<Result<_, _>>()?);
+            }
+            Scope::Askers(ref workers) => {
+                let ids: Vec<i64> = workers.iter().map(|worker| i64::from(worker.0)).collect();
+                let limit = i64::try_from(workers.len()).unwrap_or(i64::MAX);
+                let params: Vec<[&(dyn ToSql + Sync); 1]> = ids.iter().map(|id| [id as _]).collect();
+                let (grants, granted, heads) = try_join3(
+                    try_join_all(
+                        params.iter().map(|param| client.query_opt(self.statement(schema::SELECT_GRANT), param)),
+                    ),
+                    try_join_all(
+                        params.iter().map(|param| client.query_opt(self.locked(schema::SELECT_GRANTED_JOB), param)),
+                    ),
+                    client.query(self.locked(schema::SELECT_HEADS), &[&limit]),
+                )
+                .await?;
+                for (&worker, grant) in workers.iter().zip(grants) {
+                    prefetched.grants.push((worker, grant.as_ref().map(last_grant)));
+                }
+                for row in granted.into_iter().flatten() {
+                    let row = job_row(&row)?;
+                    prefetched.jobs.push((JobId(row.job as u64), Some(row)));
+                }
+                prefetched.heads = Some(heads.iter().map(job_row).collect::<Result<_, _>>()?);
             }
             Scope::Op(op) => prefetched.ops.push((op, self.prefetch_op(op).await?)),
             // Sent together, answered in order: the rows are locked in job order.
@@ -304,6 +327,8 @@ struct Prefetched {
     ops: Vec<(OpId, OpRecord)>,
     /// The worker's last grant by request, for an acquire.
     grant: Option<Option<LastGrant>>,
+    /// Each worker's last grant by request, for a runtime's batched acquire.
+    grants: Vec<(WorkerId, Option<LastGrant>)>,
     /// The queue's head, for an acquire.
     head: Option<Option<Row>>,
     /// The queue's first jobs, in order, for a batched acquire.
@@ -501,6 +526,9 @@ impl Tx for PgTx<'_> {
     fn last_grant(&mut self, worker: WorkerId) -> Result<Option<LastGrant>, StoreError> {
         if let Some(grant) = self.prefetched.grant.take() {
             return Ok(grant);
+        }
+        if let Some(at) = self.prefetched.grants.iter().position(|(asker, _)| *asker == worker) {
+            return Ok(self.prefetched.grants.swap_remove(at).1);
         }
         self.read("a worker's last grant");
         Ok(self.store.query(schema::SELECT_GRANT, &[&i64::from(worker.0)])?.first().map(last_grant))

@@ -91,6 +91,18 @@ pub fn serve_worker(
     Ok(served)
 }
 
+/// Serves a runtime's batch of worker requests of one kind, each numbered by its life
+/// ([`life_request`]), in one transaction on `store` at the table's time `now`: each answered as
+/// [`serve_worker`] answers it alone, its line naming its own worker
+/// ([`crate::TableStore::serve_batch`]).
+pub fn serve_worker_batch(
+    store: &mut dyn Store,
+    now: Time,
+    calls: &[crate::WorkerCall],
+) -> Result<Vec<WorkerReply>, StoreError> {
+    store.serve_batch(now, calls)
+}
+
 /// Serves reclaimer `reclaimer`'s request on `store` at the table's time `now`, naming the
 /// reclaimer and the request's batch on the store's lines. The request's `as_of` is passed as it
 /// is: a caller whose reclaimers keep other clocks puts it on the table's scale first.

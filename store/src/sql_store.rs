@@ -10,7 +10,8 @@ use crate::sql::{Op, Row, Tx};
 use crate::{Caller, Clock, Figures, LedgerStore, Pruned, Stamp, StoreError, TableStore};
 use lease_core::{
     Acquired, Apply, Completion, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, Lease, Lookup, OpId, OpRecord,
-    OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time, WorkerId,
+    OutputId, Owner, Quarantine, ReclaimerId, Release, Renewal, RequestId, Requeue, Rules, TableConfig, Time, WorkerId,
+    WorkerReply, WorkerRequest,
 };
 
 /// What an operation decides over: the rows a store that locks rows (PostgreSQL) locks before it
@@ -26,6 +27,10 @@ pub(crate) enum Scope {
     /// A batched acquire of up to this many jobs: the queue's lock ([`crate::schema::LOCK_QUEUE`]),
     /// then that many of the queue's first rows, in one statement.
     Heads(usize),
+    /// A runtime's batched acquire for these workers (distinct): the queue's lock, then each
+    /// worker's last grant and the row of the job it was last granted, and as many of the
+    /// queue's first rows as there are workers, together.
+    Askers(Vec<WorkerId>),
     /// One job's row.
     Job(JobId),
     /// One operation's ledger row.
@@ -199,6 +204,54 @@ impl<S: SqlStore> TableStore for S {
         })
     }
 
+    // A runtime's batch: one kind, each call by its single call's Op under its own worker's name.
+    // Over distinct rows, those rows are locked together up front and written at the commit;
+    // else (a row named twice, or a requeue, which places its job in the queue) under the
+    // whole lock, each call after the writes of those before it.
+    fn serve_batch(&mut self, now: Time, calls: &[crate::WorkerCall]) -> Result<Vec<WorkerReply>, StoreError> {
+        check_batch(self.session().rules.config, calls.len())?;
+        let kind = crate::batch_kind(calls)?;
+        let jobs = || {
+            calls.iter().filter_map(|&(_, _, request)| match request {
+                WorkerRequest::Renew { job, .. } | WorkerRequest::Complete { job, .. } => Some(job),
+                _ => None,
+            })
+        };
+        let (scope, flush) = match kind {
+            crate::BatchKind::Acquire => (Scope::Askers(calls.iter().map(|&(worker, _, _)| worker).collect()), false),
+            crate::BatchKind::Renew | crate::BatchKind::Complete => batch_scope(jobs(), Scope::Jobs),
+            crate::BatchKind::Lookup => {
+                let ops = calls.iter().filter_map(|&(_, _, request)| match request {
+                    WorkerRequest::Lookup { op, .. } => Some(op),
+                    _ => None,
+                });
+                batch_scope(ops, Scope::Ops)
+            }
+            crate::BatchKind::Requeue => (Scope::Set, true),
+        };
+        let callers: Vec<Caller> =
+            calls.iter().map(|&(worker, _, _)| Caller { from: Some(Owner::Worker(worker)), batch: None }).collect();
+        let advances = kind != crate::BatchKind::Lookup;
+        self.run(now, advances, scope, |op, tx| {
+            let mut replies = Vec::with_capacity(calls.len());
+            for (&(worker, id, request), caller) in calls.iter().zip(&callers) {
+                flushed(tx, flush)?;
+                let op = Op { caller, ..*op };
+                replies.push(match request {
+                    WorkerRequest::Acquire => WorkerReply::Acquired(op.acquire(tx, worker, Some(id))?),
+                    WorkerRequest::Renew { job, epoch } => WorkerReply::Renewed(op.renew(tx, job, epoch)?),
+                    WorkerRequest::Lookup { op: which, epoch } => WorkerReply::Looked(op.lookup(tx, which, epoch)?),
+                    WorkerRequest::Complete { job, epoch, output } => {
+                        WorkerReply::Completed(op.complete(tx, job, epoch, output)?)
+                    }
+                    WorkerRequest::Requeue { job, epoch } => WorkerReply::Requeued(op.requeue(tx, job, epoch)?),
+                    _ => unreachable!("batch_kind admits no other request"),
+                });
+            }
+            Ok(replies)
+        })
+    }
+
     fn expired(&mut self, now: Time, as_of: Time) -> Result<Vec<Lease>, StoreError> {
         self.run(now, true, Scope::Set, |op, tx| op.expired(tx, as_of))
     }
@@ -292,6 +345,21 @@ impl<S: SqlStore> LedgerStore for S {
                 .iter()
                 .map(|&(op, epoch, output)| flushed(tx, flush).and_then(|()| o.apply(tx, op, epoch, output)))
                 .collect()
+        })
+    }
+
+    fn apply_as(&mut self, now: Time, outputs: &[(WorkerId, OpId, Epoch, OutputId)]) -> Result<Vec<Apply>, StoreError> {
+        check_batch(self.session().rules.config, outputs.len())?;
+        let (scope, flush) = batch_scope(outputs.iter().map(|&(_, op, _, _)| op), Scope::Ops);
+        let callers: Vec<Caller> =
+            outputs.iter().map(|&(worker, ..)| Caller { from: Some(Owner::Worker(worker)), batch: None }).collect();
+        self.run(now, false, scope, |o, tx| {
+            let each = outputs.iter().zip(&callers);
+            each.map(|(&(_, op, epoch, output), caller)| {
+                flushed(tx, flush)?;
+                Op { caller, ..*o }.apply(tx, op, epoch, output)
+            })
+            .collect()
         })
     }
 

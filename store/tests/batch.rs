@@ -11,7 +11,8 @@ mod common;
 use common::pg;
 use common::TempFile;
 use lease_core::{
-    Acquired, Bugs, Enqueued, Epoch, JobId, OpId, OutputId, Span, TableConfig, TableError, Time, WorkerId,
+    Acquired, Bugs, Enqueued, Epoch, JobId, OpId, OutputId, RequestId, Span, TableConfig, TableError, Time, WorkerId,
+    WorkerRequest,
 };
 use lease_store::{LedgerStore, MemoryStore, SqliteStore, Store, StoreError, TableStore};
 use proptest::prelude::*;
@@ -27,13 +28,21 @@ fn config() -> TableConfig {
 /// behind: a stale holder's).
 #[derive(Debug, Clone)]
 enum Call {
-    Acquire { owner: u32, want: usize },
+    Acquire {
+        owner: u32,
+        want: usize,
+    },
     Renew(Vec<(u64, u64)>),
     Complete(Vec<(u64, u64, u64)>),
     Requeue(Vec<(u64, u64)>),
     Release(Vec<(u64, u64)>),
     Lookup(Vec<(u64, u64)>),
     Apply(Vec<(u64, u64, u64)>),
+    /// A runtime's batch ([`TableStore::serve_batch`]): one kind (0 acquire, 1 renew, 2 lookup,
+    /// 3 complete, 4 requeue; 5: records under each worker's name, `apply_as`), each item `(worker, job, behind, request or output)`; an acquire
+    /// names each worker once (later ones are dropped), and a small request id repeats, so that
+    /// a retried acquire finds its standing grant.
+    Serve(u8, Vec<(u32, u64, u64, u64)>),
 }
 
 fn named() -> impl Strategy<Value = Vec<(u64, u64)>> {
@@ -53,6 +62,8 @@ fn calls() -> impl Strategy<Value = Vec<(u64, Call)>> {
         1 => named().prop_map(Call::Release),
         1 => named().prop_map(Call::Lookup),
         2 => named_out().prop_map(Call::Apply),
+        4 => (0..6u8, proptest::collection::vec((1..5u32, 0..JOBS, 0..2u64, 0..3u64), 1..=4))
+            .prop_map(|(kind, items)| Call::Serve(kind, items)),
     ];
     proptest::collection::vec((0..60u64, call), 1..30)
 }
@@ -68,6 +79,9 @@ fn op(job: u64) -> OpId {
 
 /// The call's answers, batched or one by one, as text.
 fn run(store: &mut dyn Store, now: Time, call: &Call, batched: bool) -> String {
+    // serve_worker names its worker for the calls after it too; a runtime's batch leaves the
+    // caller as it was. Every call here starts unnamed.
+    store.set_caller(lease_store::Caller::default());
     macro_rules! each {
         ($items:expr, $batch:ident, $single:ident, |$s:ident, $item:pat_param| $call:expr) => {{
             if batched {
@@ -119,6 +133,46 @@ fn run(store: &mut dyn Store, now: Time, call: &Call, batched: bool) -> String {
         Call::Lookup(n) => {
             let items: Vec<_> = n.iter().map(|&(j, b)| (op(j), epoch(store, j, b))).collect();
             each!(items, lookup_batch, lookup, |s, (o, e)| s.lookup(now, o, e).unwrap())
+        }
+        Call::Serve(5, items) => {
+            let outputs: Vec<_> =
+                items.iter().map(|&(w, j, b, x)| (WorkerId(w), op(j), epoch(store, j, b), OutputId(x))).collect();
+            if batched {
+                return format!("{:?}", store.apply_as(now, &outputs).unwrap());
+            }
+            let answers: Vec<_> = outputs
+                .iter()
+                .map(|&(w, o, e, x)| {
+                    store.set_caller(lease_store::Caller { from: Some(lease_core::Owner::Worker(w)), batch: None });
+                    store.apply(now, o, e, x).unwrap()
+                })
+                .collect();
+            format!("{answers:?}")
+        }
+        Call::Serve(kind, items) => {
+            let mut seen = Vec::new();
+            let mut calls = Vec::new();
+            for &(w, j, b, x) in items {
+                let (job, e) = (JobId(j), epoch(store, j, b));
+                let request = match kind {
+                    0 if seen.contains(&w) => continue,
+                    0 => WorkerRequest::Acquire,
+                    1 => WorkerRequest::Renew { job, epoch: e },
+                    2 => WorkerRequest::Lookup { op: op(j), epoch: e },
+                    3 => WorkerRequest::Complete { job, epoch: e, output: OutputId(x) },
+                    _ => WorkerRequest::Requeue { job, epoch: e },
+                };
+                seen.push(w);
+                calls.push((WorkerId(w), RequestId(x), request));
+            }
+            if batched {
+                return format!("{:?}", store.serve_batch(now, &calls).unwrap());
+            }
+            let answers: Vec<_> = calls
+                .iter()
+                .map(|&(w, id, request)| lease_store::serve_worker(&mut *store, now, w, id, request).unwrap().reply)
+                .collect();
+            format!("{answers:?}")
         }
         Call::Apply(n) => {
             let items: Vec<_> = n.iter().map(|&(j, b, x)| (op(j), epoch(store, j, b), OutputId(x))).collect();
@@ -207,6 +261,26 @@ fn a_misused_batch_writes_nothing(store: &mut dyn Store) {
     }
     let ops: Vec<_> = (0..5).map(|j| (op(j), Epoch(1))).collect();
     assert!(matches!(store.lookup_batch(Time(2), &ops), Err(StoreError::Table(TableError::BatchSize { .. }))));
+    // A runtime's batch: an unknown job after a known one, mixed kinds, one worker twice in an
+    // acquire, a kind no batch takes, no request, too many.
+    let (job, epoch) = (grants[0].lease.job, grants[0].lease.epoch);
+    let renew = |job| (WorkerId(1), RequestId(9), WorkerRequest::Renew { job, epoch });
+    let acquire = |w| (WorkerId(w), RequestId(9), WorkerRequest::Acquire);
+    let unknown = store.serve_batch(Time(2), &[renew(job), renew(JobId(99))]).unwrap_err();
+    assert!(matches!(unknown, StoreError::Table(TableError::UnknownJob(JobId(99)))), "{unknown}");
+    for misused in [
+        vec![renew(job), acquire(2)],
+        vec![acquire(2), acquire(3), acquire(2)],
+        vec![(WorkerId(1), RequestId(9), WorkerRequest::Release { job, epoch })],
+    ] {
+        let error = store.serve_batch(Time(2), &misused).unwrap_err();
+        assert!(matches!(error, StoreError::Batch(_)), "{misused:?}: {error}");
+    }
+    let error = store.serve_batch(Time(2), &[]).unwrap_err();
+    assert!(matches!(error, StoreError::Table(TableError::BatchSize { .. }) | StoreError::Batch(_)), "{error}");
+    let five: Vec<_> = (2..7).map(acquire).collect();
+    let error = store.serve_batch(Time(2), &five).unwrap_err();
+    assert!(matches!(error, StoreError::Table(TableError::BatchSize { max: 4, .. })), "{error}");
     assert_eq!(rows(store), before, "no row changed");
     assert_eq!(store.events().unwrap(), lines, "no line written");
 }

@@ -136,6 +136,8 @@ pub struct Seen {
     pub renewed: u64,
     /// The runtime's own lines.
     pub lines: Vec<(Node, Event)>,
+    /// Every batch of worker requests ([`Client::worker_batch`]): its requests, in order.
+    pub batches: Vec<Vec<WorkerRequest>>,
 }
 
 struct State {
@@ -317,6 +319,15 @@ impl Client for MemoryClient {
             arrives.await;
             answer
         })
+    }
+
+    fn worker_batch(
+        &self,
+        calls: Vec<(WorkerId, RequestId, WorkerRequest)>,
+    ) -> BoxFuture<'static, Vec<Option<WorkerReply>>> {
+        self.state().seen.batches.push(calls.iter().map(|&(_, _, request)| request).collect());
+        let answers: Vec<_> = calls.into_iter().map(|(worker, id, request)| self.worker(worker, id, request)).collect();
+        Box::pin(future::join_all(answers))
     }
 
     fn record(&self, _worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>> {
