@@ -2,7 +2,7 @@
 //! Each is a small object-safe trait whose calls return a [`BoxFuture`], so that a service puts
 //! tokio and a store behind them and the simulator puts madsim's clock and network.
 
-use futures::future::{self, BoxFuture};
+use futures::future::{self, BoxFuture, FutureExt};
 use lease_core::{
     Apply, Epoch, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId, RequestId, Time, WorkerId,
     WorkerReply, WorkerRequest,
@@ -87,6 +87,15 @@ pub trait Client: Send + Sync {
     /// writes nothing, and says it did.
     fn line(&self, _node: Node, _event: Event) -> BoxFuture<'static, bool> {
         Box::pin(future::ready(true))
+    }
+
+    /// Writes many lines of the runtime's own, made at one turn of the loop (the `executing`
+    /// lines of the effects its slots start together), as [`Client::line`] writes each: whether
+    /// every one is known written. A store writes them in one transaction
+    /// (`TableStore::append_all`); the default writes each alone, all at once.
+    fn lines(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, bool> {
+        let written: Vec<_> = lines.into_iter().map(|(node, event)| self.line(node, event)).collect();
+        Box::pin(future::join_all(written).map(|written| written.into_iter().all(|written| written)))
     }
 }
 

@@ -485,6 +485,20 @@ impl Client for StoreClient {
         });
         Box::pin(async move { written.await.is_some() })
     }
+
+    fn lines(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, bool> {
+        let written = self.answer(move |store, now| {
+            let mut lines = Some(lines);
+            let mut texts = |stamp: Time| {
+                let lines = lines.take().unwrap_or_default();
+                let text =
+                    |(node, event): (Node, Event)| (node.to_string(), Entry { t_us: stamp.0, node, event }.to_json());
+                lines.into_iter().map(text).collect()
+            };
+            store.append_all(now, &mut texts)
+        });
+        Box::pin(async move { written.await.is_some() })
+    }
 }
 
 impl StoreClient {

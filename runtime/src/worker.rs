@@ -278,6 +278,8 @@ struct Run<H> {
     queued: Vec<(usize, RequestId, WorkerRequest)>,
     /// Outputs to record, queued so (slot, execute, output).
     queued_records: Vec<(usize, RequestId, OutputId)>,
+    /// Effects decided at this turn, to start once their `executing` lines are written together.
+    queued_effects: Vec<(usize, RequestId, OpId, Epoch)>,
 }
 
 impl Runtime {
@@ -322,6 +324,7 @@ impl Runtime {
                 timer: None,
                 queued: Vec::new(),
                 queued_records: Vec::new(),
+                queued_effects: Vec::new(),
             };
             run.main(shutdown.boxed().fuse()).await;
             Ok(run.tally)
@@ -346,6 +349,7 @@ impl<H: Handler> Run<H> {
         loop {
             self.take_time();
             self.drain().await;
+            self.start_queued().await;
             self.flush();
             if self.due() {
                 continue; // A point stalled the drain: the machines take the time again first.
@@ -605,32 +609,83 @@ impl<H: Handler> Run<H> {
 
     /// The machine's `Execute` `id`: the handler, once (see the module doc).
     async fn execute(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch) {
+        if !self.decide(slot, id, op, epoch) {
+            return;
+        }
+        if self.options.batch > 1 {
+            // Its line goes with the others of this turn's ([`Run::start_queued`]).
+            self.queued_effects.push((slot, id, op, epoch));
+            return;
+        }
+        let node = Node::Worker(self.slots[slot].id.0);
+        if !self.client().line(node, Event::Executing { job: op.job, op, epoch }).await {
+            return self.unwritten(slot, id);
+        }
+        self.start(slot, id, op, epoch).await;
+    }
+
+    /// Whether the machine's `Execute` `id` starts an effect: not a copy of one under way (a
+    /// copy records a finished effect's output again), and the lease still acted on once the
+    /// machine takes the time. From here the lease is never released at shutdown: the
+    /// `executing` line about to be written may commit even when its answer is lost.
+    fn decide(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch) -> bool {
         if let Some(effect) = self.slots[slot].effect.as_ref().filter(|effect| effect.id == id) {
             // A copy sent again because the request timed out: never a second handler call.
             if let (Some(output), false) = (effect.output, effect.recording) {
                 self.record(slot, id, output);
             }
-            return;
+            return false;
         }
-        let node = Node::Worker(self.slots[slot].id.0);
         // The machine takes the time first, so the effect is decided (and its line says so) only
         // while the worker still acts on the lease.
         let execute = WorkerRequest::Execute { op, epoch };
         let now = self.clock().now();
         self.slots[slot].worker.handle_timeout(now);
         if self.slots[slot].worker.awaiting(id) != Some(execute) {
-            return;
+            return false;
         }
-        // From its `executing` line on, the lease is never released at shutdown: the line may
-        // have committed even when its answer was lost.
         self.slots[slot].started_lease = Some((op.job, epoch));
-        if !self.client().line(node, Event::Executing { job: op.job, op, epoch }).await {
-            // The history must show the effect's start before it starts: unknown written, the
-            // handler does not run. To the machine this is a call whose answer was lost: the
-            // request times out and is sent again, and the line written again.
-            self.slots[slot].worker.handle_sent(self.seams.clock.now(), id);
-            return;
+        true
+    }
+
+    /// The `executing` line of `id` is not known written: the history must show the effect's
+    /// start before it starts, so the handler does not run. To the machine this is a call whose
+    /// answer was lost: the request times out and is sent again, and the line written again.
+    fn unwritten(&mut self, slot: usize, id: RequestId) {
+        self.slots[slot].worker.handle_sent(self.seams.clock.now(), id);
+    }
+
+    /// The effects decided at this turn (batching): their `executing` lines in one call
+    /// ([`Client::lines`]), then each effect started, in turn. A line not known written starts
+    /// none of them.
+    async fn start_queued(&mut self) {
+        let queued = std::mem::take(&mut self.queued_effects);
+        let written = match *queued.as_slice() {
+            [] => return,
+            [(slot, _, op, epoch)] => {
+                let node = Node::Worker(self.slots[slot].id.0);
+                self.client().line(node, Event::Executing { job: op.job, op, epoch }).await
+            }
+            _ => {
+                let lines = queued.iter().map(|&(slot, _, op, epoch)| {
+                    (Node::Worker(self.slots[slot].id.0), Event::Executing { job: op.job, op, epoch })
+                });
+                self.client().lines(lines.collect()).await
+            }
+        };
+        for (slot, id, op, epoch) in queued {
+            if written {
+                self.start(slot, id, op, epoch).await;
+            } else {
+                self.unwritten(slot, id);
+            }
         }
+    }
+
+    /// Starts the effect of `Execute` `id`, its `executing` line written: the `before_effect`
+    /// point, then the handler.
+    async fn start(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch) {
+        let node = Node::Worker(self.slots[slot].id.0);
         // Decided, not yet started: a process paused here (a GC pause, a stall) starts its effect
         // late, perhaps past the lease, and only the dependency's check of the epoch (or the
         // runtime's, before it records) stands between that effect and the job's next owner.

@@ -585,11 +585,19 @@ impl Client for Counting {
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         self.inner.line(node, event)
     }
+
+    fn lines(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, bool> {
+        let mut largest = self.largest.lock().unwrap();
+        let seen = largest.entry("executing").or_default();
+        *seen = (*seen).max(lines.len());
+        self.inner.lines(lines)
+    }
 }
 
 // Batches on a real store: eight slots sending batches of up to eight, 48 jobs, the first eight
 // of whose handlers take three ttls (so their heartbeats go out together), the rest 5 ms, beside
-// a reclaimer. The store serves each batch in one transaction (`serve_worker_batch`). Every job
+// a reclaimer. The store serves each batch in one transaction (`serve_worker_batch`, `apply_as`,
+// and `append_all` for the `executing` lines of effects started together). Every job
 // ends completed once, with its one handler run's output; the log holds one applied effect per
 // job; acquires, renewals and completions each went out in batches of more than one; no store
 // call failed; and the exported history passes every checker of lease-check. Fails if a batch's
@@ -633,7 +641,7 @@ async fn batched_fleet_runs_every_job_once(opened: Opened) {
     let applied = log.iter().filter(|line| line.contains(r#""kind":"effect_applied""#)).count();
     assert_eq!(applied, JOBS as usize, "one effect per job");
     let largest = counting.largest.lock().unwrap().clone();
-    for kind in ["acquire", "renew", "record", "complete"] {
+    for kind in ["acquire", "renew", "executing", "record", "complete"] {
         assert!(largest.get(kind).is_some_and(|&n| n > 1), "{kind}s went out in batches: {largest:?}");
     }
     assert_eq!(client.errors().count, 0, "{:?}", client.errors());

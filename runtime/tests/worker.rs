@@ -890,3 +890,40 @@ fn a_renewal_batch_refuses_a_lease_taken_meanwhile_alone() {
         assert_eq!((terminal.outcome, terminal.epoch), (Outcome::Completed { output }, epoch), "job {job}");
     }
 }
+
+// Proves the batched start keeps the same promise: two slots, batches of two, two jobs; the
+// store fails the first `executing` line of the two written together. Neither effect starts on
+// that call (the line not known written could be either's); both executes are sent again, their
+// lines written, and each handler runs once, after its own job's line. Fails if a batch's
+// effects start although one of its lines was lost.
+#[test]
+fn batched_effects_start_only_once_their_executing_lines_are_written() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(2);
+    client.plant(|faults| faults.fail_executing_lines = 1);
+    let announced: Arc<Mutex<Vec<(JobId, usize)>>> = Arc::default();
+    let handler = {
+        let (announced, client) = (Arc::clone(&announced), client.clone());
+        move |job: Job| {
+            let lines = client.seen(|seen| {
+                seen.lines
+                    .iter()
+                    .filter(|(_, event)| matches!(event, Event::Executing { job: j, .. } if *j == job.id))
+                    .count()
+            });
+            announced.lock().unwrap().push((job.id, lines));
+            async move { Ok(output_bytes(job.id, 1)) }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let options = WorkerOptions { batch: 2, ..WorkerOptions::new(slots(2), worker_config()) };
+    let worked = drive(&clock, runtime.work(options, handler, client.all_ended(2))).unwrap();
+    assert_eq!((worked.handled, worked.completed), (2, 2), "{worked:?}");
+    let mut announced = announced.lock().unwrap().clone();
+    announced.sort();
+    assert_eq!(announced.len(), 2, "one handler call per job: {announced:?}");
+    assert!(announced.iter().all(|&(_, lines)| lines >= 1), "each after its own line: {announced:?}");
+    let written = client.seen(|seen| seen.lines.iter().filter(|(_, e)| matches!(e, Event::Executing { .. })).count());
+    assert_eq!(written, 3, "one line lost, one written in vain, then both again");
+}

@@ -548,6 +548,14 @@ pub trait TableStore {
         node: &str,
         line: &mut dyn FnMut(Time) -> Option<String>,
     ) -> Result<Option<Time>, StoreError>;
+    /// Appends many lines of the caller's own in one transaction, in order, each stamped with
+    /// the table's time for `now` (as [`TableStore::append`] with [`Stamp::Now`], that many
+    /// times): `lines` makes them, as `(node, text)`, from the stamp. Returns the stamp.
+    fn append_all(
+        &mut self,
+        now: Time,
+        lines: &mut dyn FnMut(Time) -> Vec<(String, String)>,
+    ) -> Result<Time, StoreError>;
 }
 
 /// The effect ledger's seam: the calls of [`lease_core::EffectLedger`], on any store. `now` only

@@ -294,6 +294,18 @@ impl TableStore for MemoryStore {
         }
         Ok(Some(t))
     }
+
+    fn append_all(
+        &mut self,
+        now: Time,
+        lines: &mut dyn FnMut(Time) -> Vec<(String, String)>,
+    ) -> Result<Time, StoreError> {
+        let made = lines(now);
+        if let Some(events) = &mut self.events {
+            events.extend(made.into_iter().map(|(_, text)| text));
+        }
+        Ok(now)
+    }
 }
 
 impl LedgerStore for MemoryStore {

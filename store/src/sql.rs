@@ -542,6 +542,18 @@ impl Op<'_> {
         Ok(Some(stamp))
     }
 
+    /// See [`crate::TableStore::append_all`].
+    pub fn append_all(
+        &self,
+        tx: &mut impl Tx,
+        lines: &mut dyn FnMut(Time) -> Vec<(String, String)>,
+    ) -> Result<Time, StoreError> {
+        for (node, text) in lines(self.now) {
+            tx.log(self.now.0, &node, line_job(&text), &text)?;
+        }
+        Ok(self.now)
+    }
+
     /// See [`crate::LedgerStore::lookup`].
     pub fn lookup(&self, tx: &mut impl Tx, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
         let old = tx.op(op)?;

@@ -318,6 +318,14 @@ impl<S: SqlStore> TableStore for S {
         let (now, at) = stamp.split(self.session().last_now);
         self.run(now, false, Scope::Line, |op, tx| op.append(tx, at, node, line))
     }
+
+    fn append_all(
+        &mut self,
+        now: Time,
+        lines: &mut dyn FnMut(Time) -> Vec<(String, String)>,
+    ) -> Result<Time, StoreError> {
+        self.run(now, false, Scope::Line, |op, tx| op.append_all(tx, lines))
+    }
 }
 
 impl<S: SqlStore> LedgerStore for S {
