@@ -5,9 +5,9 @@
 //! burst, the dependency answers at once: what is measured is the queue, not the dependency):
 //!
 //! 1. **ours**: `lease-sim live` with no fault: the burst is enqueued, then the worker processes
-//!    start, each running lease-runtime on lease-store: each job acquired, executed through the stub
-//!    (which records its output in the ledger) and completed, every step fenced and on the
-//!    history. Jobs per second from the first grant to the last terminal outcome; the delay from
+//!    start, each running lease-runtime on lease-store with [`Fleet`]'s slots and batches: each
+//!    job acquired, its output made in process and recorded by the runtime, and completed, every
+//!    step fenced and on the history. Jobs per second from the first grant to the last terminal outcome; the delay from
 //!    each job's arrival to its outcome, p50 and p99 (mostly its place in the preloaded queue).
 //! 2. **recovery**: the same, with half the workers SIGKILLed (restarted only at the heal) a
 //!    quarter of a second into the burst: the time from the kill until every job the killed
@@ -16,6 +16,8 @@
 //!    state = 'running' WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id`, then
 //!    `UPDATE … SET state = 'done'`: no lease, no fencing, no ledger, no history. (SQLite has no
 //!    SKIP LOCKED: the same two statements, each in its `BEGIN IMMEDIATE`.)
+//! 4. **batched baseline**: the same, each thread taking up to the fleet's batch of jobs in one
+//!    statement and marking them done in one.
 
 use super::db::host_now;
 use super::plan::{FaultKind, LivePlan, Role, Shape, SignalStrike};
@@ -50,12 +52,25 @@ pub struct Row {
     pub baseline_p50_us: u64,
     /// The baseline's p99.
     pub baseline_p99_us: u64,
+    /// The batched baseline's jobs per second: each thread takes up to `batch` jobs in one
+    /// statement and marks them done in one.
+    pub batched_baseline_jobs_per_s: f64,
+    /// Ours: slots per worker process.
+    pub slots: u32,
+    /// Ours: the most requests of a kind per call (`WorkerOptions::batch`); the batched
+    /// baseline's jobs per statement.
+    pub batch: usize,
 }
 
 impl Row {
     /// Ours over the baseline, in jobs per second.
     pub fn ratio(&self) -> f64 {
         self.jobs_per_s / self.baseline_jobs_per_s.max(f64::MIN_POSITIVE)
+    }
+
+    /// Ours over the batched baseline, in jobs per second.
+    pub fn batched_ratio(&self) -> f64 {
+        self.jobs_per_s / self.batched_baseline_jobs_per_s.max(f64::MIN_POSITIVE)
     }
 }
 
@@ -75,14 +90,24 @@ fn figures(delays: &mut [u64], first_us: u64, last_us: u64) -> Figures {
 
 /// The plan's change for a benchmark run: a burst at the start, room for all of it, an instant
 /// dependency, no fault but the timed kill (when `kill`).
-fn burst(plan: &mut LivePlan, jobs: u64, kill: bool) {
+fn burst(plan: &mut LivePlan, jobs: u64, kill: bool, fleet: Fleet) {
+    plan.slots = fleet.slots;
+    plan.batch = fleet.batch;
+    // The queue alone, as the bare loops: the output made in process, recorded by the runtime.
+    plan.dependency_in_process = true;
+    plan.batch_max = plan.batch_max.max(fleet.batch);
     // The throughput run serves a preloaded queue, as the baseline does; the recovery run kills
     // workers in the middle of a burst still arriving.
     plan.start_at_backlog = (!kill).then_some(jobs as usize);
     plan.arrivals = (0..jobs).map(|job| (job, 0)).collect();
     plan.capacity = jobs as usize;
-    plan.dependency.latency_min_us = 0;
-    plan.dependency.latency_max_us = 0;
+    // The recovery run's burst must outlast the kill at 250 ms: its dependency takes long enough
+    // that the burst would last about a second (at most a tenth of a lease), so the killed
+    // workers hold jobs mid-effect whatever the burst's size.
+    let in_flight = u64::from(plan.workers) * u64::from(fleet.slots);
+    let latency_us = if kill { (1_000_000 * in_flight / jobs.max(1)).min(plan.lease_ttl_us / 10) } else { 0 };
+    plan.dependency.latency_min_us = latency_us;
+    plan.dependency.latency_max_us = latency_us;
     plan.windows.clear();
     plan.surge = None;
     plan.strikes.clear();
@@ -108,6 +133,7 @@ fn ours(
     jobs: u64,
     out: &Path,
     kill: bool,
+    fleet: Fleet,
 ) -> Result<(Figures, Option<u64>), Failure> {
     let shape = Shape {
         seed: 1,
@@ -116,10 +142,12 @@ fn ours(
         jobs,
         duration_us: if kill { 2_000_000 } else { 1_000_000 },
         faults: Vec::new(),
+        slots: fleet.slots,
+        batch: fleet.batch,
     };
     let options =
         Options { shape, store: store.clone(), bug: None, out: out.to_path_buf(), keep_db: false, verbose: false };
-    let finished = super::run_with(&options, &|plan| burst(plan, jobs, kill))?;
+    let finished = super::run_with(&options, &|plan| burst(plan, jobs, kill, fleet))?;
     if !finished.drained {
         return Err(Failure::Harness(format!("a benchmark burst did not drain ({})", out.display())));
     }
@@ -165,7 +193,7 @@ fn ours(
 }
 
 /// The simplest queue loop on the same database. See the module doc.
-fn baseline(store: &StoreChoice, workers: u32, jobs: u64, out: &Path) -> Result<Figures, Failure> {
+fn baseline(store: &StoreChoice, workers: u32, jobs: u64, out: &Path, batch: usize) -> Result<Figures, Failure> {
     let done = Arc::new(AtomicBool::new(false));
     let harness = |error: String| Failure::Harness(format!("baseline: {error}"));
     let mut conns: Vec<Baseline> = Vec::new();
@@ -186,7 +214,7 @@ fn baseline(store: &StoreChoice, workers: u32, jobs: u64, out: &Path) -> Result<
             std::thread::spawn(move || -> Result<(), String> {
                 // Bounded: each pass takes a job or finds none; the inserter says when all are in.
                 for _ in 0..jobs * 1_000 + 1_000_000 {
-                    if conn.take_and_finish()? {
+                    if conn.take_and_finish(batch)? {
                         continue;
                     }
                     if done.load(Ordering::SeqCst) {
@@ -272,8 +300,12 @@ impl Baseline {
         }
     }
 
-    /// Takes the oldest queued job and marks it done: `true` if there was one.
-    fn take_and_finish(&mut self) -> Result<bool, String> {
+    /// Takes the oldest queued job and marks it done: `true` if there was one. With `batch`
+    /// above 1, up to that many, in one statement each way.
+    fn take_and_finish(&mut self, batch: usize) -> Result<bool, String> {
+        if batch > 1 {
+            return self.take_and_finish_batch(batch as i64);
+        }
         let e = |error: &dyn std::fmt::Display| error.to_string();
         match self {
             Baseline::Sqlite(conn) => {
@@ -304,6 +336,48 @@ impl Baseline {
                 let now = host_now().0 as i64;
                 client
                     .execute("UPDATE bench_jobs SET state = 'done', done_us = $2 WHERE id = $1", &[&id, &now])
+                    .map_err(|x| e(&x))?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// The batched bare loop: `LIMIT batch … FOR UPDATE SKIP LOCKED` taken in one statement,
+    /// marked done in one (SQLite: the same two, each in its `BEGIN IMMEDIATE`).
+    fn take_and_finish_batch(&mut self, batch: i64) -> Result<bool, String> {
+        let e = |error: &dyn std::fmt::Display| error.to_string();
+        match self {
+            Baseline::Sqlite(conn) => {
+                let take = "UPDATE bench_jobs SET state = 'running' WHERE id IN \
+                            (SELECT id FROM bench_jobs WHERE state = 'queued' ORDER BY id LIMIT ?1) RETURNING id";
+                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|x| e(&x))?;
+                let ids: Vec<i64> = {
+                    let mut statement = tx.prepare_cached(take).map_err(|x| e(&x))?;
+                    let rows = statement.query_map([batch], |row| row.get(0)).map_err(|x| e(&x))?;
+                    rows.collect::<Result<_, _>>().map_err(|x| e(&x))?
+                };
+                tx.commit().map_err(|x| e(&x))?;
+                if ids.is_empty() {
+                    return Ok(false);
+                }
+                let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|x| e(&x))?;
+                let done = format!("UPDATE bench_jobs SET state = 'done', done_us = ?1 WHERE id IN ({list})");
+                tx.execute(&done, [host_now().0 as i64]).map_err(|x| e(&x))?;
+                tx.commit().map_err(|x| e(&x))?;
+                Ok(true)
+            }
+            Baseline::Postgres(client, _) => {
+                let take = "UPDATE bench_jobs SET state = 'running' WHERE id IN (SELECT id FROM bench_jobs \
+                            WHERE state = 'queued' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT $1) RETURNING id";
+                let ids: Vec<i64> =
+                    client.query(take, &[&batch]).map_err(|x| e(&x))?.iter().map(|row| row.get(0)).collect();
+                if ids.is_empty() {
+                    return Ok(false);
+                }
+                let now = host_now().0 as i64;
+                client
+                    .execute("UPDATE bench_jobs SET state = 'done', done_us = $2 WHERE id = ANY($1)", &[&ids, &now])
                     .map_err(|x| e(&x))?;
                 Ok(true)
             }
@@ -349,8 +423,17 @@ impl Baseline {
     }
 }
 
-/// Every row: PostgreSQL (when `url` is given) with 2, 4 and 8 workers, and SQLite with the same.
-pub fn bench(url: Option<&str>, jobs: u64, out: &Path) -> Result<Vec<Row>, Failure> {
+/// How ours runs: slots per worker process and requests per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fleet {
+    /// Slots per worker process.
+    pub slots: u32,
+    /// Requests of a kind per call (1: each alone); the batched baseline's jobs per statement.
+    pub batch: usize,
+}
+
+/// Every row: PostgreSQL (when `url` is given), then SQLite, with each of `workers`.
+pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: Fleet) -> Result<Vec<Row>, Failure> {
     let mut stores = Vec::new();
     if let Some(url) = url {
         stores.push(StoreChoice::Postgres { url: url.to_string() });
@@ -359,11 +442,12 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path) -> Result<Vec<Row>, Failu
     let mut rows = Vec::new();
     for store in &stores {
         let name = store.kind().name();
-        for workers in [2, 4, 8] {
+        for &workers in workers {
             let dir = out.join(format!("{name}-{workers}"));
-            let (run, _) = ours(store, workers, jobs, &dir.join("throughput"), false)?;
-            let (_, recovery_us) = ours(store, workers, jobs, &dir.join("recovery"), true)?;
-            let base = baseline(store, workers, jobs, &dir)?;
+            let (run, _) = ours(store, workers, jobs, &dir.join("throughput"), false, fleet)?;
+            let (_, recovery_us) = ours(store, workers, jobs, &dir.join("recovery"), true, fleet)?;
+            let base = baseline(store, workers, jobs, &dir, 1)?;
+            let batched = baseline(store, workers, jobs, &dir, fleet.batch.max(2))?;
             let row = Row {
                 store: name.to_string(),
                 workers,
@@ -375,6 +459,9 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path) -> Result<Vec<Row>, Failu
                 baseline_jobs_per_s: base.jobs_per_s,
                 baseline_p50_us: base.p50_us,
                 baseline_p99_us: base.p99_us,
+                batched_baseline_jobs_per_s: batched.jobs_per_s,
+                slots: fleet.slots,
+                batch: fleet.batch,
             };
             println!("{}", line(&row));
             rows.push(row);
@@ -385,12 +472,13 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path) -> Result<Vec<Row>, Failu
 
 /// The header of [`line()`].
 pub const HEADER: &str =
-    "store     workers  jobs   ours jobs/s  p50 ms   p99 ms  recovery ms   baseline jobs/s  p50 ms   p99 ms   ratio";
+    "store     workers  jobs   ours jobs/s  p50 ms   p99 ms  recovery ms   baseline jobs/s  p50 ms   p99 ms   \
+                          ratio   batched baseline   ratio";
 
 /// One row, as printed.
 pub fn line(row: &Row) -> String {
     format!(
-        "{:<9} {:>7} {:>5} {:>13.1} {:>7.1} {:>8.1} {:>12} {:>17.1} {:>7.1} {:>8.1} {:>6.0}%",
+        "{:<9} {:>7} {:>5} {:>13.1} {:>7.1} {:>8.1} {:>12} {:>17.1} {:>7.1} {:>8.1} {:>6.0}% {:>18.1} {:>6.0}%",
         row.store,
         row.workers,
         row.jobs,
@@ -402,5 +490,7 @@ pub fn line(row: &Row) -> String {
         row.baseline_p50_us as f64 / 1e3,
         row.baseline_p99_us as f64 / 1e3,
         row.ratio() * 100.0,
+        row.batched_baseline_jobs_per_s,
+        row.batched_ratio() * 100.0,
     )
 }

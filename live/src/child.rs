@@ -215,8 +215,15 @@ fn serve(
                 if !start_at_backlog(plan, &client, &commands).await? {
                     return Ok(());
                 }
-                let options = WorkerOptions::new(vec![WorkerId(index)], plan.worker()).planting(bugs);
-                let work = runtime.work(options, stub_handler(port, WorkerId(index)), future::pending());
+                let slots = plan.slot_ids(index).into_iter().map(WorkerId).collect();
+                let options = WorkerOptions { batch: plan.batch, ..WorkerOptions::new(slots, plan.worker()) };
+                let options = options.planting(bugs);
+                let work = if plan.dependency_in_process {
+                    let latency = Duration::from_micros(plan.dependency.latency_min_us);
+                    runtime.work(options, in_process_handler(latency), future::pending()).boxed()
+                } else {
+                    runtime.work(options, stub_handler(port), future::pending()).boxed()
+                };
                 future::select(work.map(|ran| ran.map(drop)).boxed(), stop).await
             }
             _ => {
@@ -261,11 +268,12 @@ async fn start_at_backlog(plan: &LivePlan, client: &StoreClient, commands: &Comm
 /// idempotent by operation id, so a call whose effect happened answers that effect's output, and
 /// nothing claims a failure that may not have been one. The runtime's cancellation (a self-fence)
 /// ends the retries.
-fn stub_handler(port: u16, worker: WorkerId) -> impl Fn(Job) -> BoxFuture<'static, lease_runtime::Outcome<Output>> {
+fn stub_handler(port: u16) -> impl Fn(Job) -> BoxFuture<'static, lease_runtime::Outcome<Output>> {
     move |job: Job| {
         Box::pin(async move {
             while !job.cancel.is_cancelled() {
-                let call = move || super::stub::call(port, worker, job.op, job.epoch);
+                let (worker, op, epoch) = (job.worker, job.op, job.epoch);
+                let call = move || super::stub::call(port, worker, op, epoch);
                 match tokio::task::spawn_blocking(call).await {
                     Ok(Some(Execution::Done { output, apply })) => return Ok(Output::Recorded { output, apply }),
                     // The stub wrote its `dependency_failed` line itself.
@@ -279,6 +287,19 @@ fn stub_handler(port: u16, worker: WorkerId) -> impl Fn(Job) -> BoxFuture<'stati
                 }
             }
             Err(HandlerError::Reported("cancelled: the runtime stopped acting on the lease".to_string()))
+        })
+    }
+}
+
+/// The bench's handler: the output of the job, in process, after `latency` (the runtime
+/// records it, in batches when batching).
+fn in_process_handler(latency: Duration) -> impl Fn(Job) -> BoxFuture<'static, lease_runtime::Outcome<Output>> {
+    move |job: Job| {
+        Box::pin(async move {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            Ok(Output::Bytes(format!("{} under {}", job.op, job.epoch).into_bytes()))
         })
     }
 }

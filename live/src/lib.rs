@@ -515,8 +515,22 @@ impl Orchestra {
 
     /// Writes a fault line, stamped now, through the fault log (never waiting for the database).
     fn record(&mut self, event: Event) {
+        self.record_at(event, host_now().0);
+    }
+
+    /// A fault line stamped `at_us`: the lines of one fault that strikes several nodes (a worker
+    /// process's slots) share it.
+    fn record_at(&mut self, event: Event, at_us: u64) {
         if let Some(faults) = &self.faults {
-            let _ = faults.send((Node::World, event, host_now().0));
+            let _ = faults.send((Node::World, event, at_us));
+        }
+    }
+
+    /// One fault's line for each of `key`'s nodes, at one time.
+    fn record_each(&mut self, key: Key, event: impl Fn(Node) -> Event) {
+        let at_us = host_now().0;
+        for target in self.nodes_of(key) {
+            self.record_at(event(target), at_us);
         }
     }
 
@@ -618,6 +632,15 @@ impl Orchestra {
         }
     }
 
+    /// The history's nodes the child at `key` is: a worker process, each of its slots' worker
+    /// ids (a fault strikes them all at once); any other, its one node.
+    fn nodes_of(&self, key: Key) -> Vec<Node> {
+        match key.role() {
+            ChildRole::Worker => self.plan.slot_ids(key.index).into_iter().map(Node::Worker).collect(),
+            _ => vec![key.node()],
+        }
+    }
+
     /// Kills or pauses the child at `key` now (at its signalled point, working on `job`).
     fn hit(&mut self, key: Key, strike: SignalStrike, job: Option<JobId>) {
         let point = strike.point;
@@ -632,14 +655,14 @@ impl Orchestra {
                 }
                 slot.stdin = None;
                 slot.state = State::Down { restart_us: now_us + strike.len_us };
-                self.record(Event::Crashed { target, point, job });
+                self.record_each(key, |target| Event::Crashed { target, point, job });
             }
             _ => {
                 let owes_go = strike.point != Point::AtRandom;
                 slot.state = State::Paused { until_us: now_us + strike.len_us, owes_go };
                 self.signal(key, libc::SIGSTOP);
                 let point = owes_go.then_some(point);
-                self.record(Event::Paused { target, point, job });
+                self.record_each(key, |target| Event::Paused { target, point, job });
             }
         }
         self.count(&format!("{} at {}", strike.kind.name(), point.name()));
@@ -685,7 +708,7 @@ impl Orchestra {
             State::Paused { owes_go, .. } => {
                 self.signal(key, libc::SIGCONT);
                 self.slots.get_mut(&key).expect("paused").state = State::Up;
-                self.record(Event::Resumed { target: key.node() });
+                self.record_each(key, |target| Event::Resumed { target });
                 if owes_go {
                     self.send(key, "go");
                 }
@@ -693,7 +716,7 @@ impl Orchestra {
             State::Down { .. } => {
                 let life = self.slots[&key].life + 1;
                 self.spawn(key, life)?;
-                self.record(Event::Restarted { target: key.node() });
+                self.record_each(key, |target| Event::Restarted { target });
             }
             State::Armed(_) => {
                 self.send(key, "disarm");

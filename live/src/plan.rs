@@ -190,6 +190,34 @@ pub struct LivePlan {
     /// Workers start only once the backlog reaches this (the benchmark's preloaded queue).
     #[serde(default)]
     pub start_at_backlog: Option<usize>,
+    /// Jobs in flight per worker process: its runtime's slots, worker ids `index + k × workers`
+    /// for `k` below this (1: one slot, the process's own index).
+    #[serde(default = "one_slot")]
+    pub slots: u32,
+    /// The most requests of a kind one call of a worker process carries (`WorkerOptions::batch`;
+    /// 1: each alone).
+    #[serde(default = "one_request")]
+    pub batch: usize,
+    /// The workers' handler produces its output in process, after the dependency's latency,
+    /// and the runtime records it (the bench's queue alone, beside a bare loop that calls no
+    /// dependency); otherwise the stub, a fenced dependency that records its own output.
+    #[serde(default)]
+    pub dependency_in_process: bool,
+}
+
+fn one_slot() -> u32 {
+    1
+}
+
+fn one_request() -> usize {
+    1
+}
+
+impl LivePlan {
+    /// The worker ids of worker process `index`'s slots.
+    pub fn slot_ids(&self, index: u32) -> Vec<u32> {
+        (0..self.slots).map(|k| index + k * self.workers).collect()
+    }
 }
 
 /// What `lease-sim live` was asked for, before the draw.
@@ -207,6 +235,10 @@ pub struct Shape {
     pub duration_us: u64,
     /// Faults switched on.
     pub faults: Vec<FaultKind>,
+    /// Jobs in flight per worker process ([`LivePlan::slots`]).
+    pub slots: u32,
+    /// Requests of a kind per call of a worker process ([`LivePlan::batch`]).
+    pub batch: usize,
 }
 
 /// The lease ttl of a live run: long against a database round trip and a dependency call, short
@@ -261,7 +293,7 @@ impl LivePlan {
             faults: shape.faults.clone(),
             capacity: CAPACITY,
             lease_ttl_us: LEASE_TTL_US,
-            batch_max: 8,
+            batch_max: 8.max(shape.batch),
             attempts_max: 5,
             heartbeat_us: 300_000,
             drift_margin_us: 200_000,
@@ -274,6 +306,9 @@ impl LivePlan {
             windows,
             strikes,
             start_at_backlog: None,
+            slots: shape.slots,
+            batch: shape.batch,
+            dependency_in_process: false,
         }
     }
 
@@ -439,7 +474,16 @@ mod tests {
     use super::*;
 
     fn shape(faults: &[FaultKind]) -> Shape {
-        Shape { seed: 7, workers: 4, reclaimers: 2, jobs: 200, duration_us: 10_000_000, faults: faults.to_vec() }
+        Shape {
+            seed: 7,
+            workers: 4,
+            reclaimers: 2,
+            jobs: 200,
+            duration_us: 10_000_000,
+            faults: faults.to_vec(),
+            slots: 1,
+            batch: 1,
+        }
     }
 
     // Proves overlapping windows are each opened and closed by a change of their own: a slow

@@ -1,8 +1,9 @@
-//! What a pool of PostgreSQL connections buys one process: a worker runtime of `--slots` slots
-//! runs `--jobs` jobs (a 1 ms handler each) on a fresh schema, once per pool size, and prints the
-//! jobs per second of each. A benchmark: its figures hold for the machine that printed them.
+//! What a pool of PostgreSQL connections and batches buy one process: a worker runtime of
+//! `--slots` slots runs `--jobs` jobs (a 1 ms handler each) on a fresh schema, once per pool size
+//! and batch size (`WorkerOptions::batch`: 1 sends each request alone), and prints the jobs per
+//! second of each. A benchmark: its figures hold for the machine that printed them.
 //!
-//! `cargo run --release -p lease-runtime --example pool_bench -- --url URL [--slots 8] [--jobs 2000] [--pools 1,2,4,8]`
+//! `cargo run --release -p lease-runtime --example pool_bench -- --url URL [--slots 8] [--jobs 2000] [--pools 1,2,4,8] [--batches 1]`
 use clap::Parser;
 use lease_core::{JobId, Span, TableConfig, WorkerId};
 use lease_runtime::store::{Connections, HostClock, StoreClient};
@@ -25,6 +26,9 @@ struct Args {
     /// The pool sizes, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     pools: Vec<usize>,
+    /// The batch sizes, comma-separated (each 1 to the table's batch_max, 32).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    batches: Vec<usize>,
 }
 
 #[tokio::main]
@@ -32,8 +36,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let ttl = Span::from_ms(2_000);
     let table = TableConfig { capacity: args.jobs as usize, lease_ttl: ttl, batch_max: 32, attempts_max: 3 };
-    for pool in args.pools {
-        let schema = format!("pool_bench_{}_{pool}", std::process::id());
+    let runs = args.pools.iter().flat_map(|&pool| args.batches.iter().map(move |&batch| (pool, batch)));
+    for (pool, batch) in runs.collect::<Vec<_>>() {
+        let schema = format!("pool_bench_{}_{pool}_{batch}", std::process::id());
         let place = Place::Postgres { url: args.url.clone(), schema: schema.clone() };
         let clock = HostClock::start();
         let client = StoreClient::open_with(&place, table, clock, 1, Connections::pool(pool)).await?;
@@ -45,12 +50,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tokio::time::sleep(Duration::from_millis(1)).await;
             Ok(format!("{}", job.id).into_bytes())
         };
-        let options = WorkerOptions::with_ttl((0..args.slots).map(WorkerId).collect(), ttl);
+        let options = WorkerOptions { batch, ..WorkerOptions::with_ttl((0..args.slots).map(WorkerId).collect(), ttl) };
         let started = Instant::now();
         let tally = runtime.work(options, handler, client.clone().drained()).await?;
         let seconds = started.elapsed().as_secs_f64();
         println!(
-            "pool {pool:>2}, {} slots: {} jobs in {seconds:.2} s, {:.0} jobs/s, {} store errors",
+            "pool {pool:>2}, batch {batch:>2}, {} slots: {} jobs in {seconds:.2} s, {:.0} jobs/s, {} store errors",
             args.slots,
             tally.completed,
             tally.completed as f64 / seconds,

@@ -3,7 +3,7 @@
 
 use futures::channel::oneshot;
 use futures::future::{BoxFuture, FutureExt, Shared};
-use lease_core::{Apply, Epoch, JobId, OpId, OutputId, Time};
+use lease_core::{Apply, Epoch, JobId, OpId, OutputId, Time, WorkerId};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,6 +13,8 @@ use std::sync::Arc;
 pub struct Job {
     /// The job.
     pub id: JobId,
+    /// The slot's worker id: the lease's owner, as the table knows it.
+    pub worker: WorkerId,
     /// The operation: the idempotency key to hand to the dependency. The same for every attempt.
     pub op: OpId,
     /// The lease's epoch: the fencing token to hand to the dependency.
@@ -25,8 +27,15 @@ pub struct Job {
 }
 
 impl Job {
-    pub(crate) fn new(op: OpId, epoch: Epoch, payload: Vec<u8>, cancel: Cancel, deadline: Arc<AtomicU64>) -> Job {
-        Job { id: op.job, op, epoch, payload, cancel, deadline }
+    pub(crate) fn new(
+        worker: WorkerId,
+        op: OpId,
+        epoch: Epoch,
+        payload: Vec<u8>,
+        cancel: Cancel,
+        deadline: Arc<AtomicU64>,
+    ) -> Job {
+        Job { id: op.job, worker, op, epoch, payload, cancel, deadline }
     }
 
     /// The local time until which the runtime acts on the lease: its estimate of expiry less the

@@ -695,13 +695,14 @@ impl<H: Handler> Run<H> {
         let (abort, registration) = AbortHandle::new_pair();
         let payload = self.client().payload(op.job);
         let (handler, deadline) = (Arc::clone(&self.handler), Arc::clone(&self.slots[slot].deadline));
+        let worker = self.slots[slot].id;
         deadline.store(self.slots[slot].worker.act_until().map_or(0, |at| at.0), Ordering::Relaxed);
         let (clock, metrics) = (Arc::clone(&self.seams.clock), Arc::clone(&self.seams.metrics));
         let run = async move {
             match payload.await {
                 Ok(payload) => {
                     let started = clock.now();
-                    let outcome = handler.call(Job::new(op, epoch, payload, cancel, deadline)).await;
+                    let outcome = handler.call(Job::new(worker, op, epoch, payload, cancel, deadline)).await;
                     metrics.effect(clock.now().saturating_since(started).as_us() as f64 / 1e6);
                     outcome
                 }
