@@ -17,7 +17,10 @@
 //! run lost work. Grants made before `faults_healed` are exempt, because faults legitimately
 //! waste them (a worker crashes with its grant in flight, a reply is lost), and so is a grant
 //! made after it to a worker still down from a crash of the fault phase (`crashed`, not yet
-//! `restarted`): its acquire was sent before it died, and the fault wasted it; the figure
+//! `restarted`): its acquire was sent before it died, and the fault wasted it; so is a grant to a
+//! worker whose process is still paused by the fault phase (`paused`, not yet `resumed`: a slot
+//! whose acquire was in flight when another slot of its process stalled), which cannot take it
+//! before the pause ends, and may then find it expired; the figure
 //! `wasted_grants` ([`crate::figures::Figures`]) counts those too, with the same [`Grants`]
 //! tracker.
 
@@ -41,7 +44,8 @@ pub struct Grant {
     pub expires_at_us: u64,
     /// Whether it was granted after `faults_healed`.
     pub after_heal: bool,
-    /// Whether its owner was down (crashed, not yet restarted) when it was granted.
+    /// Whether its owner was down (crashed, not yet restarted) or paused (not yet resumed) when
+    /// it was granted.
     pub owner_down: bool,
 }
 
@@ -68,6 +72,8 @@ pub struct Grants {
     healed: bool,
     /// Nodes crashed and not yet restarted.
     down: BTreeSet<Node>,
+    /// Nodes paused and not yet resumed.
+    paused: BTreeSet<Node>,
     /// Grants not yet acted on, by job and epoch.
     open: BTreeMap<(JobId, Epoch), Grant>,
     /// The same grants, by expiry, so that each line finds the expired ones in O(log n).
@@ -99,6 +105,12 @@ impl Grants {
             Event::Restarted { target } => {
                 self.down.remove(target);
             }
+            Event::Paused { target, .. } => {
+                self.paused.insert(*target);
+            }
+            Event::Resumed { target } => {
+                self.paused.remove(target);
+            }
             Event::Granted { job, epoch, owner, expires_at_us, .. } => {
                 let grant = Grant {
                     line,
@@ -107,7 +119,7 @@ impl Grants {
                     owner: *owner,
                     expires_at_us: *expires_at_us,
                     after_heal: self.healed,
-                    owner_down: self.down.contains(owner),
+                    owner_down: self.down.contains(owner) || self.paused.contains(owner),
                 };
                 self.open.insert((*job, *epoch), grant);
                 self.by_expiry.insert((*expires_at_us, *job, *epoch));
@@ -370,6 +382,39 @@ mod tests {
             history.at(1_080).completed(J1, O7, E3, None);
             if restart_at_us >= 5 {
                 history.at(restart_at_us).restarted(w(1));
+            }
+            (history, granted)
+        };
+        let (history, _) = story(1_100);
+        assert!(check_history(&history.entries).is_ok());
+        assert_eq!(wasted(&history.entries), (1, 1));
+        let (history, granted) = story(3);
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::UsefulGrants);
+        assert_eq!(violation.lines.first(), Some(&granted));
+    }
+
+    // A grant after the heal to a worker whose process is still paused by the fault phase (a
+    // slot whose acquire was in flight when another slot of its process stalled) is exempt, and
+    // counted as wasted after the heal; resumed before the grant, the worker is judged.
+    #[test]
+    fn grants_to_a_worker_still_paused_from_the_fault_phase_are_exempt() {
+        let story = |resume_at_us: u64| {
+            let mut history = History::new(2, 2);
+            history.at(0).arrived(J1);
+            history.at(2).paused(w(1));
+            if resume_at_us < 5 {
+                history.at(resume_at_us).resumed(w(1));
+            }
+            history.at(5).faults_healed();
+            let granted = history.at(10).granted(J1, E1, w(1), 1_010);
+            history.reclaim_j1_and_grant_it_to_w2();
+            history.at(1_050).looked_up(J1, E3, None, None, None);
+            history.at(1_060).executing(w(2), J1, E3);
+            history.at(1_070).applied(J1, E3, O7);
+            history.at(1_080).completed(J1, O7, E3, None);
+            if resume_at_us >= 5 {
+                history.at(resume_at_us).resumed(w(1));
             }
             (history, granted)
         };

@@ -39,17 +39,17 @@ pub trait Client: Send + Sync {
     ) -> BoxFuture<'static, Option<WorkerReply>>;
 
     /// Requests of one kind (`Acquire`, `Renew`, `Lookup`, `Complete` or `Requeue`) from many
-    /// slots, made at one turn of the loop: one answer each, in order, `None` where none came.
-    /// A store answers them in one transaction (`lease_store::serve_worker_batch`); the default
-    /// makes each call alone. The runtime sends a batch only when its `batch` option is above 1,
-    /// and bounds it as it bounds its calls: an acquire batch is awaited until answered, any
-    /// other by the request's timeout.
+    /// slots, made at one turn of the loop: one answer each, in order, each resolving as
+    /// [`Client::worker`]'s would (`None`: no answer). A store answers them in one transaction
+    /// (`lease_store::serve_worker_batch`), all at once; the default makes each call alone. The
+    /// runtime sends a batch only when its `batch` option is above 1, and awaits each answer as
+    /// it awaits a single call's: an acquire's until answered, any other's for the request's
+    /// timeout. Each answer goes to its slot as it comes: one slow answer holds no other.
     fn worker_batch(
         &self,
         calls: Vec<(WorkerId, RequestId, WorkerRequest)>,
-    ) -> BoxFuture<'static, Vec<Option<WorkerReply>>> {
-        let answers: Vec<_> = calls.into_iter().map(|(worker, id, request)| self.worker(worker, id, request)).collect();
-        Box::pin(future::join_all(answers))
+    ) -> Vec<BoxFuture<'static, Option<WorkerReply>>> {
+        calls.into_iter().map(|(worker, id, request)| self.worker(worker, id, request)).collect()
     }
 
     /// Records `output`, which the handler produced for `op` under `epoch`, in the ledger
@@ -57,12 +57,11 @@ pub trait Client: Send + Sync {
     fn record(&self, worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>>;
 
     /// Records many outputs, one per slot, made at one turn of the loop (as that many
-    /// [`Client::record`] calls): one answer each, in order. A store records them in one
+    /// [`Client::record`] calls): one answer each, in order, each resolving as its call's would.
+    /// A store records them in one
     /// transaction (`LedgerStore::apply_as`); the default makes each call alone.
-    fn record_batch(&self, records: Vec<(WorkerId, OpId, Epoch, OutputId)>) -> BoxFuture<'static, Vec<Option<Apply>>> {
-        let answers: Vec<_> =
-            records.into_iter().map(|(worker, op, epoch, output)| self.record(worker, op, epoch, output)).collect();
-        Box::pin(future::join_all(answers))
+    fn record_batch(&self, records: Vec<(WorkerId, OpId, Epoch, OutputId)>) -> Vec<BoxFuture<'static, Option<Apply>>> {
+        records.into_iter().map(|(worker, op, epoch, output)| self.record(worker, op, epoch, output)).collect()
     }
 
     /// Reclaimer `reclaimer`'s request `id`.

@@ -31,7 +31,7 @@
 use crate::seam::{Client, Clock};
 use crate::{Metrics, QueueFigures};
 use futures::channel::oneshot;
-use futures::future::{self, BoxFuture};
+use futures::future::{self, BoxFuture, FutureExt};
 use lease_core::{
     Apply, Enqueued, Epoch, JobId, OpId, OutputId, Owner, ReclaimReply, ReclaimRequest, ReclaimerId, RequestId, Span,
     TableConfig, Time, WorkerId, WorkerReply, WorkerRequest,
@@ -399,6 +399,20 @@ fn gone() -> StoreError {
     StoreError::Io(std::io::Error::other("the store handle's thread has stopped"))
 }
 
+/// The `count` answers of one batched store call, each its own future (they resolve together).
+fn each_of<T: Clone + Send + Sync + 'static>(
+    answered: BoxFuture<'static, Option<Vec<T>>>,
+    count: usize,
+) -> Vec<BoxFuture<'static, Option<T>>> {
+    let shared = answered.shared();
+    (0..count)
+        .map(|at| {
+            let shared = shared.clone();
+            Box::pin(async move { shared.await.and_then(|answers| answers.get(at).cloned()) }) as BoxFuture<'static, _>
+        })
+        .collect()
+}
+
 impl Client for StoreClient {
     fn worker(
         &self,
@@ -413,7 +427,7 @@ impl Client for StoreClient {
     fn worker_batch(
         &self,
         calls: Vec<(WorkerId, RequestId, WorkerRequest)>,
-    ) -> BoxFuture<'static, Vec<Option<WorkerReply>>> {
+    ) -> Vec<BoxFuture<'static, Option<WorkerReply>>> {
         let count = calls.len();
         let life = self.life;
         let calls: Vec<_> = calls
@@ -429,15 +443,10 @@ impl Client for StoreClient {
             }
             Ok(replies)
         });
-        Box::pin(async move {
-            match answered.await {
-                Some(replies) => replies.into_iter().map(Some).collect(),
-                None => vec![None; count],
-            }
-        })
+        each_of(answered, count)
     }
 
-    fn record_batch(&self, records: Vec<(WorkerId, OpId, Epoch, OutputId)>) -> BoxFuture<'static, Vec<Option<Apply>>> {
+    fn record_batch(&self, records: Vec<(WorkerId, OpId, Epoch, OutputId)>) -> Vec<BoxFuture<'static, Option<Apply>>> {
         let count = records.len();
         let answered = self.answer(move |store, now| {
             let max = store.config().batch_max.max(1);
@@ -447,12 +456,7 @@ impl Client for StoreClient {
             }
             Ok(applied)
         });
-        Box::pin(async move {
-            match answered.await {
-                Some(applied) => applied.into_iter().map(Some).collect(),
-                None => vec![None; count],
-            }
-        })
+        each_of(answered, count)
     }
 
     fn record(&self, worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>> {

@@ -222,18 +222,6 @@ enum Done {
     },
     /// A handler dropped (cancelled), or an answer nobody waits on.
     Nothing,
-    /// The answers to a batch, each as a single call's.
-    Many(Vec<Done>),
-}
-
-impl Done {
-    /// The single ends it holds, in order.
-    fn flat(self) -> Vec<Done> {
-        match self {
-            Done::Many(many) => many,
-            single => vec![single],
-        }
-    }
 }
 
 /// Whether requests like `request` go out in batches ([`WorkerOptions::batch`]), and in which
@@ -360,7 +348,7 @@ impl<H: Handler> Run<H> {
             }
             match self.wait(&mut shutdown).await {
                 Wake::Done(ended) => {
-                    for done in ended.into_iter().flat_map(Done::flat) {
+                    for done in ended {
                         self.on_done(done).await;
                     }
                 }
@@ -557,8 +545,9 @@ impl<H: Handler> Run<H> {
         }
     }
 
-    /// Sends requests of one kind as one call ([`Client::worker_batch`]), bounded as a single
-    /// call of that kind is; each answer goes to its machine as a single call's would.
+    /// Sends requests of one kind as one call ([`Client::worker_batch`]); each answer is awaited
+    /// as a single call's, and goes to its machine as it comes (a store's come together, the
+    /// simulator's network's one by one).
     fn call_batch(&mut self, batch: Vec<(usize, RequestId, WorkerRequest)>) {
         let now = self.clock().now();
         let mut calls = Vec::with_capacity(batch.len());
@@ -566,19 +555,11 @@ impl<H: Handler> Run<H> {
             self.slots[slot].worker.handle_sent(now, id);
             calls.push((self.slots[slot].id, id, request));
         }
-        let call = self.client().worker_batch(calls);
-        let awaited = matches!(batch[0].2, WorkerRequest::Acquire);
-        let answers = if awaited {
-            Either::Left(call.map(Some))
-        } else {
-            Either::Right(self.bound(now + self.options.worker.request_timeout, call.map(Some).boxed()))
-        };
-        let count = batch.len();
-        self.inflight.push(Box::pin(answers.map(move |answers: Option<Vec<Option<WorkerReply>>>| {
-            let answers = answers.filter(|answers| answers.len() == count).unwrap_or_else(|| vec![None; count]);
-            let ends = batch.into_iter().zip(answers);
-            Done::Many(ends.map(|((slot, id, request), reply)| Done::Answer { slot, id, request, reply }).collect())
-        })));
+        let answers = self.client().worker_batch(calls);
+        assert_eq!(answers.len(), batch.len(), "a client answers each request of a batch");
+        for ((slot, id, request), call) in batch.into_iter().zip(answers) {
+            self.await_answer(now, slot, id, request, call);
+        }
     }
 
     /// Sends `request` to the client now, alone (see [`Run::call`]).
@@ -588,6 +569,19 @@ impl<H: Handler> Run<H> {
         // timeout counts from here.
         self.slots[slot].worker.handle_sent(now, id);
         let call = self.client().worker(self.slots[slot].id, id, request);
+        self.await_answer(now, slot, id, request, call);
+    }
+
+    /// Awaits the answer to `request`, sent at `now`: bounded by its timeout, except an
+    /// acquire's and a release's (see [`Run::call`]).
+    fn await_answer(
+        &mut self,
+        now: Time,
+        slot: usize,
+        id: RequestId,
+        request: WorkerRequest,
+        call: BoxFuture<'static, Option<WorkerReply>>,
+    ) {
         let answer = match request {
             // A release too: it is sent once, and its answer (the grant undone) is counted.
             WorkerRequest::Acquire | WorkerRequest::Release { .. } => Either::Left(call),
@@ -659,7 +653,11 @@ impl<H: Handler> Run<H> {
     /// ([`Client::lines`]), then each effect started, in turn. A line not known written starts
     /// none of them.
     async fn start_queued(&mut self) {
-        let queued = std::mem::take(&mut self.queued_effects);
+        let mut queued = std::mem::take(&mut self.queued_effects);
+        // Decided during the drain, perhaps before a stall at another slot's point (a pause of
+        // the whole process): the machines take the time again, and a lease no longer acted on
+        // writes no `executing` line.
+        queued.retain(|&(slot, id, op, epoch)| self.still_acting(slot, id, op, epoch));
         let written = match *queued.as_slice() {
             [] => return,
             [(slot, _, op, epoch)] => {
@@ -674,12 +672,25 @@ impl<H: Handler> Run<H> {
             }
         };
         for (slot, id, op, epoch) in queued {
-            if written {
-                self.start(slot, id, op, epoch).await;
-            } else {
+            if !written {
                 self.unwritten(slot, id);
+                continue;
+            }
+            // The machine takes the time again: the line's write, or a stall at the point of an
+            // effect started before this one (a pause of the whole process), may have carried it
+            // past the lease, and an effect decided before that must not start after it.
+            if self.still_acting(slot, id, op, epoch) {
+                self.start(slot, id, op, epoch).await;
             }
         }
+    }
+
+    /// Whether the machine, taking the time now, still awaits `Execute` `id` (it acts on the
+    /// lease).
+    fn still_acting(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch) -> bool {
+        let now = self.clock().now();
+        self.slots[slot].worker.handle_timeout(now);
+        self.slots[slot].worker.awaiting(id) == Some(WorkerRequest::Execute { op, epoch })
     }
 
     /// Starts the effect of `Execute` `id`, its `executing` line written: the `before_effect`
@@ -742,8 +753,8 @@ impl<H: Handler> Run<H> {
         self.record_now(slot, id, output);
     }
 
-    /// Sends these effects' outputs to the ledger in one call ([`Client::record_batch`]),
-    /// bounded by a request's timeout; each answer goes to its slot as a single record's would.
+    /// Sends these effects' outputs to the ledger in one call ([`Client::record_batch`]), each
+    /// answer bounded by a request's timeout and taken by its slot as a single record's would.
     fn record_batch(&mut self, batch: &[(usize, RequestId, OutputId)]) {
         let mut records = Vec::with_capacity(batch.len());
         for &(slot, id, output) in batch {
@@ -754,14 +765,12 @@ impl<H: Handler> Run<H> {
         }
         self.tally.recorded += batch.len() as u64;
         let deadline = self.clock().now() + self.options.worker.request_timeout;
-        let call = self.client().record_batch(records).map(Some).boxed();
-        let answers = self.bound(deadline, call);
-        let (batch, count) = (batch.to_vec(), batch.len());
-        self.inflight.push(Box::pin(answers.map(move |answers: Option<Vec<Option<Apply>>>| {
-            let answers = answers.filter(|answers| answers.len() == count).unwrap_or_else(|| vec![None; count]);
-            let ends = batch.into_iter().zip(answers);
-            Done::Many(ends.map(|((slot, id, output), apply)| Done::Recorded { slot, id, output, apply }).collect())
-        })));
+        let answers = self.client().record_batch(records);
+        assert_eq!(answers.len(), batch.len(), "a client answers each record of a batch");
+        for (&(slot, id, output), call) in batch.iter().zip(answers) {
+            let answer = self.bound(deadline, call);
+            self.inflight.push(Box::pin(answer.map(move |apply| Done::Recorded { slot, id, output, apply })));
+        }
     }
 
     /// Sends the effect's output to the ledger, alone.
@@ -799,7 +808,6 @@ impl<H: Handler> Run<H> {
             Done::TimedOut { slot, id } => self.on_timed_out(slot, id).await,
             Done::Recorded { slot, id, output, apply } => self.on_recorded(slot, id, output, apply).await,
             Done::Nothing => {}
-            Done::Many(_) => unreachable!("a batch's answers are taken one by one"),
         }
     }
 
@@ -997,7 +1005,7 @@ impl<H: Handler> Run<H> {
         }
         // Calls still in flight: releases sent while draining, and acquires, whose grants no
         // machine takes now: each goes back, unless it is a lease a slot holds (handled above).
-        for done in self.in_flight_at_end().await.into_iter().flat_map(Done::flat) {
+        for done in self.in_flight_at_end().await {
             let Done::Answer { slot, reply: Some(reply), .. } = done else { continue };
             match reply {
                 WorkerReply::Released(Release::Released { .. }) => self.tally.released += 1,

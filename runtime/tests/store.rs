@@ -536,7 +536,7 @@ impl Client for Counting {
     fn worker_batch(
         &self,
         calls: Vec<(WorkerId, RequestId, WorkerRequest)>,
-    ) -> BoxFuture<'static, Vec<Option<WorkerReply>>> {
+    ) -> Vec<BoxFuture<'static, Option<WorkerReply>>> {
         let kind = match calls[0].2 {
             WorkerRequest::Acquire => "acquire",
             WorkerRequest::Renew { .. } => "renew",
@@ -562,7 +562,7 @@ impl Client for Counting {
     fn record_batch(
         &self,
         records: Vec<(WorkerId, OpId, Epoch, OutputId)>,
-    ) -> BoxFuture<'static, Vec<Option<lease_core::Apply>>> {
+    ) -> Vec<BoxFuture<'static, Option<lease_core::Apply>>> {
         let mut largest = self.largest.lock().unwrap();
         let seen = largest.entry("record").or_default();
         *seen = (*seen).max(records.len());

@@ -40,18 +40,39 @@ fn sweep_finding(scenario: Scenario, seeds: &[u64], pick: fn(&[Entry]) -> Vec<St
     found
 }
 
-/// Grants made after the heal that their holder never acted on before the lease's expiry: no
-/// lookup from it under the grant's epoch, no `executing` by it under that epoch.
+/// Grants made after the heal, to a worker not paused, that their holder never acted on before
+/// the lease's expiry: no lookup from it under the grant's epoch, no `executing` by it under that
+/// epoch, no release of it.
 fn unused_grants_after_the_heal(history: &[Entry]) -> Vec<String> {
     let healed = history.iter().position(|entry| matches!(entry.event, Event::FaultsHealed {}));
     let Some(healed) = healed else { return Vec::new() };
     let mut unused = Vec::new();
-    for (line, entry) in history.iter().enumerate().skip(healed) {
+    // A worker whose process is paused by a fault of the fault phase (a slot whose acquire was in
+    // flight when another slot of its process stalled) cannot take a grant before the pause ends.
+    let mut paused = std::collections::BTreeSet::new();
+    for (line, entry) in history.iter().enumerate() {
+        match entry.event {
+            Event::Paused { target, .. } => {
+                paused.insert(target);
+            }
+            Event::Resumed { target } => {
+                paused.remove(&target);
+            }
+            _ => {}
+        }
+        if line < healed {
+            continue;
+        }
         let Event::Granted { job, epoch, owner, expires_at_us, .. } = entry.event else { continue };
+        if paused.contains(&owner) {
+            continue;
+        }
+        // Acted on: looked up or executed by its holder, or handed back (a grant it declined).
         let acted =
             history[line + 1..].iter().take_while(|later| later.t_us < expires_at_us).any(|later| match later.event {
                 Event::LookedUp { from, job: j, epoch: e, .. } => (from, j, e) == (owner, job, epoch),
                 Event::Executing { job: j, epoch: e, .. } => (later.node, j, e) == (owner, job, epoch),
+                Event::Released { from, job: j, epoch: e, .. } => (from, j, e) == (owner, job, epoch),
                 _ => false,
             });
         if !acted {

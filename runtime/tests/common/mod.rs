@@ -324,10 +324,9 @@ impl Client for MemoryClient {
     fn worker_batch(
         &self,
         calls: Vec<(WorkerId, RequestId, WorkerRequest)>,
-    ) -> BoxFuture<'static, Vec<Option<WorkerReply>>> {
+    ) -> Vec<BoxFuture<'static, Option<WorkerReply>>> {
         self.state().seen.batches.push(calls.iter().map(|&(_, _, request)| request).collect());
-        let answers: Vec<_> = calls.into_iter().map(|(worker, id, request)| self.worker(worker, id, request)).collect();
-        Box::pin(future::join_all(answers))
+        calls.into_iter().map(|(worker, id, request)| self.worker(worker, id, request)).collect()
     }
 
     fn record(&self, _worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>> {

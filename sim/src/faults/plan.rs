@@ -80,6 +80,13 @@ pub struct World {
     /// The longest a handler runs before the runtime drops it. Absent: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handler_timeout_us: Option<u64>,
+    /// Jobs in flight per worker process (its runtime's slots, worker ids `n + k × workers`).
+    /// Absent: one.
+    #[serde(default = "one_slot", skip_serializing_if = "is_one_slot")]
+    pub slots: u32,
+    /// Requests of a kind per call of a worker process. Absent: one (each alone).
+    #[serde(default = "one_request", skip_serializing_if = "is_one_request")]
+    pub batch: usize,
     /// The lease length.
     pub lease_ttl_us: u64,
     /// The most jobs accepted and not yet terminal.
@@ -206,6 +213,22 @@ pub struct PlanError(pub String);
 
 fn is_zero(count: &u32) -> bool {
     *count == 0
+}
+
+fn one_slot() -> u32 {
+    1
+}
+
+fn is_one_slot(slots: &u32) -> bool {
+    *slots == 1
+}
+
+fn one_request() -> usize {
+    1
+}
+
+fn is_one_request(batch: &usize) -> bool {
+    *batch == 1
 }
 
 fn err<T>(message: impl Into<String>) -> Result<T, PlanError> {
@@ -650,6 +673,12 @@ impl Plan {
         if w.handler_timeout_us == Some(0) {
             return err("world: handler_timeout_us of 0 would refuse every handler before it starts");
         }
+        if !(1..=64).contains(&w.slots) {
+            return err(format!("world: {} slots per worker process, not 1 to 64", w.slots));
+        }
+        if !(1..=64).contains(&w.batch) {
+            return err(format!("world: a batch of {} requests per call, not 1 to 64", w.batch));
+        }
         if w.recorders > w.workers {
             return err(format!("world: {} recorders, but the world has {} workers", w.recorders, w.workers));
         }
@@ -679,7 +708,8 @@ impl Plan {
         }
         let known = |node: Node, what: &str| -> Result<(), PlanError> {
             let ok = match node {
-                Node::Worker(n) => n < w.workers,
+                // A worker process, or (a point or a message) one of its slots.
+                Node::Worker(n) => n < w.workers || (what != "skew" && n < w.workers * w.slots),
                 Node::Reclaimer(n) => n < w.reclaimers,
                 Node::Table | Node::Ledger => what != "skew",
                 Node::Arrivals => what == "message",
@@ -737,6 +767,8 @@ impl Plan {
         params.poison_ppm = w.poison_ppm;
         params.shutdown_grace_us = w.shutdown_grace_us;
         params.handler_timeout_us = w.handler_timeout_us;
+        params.slots = w.slots;
+        params.batch = w.batch;
         params.table =
             TableConfig { capacity: w.capacity, lease_ttl, batch_max: w.batch_max, attempts_max: w.attempts_max };
         params.worker = WorkerConfig {
@@ -786,6 +818,8 @@ impl Plan {
             poison_ppm: params.poison_ppm,
             shutdown_grace_us: params.shutdown_grace_us,
             handler_timeout_us: params.handler_timeout_us,
+            slots: params.slots,
+            batch: params.batch,
             lease_ttl_us: params.table.lease_ttl.as_us(),
             capacity: params.table.capacity,
             batch_max: params.table.batch_max,

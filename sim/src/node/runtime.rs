@@ -53,7 +53,9 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     else {
         return;
     };
-    let mut options = WorkerOptions::new(vec![WorkerId(n)], ctx.params.worker).planting(ctx.bugs);
+    let slots = ctx.params.slot_nodes(node).into_iter().map(|slot| WorkerId(worker_of(slot))).collect();
+    let mut options = WorkerOptions::new(slots, ctx.params.worker).planting(ctx.bugs);
+    options.batch = ctx.params.batch;
     if let Some(grace_us) = ctx.params.shutdown_grace_us {
         options.grace = Span::from_us(grace_us);
     }
@@ -69,27 +71,32 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     // A handler's own calls made again write `executing` too: one handler call per lease.
     let executed = {
         let state = ctx.state();
-        let leases =
-            state.history[from..].iter().filter(|entry| entry.node == node).filter_map(|entry| match entry.event {
-                Event::Executing { job, epoch, .. } => Some((job, epoch)),
-                _ => None,
-            });
+        let ours = |entry: &&lease_history::Entry| ctx.params.process_of(entry.node) == node;
+        let leases = state.history[from..].iter().filter(ours).filter_map(|entry| match entry.event {
+            Event::Executing { job, epoch, .. } => Some((job, epoch)),
+            _ => None,
+        });
         leases.collect::<std::collections::BTreeSet<_>>().len() as u64
     };
     audit(node, incarnation, "handler calls", tally.handled, executed, false);
     audit(node, incarnation, "adoptions", tally.adopted, lines(&|e| matches!(e, Event::Adopted { .. })), false);
     let given_up = lines(&|e| matches!(e, Event::Abandoned { why, .. } if *why != AbandonReason::Shutdown));
     audit(node, incarnation, "leases given up", tally.abandoned, given_up, false);
-    let released =
-        lines_since(&ctx, from, Node::Table, &|e| matches!(e, Event::Released { from, .. } if *from == node));
+    let released = lines_since(
+        &ctx,
+        from,
+        Node::Table,
+        &|e| matches!(e, Event::Released { from, .. } if ctx.params.process_of(*from) == node),
+    );
     audit(node, incarnation, "leases handed back", tally.released, released, true);
     exit(&ctx, node, incarnation).await;
 }
 
-/// The lines `node` wrote since line `from` that `keep` keeps.
+/// The lines `node`'s process (each of its slots) wrote since line `from` that `keep` keeps.
 fn lines_since(ctx: &Ctx, from: usize, node: Node, keep: &dyn Fn(&Event) -> bool) -> u64 {
     let state = ctx.state();
-    state.history[from..].iter().filter(|entry| entry.node == node && keep(&entry.event)).count() as u64
+    let ours = |entry: &&lease_history::Entry| ctx.params.process_of(entry.node) == node;
+    state.history[from..].iter().filter(ours).filter(|entry| keep(&entry.event)).count() as u64
 }
 
 /// What a runtime counted in one life, which a service exports as its metrics, against what the
@@ -200,6 +207,9 @@ impl Clock for NodeClock {
 /// runtime's shutdown release), below the life's bits.
 const CALL_IDS: u64 = 1 << (INCARNATION_SHIFT - 1);
 
+/// The bits of a wire id a slot's machine numbers its requests in ([`Wire::slot_wire_id`]).
+const SLOT_SHIFT: u32 = 33;
+
 /// Calls awaiting their reply, by wire id: the newest copy of a request sent again replaces the
 /// one it retries.
 type Waiting = Arc<Mutex<BTreeMap<u64, oneshot::Sender<Reply>>>>;
@@ -262,6 +272,14 @@ impl Wire {
     fn wire_id(&self, id: u64) -> u64 {
         wire_id(self.incarnation, id)
     }
+
+    /// The wire id of slot `worker`'s request `id`: each slot's machine numbers its requests
+    /// from 0, so the slot's place in its process (`k` of `n + k × workers`) goes above them.
+    fn slot_wire_id(&self, worker: WorkerId, id: RequestId) -> u64 {
+        let k = u64::from(worker.0 / self.ctx.params.workers.max(1));
+        assert!(id.0 < 1 << SLOT_SHIFT && k < 1 << (INCARNATION_SHIFT - 1 - SLOT_SHIFT), "slot {k} request {}", id.0);
+        self.wire_id(k << SLOT_SHIFT | id.0)
+    }
 }
 
 /// Forgets a call's wait when the call ends or is dropped (it timed out), unless a copy sent
@@ -295,7 +313,7 @@ impl Client for Wire {
             Reply::Worker(reply) => reply,
             other => panic!("a worker got {other:?}"),
         };
-        self.ask(to, self.wire_id(id.0), Request::Worker(worker.0, request), take)
+        self.ask(to, self.slot_wire_id(worker, id), Request::Worker(worker.0, request), take)
     }
 
     /// A recording handler's output, to the ledger: each call under a wire id of its own.
@@ -357,7 +375,7 @@ impl Hook for Wire {
 /// records what it produced. The runtime cancels it when it stops acting on the lease.
 async fn dependency(wire: Arc<Wire>, job: Job, timeout: Span, records: bool) -> Outcome<Output> {
     let id = wire.wire_id(wire.next_call.fetch_add(1, Ordering::Relaxed));
-    let worker = worker_of(wire.node);
+    let worker = job.worker.0;
     let request = match records {
         true => Request::Produce(worker, job.op, job.epoch),
         false => Request::Worker(worker, WorkerRequest::Execute { op: job.op, epoch: job.epoch }),
@@ -368,7 +386,7 @@ async fn dependency(wire: Arc<Wire>, job: Job, timeout: Span, records: bool) -> 
             // A call made again is an effect sent again: on the history, and past the same point,
             // as the runtime's first. A runtime that failed to cancel this handler when it lost
             // the lease shows here, as an effect started after the lease expired.
-            let (node, op, epoch) = (wire.node, job.op, job.epoch);
+            let (node, op, epoch) = (Node::Worker(worker), job.op, job.epoch);
             wire.ctx.record(node, Event::Executing { job: op.job, op, epoch });
             wire.at(node, Point::BeforeEffect, Some(op.job)).await;
         }

@@ -122,6 +122,16 @@ pub(super) fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     // Drawn after every older switch, so that a seed keeps the faults it had before these.
     let (messages, aimed, late_copies) = (rng.gen_bool(0.5), rng.gen_bool(0.5), rng.gen_bool(0.85));
     aim_at_windows(params, rng, messages, aimed, late_copies);
+    // Drawn last, after every older draw, so that a seed keeps its faults: half the seeds run
+    // today's protocol (one slot a process, each request alone), the others worker processes of
+    // 2 to 4 slots that batch as many requests a call. (More slots swamp the table node: madsim
+    // receives a message no sooner than a millisecond after the last, and its mailbox hands out
+    // the newest first under load, so an idle fleet's polls starve a release for seconds.)
+    if rng.gen_bool(0.5) {
+        let batch = rng.gen_range(2..=4u32);
+        params.slots = batch;
+        params.batch = batch as usize;
+    }
 }
 
 /// The window faults: single messages held back or doubled (`messages`), and short stalls and

@@ -130,6 +130,7 @@ impl Ctx {
 
     /// Whether a partition in force cuts `from` off from `to`.
     pub fn is_cut(&self, from: Node, to: Node) -> bool {
+        let (from, to) = (self.params.process_of(from), self.params.process_of(to));
         let state = self.state();
         if state.cuts.is_empty() {
             return false;
@@ -155,18 +156,19 @@ impl Ctx {
     /// earlier life, or by a node that is down, travelled on a connection its crash reset: it
     /// must not be served.
     pub fn is_current(&self, node: Node, incarnation: u64) -> bool {
+        let node = self.params.process_of(node);
         let state = self.state();
         state.incarnations.get(&node) == Some(&incarnation) && !state.down.contains_key(&node)
     }
 
     /// madsim's id of `node`.
     pub(crate) fn sim_id(&self, node: Node) -> SimNodeId {
-        self.state().nodes[&node]
+        self.state().nodes[&self.params.process_of(node)]
     }
 
     /// Whether `node` is down.
     pub(crate) fn is_down(&self, node: Node) -> bool {
-        self.state().down.contains_key(&node)
+        self.state().down.contains_key(&self.params.process_of(node))
     }
 
     /// The running world's context, for tasks spawned from `&Ctx`.

@@ -56,6 +56,13 @@ pub struct Params {
     /// The longest a worker's handler may run before the runtime drops it and the job takes the
     /// requeue path, as after a retryable failure; `None`: no limit.
     pub handler_timeout_us: Option<u64>,
+    /// Jobs in flight per worker process: its runtime's slots, worker ids `n + k × workers` for
+    /// `k` below this (1: the process is the one worker `n`). Every fault of the process strikes
+    /// them all, one line each.
+    pub slots: u32,
+    /// The most requests of a kind one call of a worker process carries ([`WorkerOptions::batch`]
+    /// of `lease-runtime`; 1: each alone). At most the table's `batch_max`.
+    pub batch: usize,
     /// The table's limits.
     pub table: TableConfig,
     /// Workers' timing.
@@ -109,7 +116,7 @@ impl Params {
     /// Gives `node` its clock from the start of the run. Only workers and reclaimers keep clocks
     /// of their own (the table's is the world's); a plan refuses a skew of any other node.
     pub fn skew(&mut self, node: Node, clock: LocalClock) {
-        let clocks = match node {
+        let clocks = match self.process_of(node) {
             Node::Worker(n) => self.worker_clocks.get_mut(n as usize),
             Node::Reclaimer(n) => self.reclaimer_clocks.get_mut(n as usize),
             _ => None,
@@ -135,6 +142,8 @@ impl Params {
             poison_ppm: 0,
             shutdown_grace_us: None,
             handler_timeout_us: None,
+            slots: 1,
+            batch: 1,
             table: TableConfig { capacity: 100, lease_ttl, batch_max: 4, attempts_max: 3 },
             worker: worker_timing(lease_ttl),
             reclaimer: ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 },
@@ -250,7 +259,28 @@ impl Params {
         if self.poison_ppm > 0 {
             let _ = write!(out, " poison_ppm={}", self.poison_ppm);
         }
+        if self.slots > 1 || self.batch > 1 {
+            let _ = write!(out, " slots={} batch={}", self.slots, self.batch);
+        }
         out
+    }
+
+    /// The process a node runs in: a worker slot's id `n + k × workers` is worker process `n`'s;
+    /// every other node is its own.
+    pub fn process_of(&self, node: Node) -> Node {
+        match node {
+            Node::Worker(id) if self.workers > 0 => Node::Worker(id % self.workers),
+            other => other,
+        }
+    }
+
+    /// The nodes a process is on the history: a worker process's slots, each a worker of its
+    /// own; any other node, itself.
+    pub fn slot_nodes(&self, process: Node) -> Vec<Node> {
+        match self.process_of(process) {
+            Node::Worker(n) => (0..self.slots.max(1)).map(|k| Node::Worker(n + k * self.workers)).collect(),
+            other => vec![other],
+        }
     }
 
     /// Whether the dependency refuses `job` for good ([`Params::poison_ppm`]).

@@ -22,14 +22,23 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 impl Ctx {
+    /// The world's line of a fault that strikes `node`'s process: one per node the process is on
+    /// the history (each slot of a worker process), at one time.
+    fn struck(&self, node: Node, event: impl Fn(Node) -> Event) {
+        for target in self.params.slot_nodes(node) {
+            self.record(Node::World, event(target));
+        }
+    }
+
     /// Crashes `node` (at protocol point `point` for `job`, or wherever it was), and has the world
     /// restart it after `restart_after_us`. A node crashed at a point must not touch the network
     /// again: its task is dropped at its next await. Nothing happens to a node already down.
     pub(crate) fn crash(&self, node: Node, point: Point, job: Option<JobId>, restart_after_us: u64) {
+        let node = self.params.process_of(node);
         if self.is_down(node) {
             return;
         }
-        self.record(Node::World, Event::Crashed { target: node, point, job });
+        self.struck(node, |target| Event::Crashed { target, point, job });
         let (id, life) = {
             let mut state = self.state();
             let life = state.incarnations.get(&node).copied().unwrap_or(0);
@@ -47,6 +56,7 @@ impl Ctx {
 
     /// Restarts `node` if it is still down from the crash of life `life`.
     pub(crate) fn restart(&self, node: Node, life: u64) {
+        let node = self.params.process_of(node);
         let id = {
             let mut state = self.state();
             if state.down.get(&node) != Some(&life) {
@@ -55,13 +65,14 @@ impl Ctx {
             state.down.remove(&node);
             state.nodes[&node]
         };
-        self.record(Node::World, Event::Restarted { target: node });
+        self.struck(node, |target| Event::Restarted { target });
         Handle::current().restart(id);
     }
 
     /// The shutdown signal of `node`'s life `life`: it resolves when the world tells the node to
     /// stop ([`Ctx::shutdown`]), and never otherwise.
     pub(crate) fn stop_signal(&self, node: Node, life: u64) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let node = self.params.process_of(node);
         let (sender, signal) = futures::channel::oneshot::channel();
         self.state().stop_signals.insert(node, (life, sender));
         async move {
@@ -75,6 +86,7 @@ impl Ctx {
     /// and it restarts `down_us` after it has exited ([`Ctx::exited`]). Nothing happens to a node
     /// that is down, already stopping, or not yet listening.
     pub(crate) fn shutdown(&self, node: Node, down_us: u64) {
+        let node = self.params.process_of(node);
         let sender = {
             let mut state = self.state();
             let life = state.incarnations.get(&node).copied().unwrap_or(0);
@@ -89,7 +101,7 @@ impl Ctx {
                 _ => return,
             }
         };
-        self.record(Node::World, Event::Stopping { target: node });
+        self.struck(node, |target| Event::Stopping { target });
         // The receiver lives as long as the life that listens; a crash since drops both.
         let _ = sender.send(());
     }
@@ -98,6 +110,7 @@ impl Ctx {
     /// restarts after its downtime, at once if the faults have healed. Called by the life's own
     /// task, which must not touch the network again.
     pub(crate) fn exited(&self, node: Node, life: u64) {
+        let node = self.params.process_of(node);
         let (id, down_us) = {
             let mut state = self.state();
             match state.stopping.get(&node) {
@@ -110,7 +123,7 @@ impl Ctx {
                 _ => return,
             }
         };
-        self.record(Node::World, Event::Stopped { target: node });
+        self.struck(node, |target| Event::Stopped { target });
         // What the exited life left running (its router) goes with it; the caller, the life's
         // own task, is dropped at its next await, as after a crash.
         Handle::current().kill(id);
@@ -124,8 +137,9 @@ impl Ctx {
 
     /// Cuts `node` off from everyone (`peer` none), or from `peer` both ways.
     pub(crate) fn partition(&self, node: Node, peer: Option<Node>) {
+        let (node, peer) = (self.params.process_of(node), peer.map(|peer| self.params.process_of(peer)));
         let net = madsim::net::NetSim::current();
-        self.record(Node::World, Event::Partitioned { target: node, peer });
+        self.struck(node, |target| Event::Partitioned { target, peer });
         self.state().cuts.insert((node, peer));
         match peer {
             None => net.clog_node(self.sim_id(node)),
@@ -138,6 +152,7 @@ impl Ctx {
 
     /// Repairs a partition that [`partition`] made.
     pub(crate) fn repair(&self, node: Node, peer: Option<Node>) {
+        let (node, peer) = (self.params.process_of(node), peer.map(|peer| self.params.process_of(peer)));
         let net = madsim::net::NetSim::current();
         self.state().cuts.remove(&(node, peer));
         match peer {
@@ -147,27 +162,29 @@ impl Ctx {
                 net.unclog_link(self.sim_id(peer), self.sim_id(node));
             }
         }
-        self.record(Node::World, Event::Healed { target: node, peer });
+        self.struck(node, |target| Event::Healed { target, peer });
     }
 
     /// Pauses `node`'s process (a GC or VM stall). False, and nothing happens, when it is down or
     /// already paused.
     pub(crate) fn pause(&self, node: Node) -> bool {
+        let node = self.params.process_of(node);
         if self.is_down(node) || !self.state().paused.insert(node) {
             return false;
         }
-        self.record(Node::World, Event::Paused { target: node, point: None, job: None });
+        self.struck(node, |target| Event::Paused { target, point: None, job: None });
         Handle::current().pause(self.sim_id(node));
         true
     }
 
     /// Resumes `node` if it is paused.
     pub(crate) fn resume(&self, node: Node) {
+        let node = self.params.process_of(node);
         if !self.state().paused.remove(&node) {
             return;
         }
         Handle::current().resume(self.sim_id(node));
-        self.record(Node::World, Event::Resumed { target: node });
+        self.struck(node, |target| Event::Resumed { target });
     }
 
     /// Stalls the calling node's process for `len_us` at `point`, working on `job` (none for a
@@ -177,9 +194,10 @@ impl Ctx {
         if point == Point::BeforeListing {
             return self.sleep_us(len_us).await;
         }
-        self.record(Node::World, Event::Paused { target: node, point: Some(point), job });
+        // A slot's stall is its whole process's.
+        self.struck(node, |target| Event::Paused { target, point: Some(point), job });
         self.sleep_us(len_us).await;
-        self.record(Node::World, Event::Resumed { target: node });
+        self.struck(node, |target| Event::Resumed { target });
     }
 
     /// Fails a dependency call of `caller` for `op` under `epoch`, before or after its effect.
