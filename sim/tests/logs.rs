@@ -100,6 +100,15 @@ fn logs_show_every_history_line_at_its_time_and_change_nothing() {
         // A node restarted once and heard from again (a line of its own after the restart) logs
         // that line in its second life's span.
         let mut restarts = 0;
+        // A worker slot's id `n + k × workers` logs in its process's span, `wn`.
+        let workers: u32 = history[0]["params"]
+            .as_str()
+            .and_then(|params| params.split(' ').find_map(|pair| pair.strip_prefix("workers=")?.parse().ok()))
+            .expect("the run line names its workers");
+        let process = |node: &str| match node.strip_prefix('w').and_then(|n| n.parse::<u32>().ok()) {
+            Some(id) => format!("w{}", id % workers),
+            None => node.to_string(),
+        };
         for (at, entry) in history.iter().enumerate().filter(|(_, entry)| entry["kind"] == "restarted") {
             let node = entry["target"].as_str().expect("a restart names its node");
             let restarted_once =
@@ -107,7 +116,7 @@ fn logs_show_every_history_line_at_its_time_and_change_nothing() {
             let heard_again = history[at..].iter().any(|e| e["node"] == node);
             if restarted_once && heard_again {
                 restarts += 1;
-                let second = format!("node{{node={node} life=2}}");
+                let second = format!("node{{node={} life=2}}", process(node));
                 assert!(log.contains(&second), "{run:?}: restarted, {node} logs in its second life");
             }
         }
