@@ -35,7 +35,7 @@ use lease_core::{
 };
 use lease_history::{AbandonReason, Event, Node, Point};
 use lease_runtime::{
-    Client, Clock, HandlerError, Hook, Job, Outcome, Output, ReclaimerOptions, Runtime, WorkerOptions,
+    Client, Clock, HandlerError, Hook, Job, Metrics, Outcome, Output, ReclaimerOptions, Runtime, WorkerOptions,
 };
 use madsim::net::Endpoint;
 use std::collections::BTreeMap;
@@ -65,9 +65,44 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let records = ctx.params.records_itself(n);
     let handler = move |job: Job| dependency(Arc::clone(&client), job, timeout, records);
     let from = ctx.state().history.len();
-    let work = seams.runtime().work(options, handler, ctx.stop_signal(node, incarnation));
+    let (metrics, started_us) = (Arc::new(Metrics::new()), ctx.now().0);
+    let runtime = seams.runtime().with_metrics(Arc::clone(&metrics));
+    let work = runtime.work(options, handler, ctx.stop_signal(node, incarnation));
     let tally = work.await.unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
     let lines = |keep: &dyn Fn(&Event) -> bool| lines_since(&ctx, from, node, keep);
+    // What it told its metrics, against its history: a service's dashboard must say what the
+    // history says. A grant is told when its slot takes it, so at least every lease the process
+    // looked up or executed under, and at most every grant and regrant made to its slots.
+    let told = metrics.snapshot();
+    let (granted, acted) = {
+        let state = ctx.state();
+        let ours = |n: Node| ctx.params.process_of(n) == node;
+        let (mut granted, mut acted) = (0, std::collections::BTreeSet::new());
+        for entry in &state.history[from..] {
+            match entry.event {
+                Event::Granted { owner, .. } | Event::Regranted { owner, .. } if ours(owner) => granted += 1,
+                Event::Executing { job, epoch, .. } if ours(entry.node) => drop(acted.insert((job, epoch))),
+                Event::LookedUp { from: asker, job, epoch, .. } if ours(asker) => drop(acted.insert((job, epoch))),
+                _ => {}
+            }
+        }
+        (granted, acted.len() as u64)
+    };
+    audit_within(node, incarnation, "grants told", told.grants, acted, granted);
+    let adopted = lines(&|e| matches!(e, Event::Adopted { .. }));
+    audit(node, incarnation, "adoptions told", told.adoptions, adopted, false);
+    let self_fenced = lines(&|e| matches!(e, Event::Abandoned { why: AbandonReason::SelfFenced, .. }));
+    audit(node, incarnation, "self-fences told", told.self_fences, self_fenced, false);
+    let effects = &told.effect_seconds;
+    audit(node, incarnation, "effects timed", effects.count, tally.handled, true);
+    // Each handler call lasts no longer than the life (twice over: the node's clock drifts).
+    let life_s = 2.0 * (ctx.now().0.saturating_sub(started_us) as f64 / 1e6) + 1e-3;
+    assert!(
+        effects.sum_seconds <= effects.count as f64 * life_s,
+        "{node} life {incarnation}: its runtime timed {} effects at {} s in all, in a life of {life_s} s",
+        effects.count,
+        effects.sum_seconds
+    );
     // A handler's own calls made again write `executing` too: one handler call per lease.
     let executed = {
         let state = ctx.state();
@@ -107,6 +142,15 @@ fn audit(node: Node, life: u64, what: &str, counted: u64, lines: u64, at_most: b
     assert!(agrees, "{node} life {life}: its runtime counted {counted} {what}, its history says {lines}");
 }
 
+/// [`audit`] with a range: what the runtime counted lies within what the history proves (`low`)
+/// and what it allows (`high`).
+fn audit_within(node: Node, life: u64, what: &str, counted: u64, low: u64, high: u64) {
+    assert!(
+        (low..=high).contains(&counted),
+        "{node} life {life}: its runtime counted {counted} {what}, its history says {low} to {high}"
+    );
+}
+
 /// The runtime of `node`'s life `life` returned, as it does only once told to stop: the node
 /// exits, and never touches the network again.
 async fn exit(ctx: &Ctx, node: Node, life: u64) {
@@ -126,8 +170,32 @@ pub(super) async fn reclaimer(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         ..ReclaimerOptions::new(ReclaimerId(n), ctx.params.reclaimer).planting(ctx.bugs)
     };
     let from = ctx.state().history.len();
-    let reclaim = seams.runtime().reclaim(options, ctx.stop_signal(node, incarnation));
+    let metrics = Arc::new(Metrics::new());
+    let runtime = seams.runtime().with_metrics(Arc::clone(&metrics));
+    let reclaim = runtime.reclaim(options, ctx.stop_signal(node, incarnation));
     let tally = reclaim.await.unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
+    // A fence won is counted when the reclaimer takes the answer: at least every one it went on
+    // to look up under its new epoch, at most every one the table says it won.
+    let (won, taken) = {
+        let state = ctx.state();
+        let mut won = std::collections::BTreeSet::new();
+        let mut taken = 0;
+        for entry in &state.history[from..] {
+            match entry.event {
+                Event::Reclaimed { job, new_epoch, reclaimer, .. } if reclaimer == node => {
+                    won.insert((job, new_epoch));
+                }
+                Event::LookedUp { from: asker, job, epoch, .. } if asker == node && won.remove(&(job, epoch)) => {
+                    taken += 1;
+                }
+                _ => {}
+            }
+        }
+        (taken + won.len() as u64, taken)
+    };
+    audit_within(node, incarnation, "fences counted", tally.fenced, taken, won);
+    let told = metrics.snapshot();
+    audit_within(node, incarnation, "reclaims told", told.reclaims, taken, won);
     let lines = |keep: &dyn Fn(&Event) -> bool| lines_since(&ctx, from, node, keep);
     audit(node, incarnation, "adoptions", tally.adopted, lines(&|e| matches!(e, Event::Adopted { .. })), false);
     let stopped = lines(&|e| matches!(e, Event::BatchStopped { .. }));
