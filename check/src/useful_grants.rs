@@ -362,36 +362,48 @@ mod tests {
         assert!(violation.message.contains("w1's grant of j1 under e1"), "{}", violation.message);
     }
 
+    /// A grant after the heal to w1, struck by a fault of the fault phase (`strike`) and let go
+    /// (`recover`) at `recover_at_us`, while w2 runs the job after a reclaim.
+    fn struck_story(strike: fn(&mut History), recover: fn(&mut History), recover_at_us: u64) -> (History, usize) {
+        let mut history = History::new(2, 2);
+        history.at(0).arrived(J1);
+        strike(history.at(2));
+        if recover_at_us < 5 {
+            recover(history.at(recover_at_us));
+        }
+        history.at(5).faults_healed();
+        let granted = history.at(10).granted(J1, E1, w(1), 1_010);
+        history.reclaim_j1_and_grant_it_to_w2();
+        history.at(1_050).looked_up(J1, E3, None, None, None);
+        history.at(1_060).executing(w(2), J1, E3);
+        history.at(1_070).applied(J1, E3, O7);
+        history.at(1_080).completed(J1, O7, E3, None);
+        if recover_at_us >= 5 {
+            recover(history.at(recover_at_us));
+        }
+        (history, granted)
+    }
+
+    /// The grant of [`struck_story`] is exempt (and counted as wasted after the heal) while w1 is
+    /// still struck; recovered before the grant, w1 is judged.
+    fn exempt_while_struck(strike: fn(&mut History), recover: fn(&mut History)) {
+        let (history, _) = struck_story(strike, recover, 1_100);
+        assert!(check_history(&history.entries).is_ok());
+        assert_eq!(wasted(&history.entries), (1, 1));
+        let (history, granted) = struck_story(strike, recover, 3);
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::UsefulGrants);
+        assert_eq!(violation.lines.first(), Some(&granted));
+    }
+
     // A grant after the heal to a worker still down from a crash of the fault phase is exempt,
     // and counted as wasted after the heal; once the worker restarted, its grants are judged.
     #[test]
     fn grants_to_a_worker_down_from_the_fault_phase_are_exempt() {
-        let story = |restart_at_us: u64| {
-            let mut history = History::new(2, 2);
-            history.at(0).arrived(J1);
-            history.at(2).crashed(w(1), lease_history::Point::AtRandom, None);
-            if restart_at_us < 5 {
-                history.at(restart_at_us).restarted(w(1));
-            }
-            history.at(5).faults_healed();
-            let granted = history.at(10).granted(J1, E1, w(1), 1_010);
-            history.reclaim_j1_and_grant_it_to_w2();
-            history.at(1_050).looked_up(J1, E3, None, None, None);
-            history.at(1_060).executing(w(2), J1, E3);
-            history.at(1_070).applied(J1, E3, O7);
-            history.at(1_080).completed(J1, O7, E3, None);
-            if restart_at_us >= 5 {
-                history.at(restart_at_us).restarted(w(1));
-            }
-            (history, granted)
-        };
-        let (history, _) = story(1_100);
-        assert!(check_history(&history.entries).is_ok());
-        assert_eq!(wasted(&history.entries), (1, 1));
-        let (history, granted) = story(3);
-        let violation = check_history(&history.entries).unwrap_err();
-        assert_eq!(violation.invariant, Invariant::UsefulGrants);
-        assert_eq!(violation.lines.first(), Some(&granted));
+        exempt_while_struck(
+            |history| drop(history.crashed(w(1), lease_history::Point::AtRandom, None)),
+            |history| drop(history.restarted(w(1))),
+        );
     }
 
     // A grant after the heal to a worker whose process is still paused by the fault phase (a
@@ -399,32 +411,7 @@ mod tests {
     // counted as wasted after the heal; resumed before the grant, the worker is judged.
     #[test]
     fn grants_to_a_worker_still_paused_from_the_fault_phase_are_exempt() {
-        let story = |resume_at_us: u64| {
-            let mut history = History::new(2, 2);
-            history.at(0).arrived(J1);
-            history.at(2).paused(w(1));
-            if resume_at_us < 5 {
-                history.at(resume_at_us).resumed(w(1));
-            }
-            history.at(5).faults_healed();
-            let granted = history.at(10).granted(J1, E1, w(1), 1_010);
-            history.reclaim_j1_and_grant_it_to_w2();
-            history.at(1_050).looked_up(J1, E3, None, None, None);
-            history.at(1_060).executing(w(2), J1, E3);
-            history.at(1_070).applied(J1, E3, O7);
-            history.at(1_080).completed(J1, O7, E3, None);
-            if resume_at_us >= 5 {
-                history.at(resume_at_us).resumed(w(1));
-            }
-            (history, granted)
-        };
-        let (history, _) = story(1_100);
-        assert!(check_history(&history.entries).is_ok());
-        assert_eq!(wasted(&history.entries), (1, 1));
-        let (history, granted) = story(3);
-        let violation = check_history(&history.entries).unwrap_err();
-        assert_eq!(violation.invariant, Invariant::UsefulGrants);
-        assert_eq!(violation.lines.first(), Some(&granted));
+        exempt_while_struck(|history| drop(history.paused(w(1))), |history| drop(history.resumed(w(1))));
     }
 
     // Grants made before the heal are exempt from the check, but counted as wasted; a regrant

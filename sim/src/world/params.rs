@@ -60,7 +60,7 @@ pub struct Params {
     /// `k` below this (1: the process is the one worker `n`). Every fault of the process strikes
     /// them all, one line each.
     pub slots: u32,
-    /// The most requests of a kind one call of a worker process carries ([`WorkerOptions::batch`]
+    /// The most requests of a kind one call of a worker process carries ([`lease_runtime::WorkerOptions::batch`]
     /// of `lease-runtime`; 1: each alone). At most the table's `batch_max`.
     pub batch: usize,
     /// The table's limits.
