@@ -603,6 +603,11 @@ impl<H: Handler> Run<H> {
 
     /// The machine's `Execute` `id`: the handler, once (see the module doc).
     async fn execute(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch) {
+        if self.queued_effects.iter().any(|&(queued, queued_id, ..)| (queued, queued_id) == (slot, id)) {
+            // A copy sent again within this turn (its machine timed the first out while taking
+            // the time for another effect): one start, never two handlers for one request.
+            return;
+        }
         if !self.decide(slot, id, op, epoch) {
             return;
         }
@@ -696,6 +701,8 @@ impl<H: Handler> Run<H> {
     /// Starts the effect of `Execute` `id`, its `executing` line written: the `before_effect`
     /// point, then the handler.
     async fn start(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch) {
+        let running = self.slots[slot].effect.as_ref().filter(|effect| effect.id == id);
+        assert!(running.is_none(), "{} starts a second handler for request {}", self.slots[slot].id, id.0);
         let node = Node::Worker(self.slots[slot].id.0);
         // Decided, not yet started: a process paused here (a GC pause, a stall) starts its effect
         // late, perhaps past the lease, and only the dependency's check of the epoch (or the

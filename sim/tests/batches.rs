@@ -74,3 +74,16 @@ fn a_fault_strikes_every_slot_of_its_process() {
     assert!(struck > 20, "only {struck} faults struck batched processes");
     assert!(beyond, "no grant named a slot beyond the first of its process");
 }
+
+// Proves the runtime starts one handler per request in a batched turn: in swarm seed 4815 (4
+// processes of 4 slots) slot w8's execute for j14 timed out and was sent again within the turn
+// that decided it, while the machine took the time for another slot's effect. The copy once
+// queued a second start: two handlers for one request, the first never cancelled, which made its
+// call again after its lease (self_fencing). The runtime now ignores a copy queued in the same
+// turn, and asserts that no request gets a second handler (a crash of the world otherwise).
+#[test]
+fn an_execute_sent_again_within_a_batched_turn_starts_one_handler() {
+    let report = Target::new(Scenario::SWARM).run(4815);
+    assert!(report.params.slots > 1, "seed 4815 is a batched world");
+    assert!(matches!(report.verdict, Verdict::Held), "{:?}", report.verdict);
+}
