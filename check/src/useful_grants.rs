@@ -401,8 +401,12 @@ mod tests {
     #[test]
     fn grants_to_a_worker_down_from_the_fault_phase_are_exempt() {
         exempt_while_struck(
-            |history| drop(history.crashed(w(1), lease_history::Point::AtRandom, None)),
-            |history| drop(history.restarted(w(1))),
+            |history| {
+                history.crashed(w(1), lease_history::Point::AtRandom, None);
+            },
+            |history| {
+                history.restarted(w(1));
+            },
         );
     }
 
@@ -411,7 +415,14 @@ mod tests {
     // counted as wasted after the heal; resumed before the grant, the worker is judged.
     #[test]
     fn grants_to_a_worker_still_paused_from_the_fault_phase_are_exempt() {
-        exempt_while_struck(|history| drop(history.paused(w(1))), |history| drop(history.resumed(w(1))));
+        exempt_while_struck(
+            |history| {
+                history.paused(w(1));
+            },
+            |history| {
+                history.resumed(w(1));
+            },
+        );
     }
 
     // Grants made before the heal are exempt from the check, but counted as wasted; a regrant

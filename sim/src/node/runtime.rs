@@ -81,8 +81,12 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         for entry in &state.history[from..] {
             match entry.event {
                 Event::Granted { owner, .. } | Event::Regranted { owner, .. } if ours(owner) => granted += 1,
-                Event::Executing { job, epoch, .. } if ours(entry.node) => drop(acted.insert((job, epoch))),
-                Event::LookedUp { from: asker, job, epoch, .. } if ours(asker) => drop(acted.insert((job, epoch))),
+                Event::Executing { job, epoch, .. } if ours(entry.node) => {
+                    acted.insert((job, epoch));
+                }
+                Event::LookedUp { from: asker, job, epoch, .. } if ours(asker) => {
+                    acted.insert((job, epoch));
+                }
                 _ => {}
             }
         }
