@@ -904,8 +904,12 @@ impl<H: Handler> Run<H> {
                     permanent,
                 };
                 held.effect = None;
-                if !error.is_reported() {
-                    self.seams.client.line(Node::Ledger, failed).await;
+                if !error.is_reported() && !self.seams.client.line(Node::Ledger, failed).await {
+                    // The failure's line is not known written (the store could not be reached):
+                    // a requeue or dead-letter now would be one the history cannot explain. To
+                    // the machine this is an execute unanswered: it is sent again, and the
+                    // handler runs again.
+                    return;
                 }
                 let held = &mut self.slots[slot];
                 let execution = if permanent { Execution::Permanent } else { Execution::Failed };

@@ -927,3 +927,43 @@ fn batched_effects_start_only_once_their_executing_lines_are_written() {
     let written = client.seen(|seen| seen.lines.iter().filter(|(_, e)| matches!(e, Event::Executing { .. })).count());
     assert_eq!(written, 3, "one line lost, one written in vain, then both again");
 }
+
+// Proves a failure is requeued only once its line is written: the handler fails (retryable) on
+// its first call, and the store fails that `dependency_failed` line (a connection cut, as the
+// PostgreSQL cut test once met). The job is not requeued then, which the history could not
+// explain: the machine sends its execute again, the handler runs again and succeeds, and the job
+// completes under its first lease, its attempt never spent. Every requeue the table made comes
+// after a written failure line.
+#[test]
+fn a_failure_whose_line_is_lost_is_not_requeued_unexplained() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    client.plant(|faults| faults.fail_failure_lines = 1);
+    let calls = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let calls = Arc::clone(&calls);
+        move |job: Job| {
+            let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                if call == 1 {
+                    return Err(lease_runtime::HandlerError::Retryable("the first call fails".to_string()));
+                }
+                Ok(output_bytes(job.id, call))
+            }
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let worked =
+        drive(&clock, runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, client.all_ended(1)));
+    assert_eq!(worked.unwrap().handled, 2, "the handler ran again");
+    let failures =
+        client.seen(|seen| seen.lines.iter().filter(|(_, e)| matches!(e, Event::DependencyFailed { .. })).count());
+    assert_eq!(failures, 0, "the one failure line was lost");
+    let terminal = client.table(|table| *table.terminal(JobId(0)).unwrap());
+    assert_eq!(
+        (terminal.outcome, terminal.epoch),
+        (Outcome::Completed { output: output_id(&output_bytes(JobId(0), 2)) }, Epoch(1))
+    );
+    assert_eq!(client.table(|table| table.attempts(JobId(0))), Some(1), "no attempt spent on a requeue");
+}

@@ -125,6 +125,8 @@ pub struct Faults {
     pub delayed_acquires: Option<u32>,
     /// The next this many `executing` lines fail to write (the store could not be reached).
     pub fail_executing_lines: u32,
+    /// The next this many `dependency_failed` lines fail to write.
+    pub fail_failure_lines: u32,
 }
 
 /// What the in-memory client saw.
@@ -353,6 +355,10 @@ impl Client for MemoryClient {
         let mut state = self.state();
         if matches!(event, Event::Executing { .. }) && state.faults.fail_executing_lines > 0 {
             state.faults.fail_executing_lines -= 1;
+            return Box::pin(future::ready(false));
+        }
+        if matches!(event, Event::DependencyFailed { .. }) && state.faults.fail_failure_lines > 0 {
+            state.faults.fail_failure_lines -= 1;
             return Box::pin(future::ready(false));
         }
         state.seen.lines.push((node, event));
