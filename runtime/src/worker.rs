@@ -23,6 +23,15 @@
 //! handler is dropped. Lookup-then-adopt and a conflict's hand-over to a reclaimer are the
 //! machine's.
 //!
+//! **Batching.** With [`WorkerOptions::batch`] above 1, each wake takes every end that is ready,
+//! and the requests the machines make at one turn leave together, one call per kind (acquires,
+//! renewals, lookups, completions, requeues: [`Client::worker_batch`]; records:
+//! [`Client::record_batch`]; the `executing` lines of the effects decided at the turn:
+//! [`Client::lines`]), at most `batch` a call. Each answer goes to its own machine as it comes. No
+//! grant waits in a buffer: a slot asks only when it is free. Between a decision and its start a
+//! turn may stall at another slot's point (a pause of the whole process), so each effect is
+//! decided again, the machine taking the time, before its line is written and before it starts.
+//!
 //! **Shutdown.** Once the signal resolves, no slot acquires again (a grant that answers an
 //! acquire already sent is released at once); jobs in flight may finish for `grace`. Then every
 //! handler still running is cancelled, and every lease still held is either released (back at
@@ -504,6 +513,8 @@ impl<H: Handler> Run<H> {
     /// timer of the runtime's can tell when such a grant stops mattering: a process paused as its
     /// acquire left sends it after the pause, and the grant that answers it is fresh (the
     /// simulator's swarm found this at seed 949 when acquires were bounded by a lease).
+    /// Batching ([`WorkerOptions::batch`] above 1), a request of a kind that batches waits for
+    /// the end of the turn ([`Run::flush`]), and leaves with the others of its kind.
     fn call(&mut self, slot: usize, id: RequestId, request: WorkerRequest) {
         if self.options.batch > 1 && batch_group(&request).is_some() {
             self.queued.push((slot, id, request));
@@ -512,7 +523,7 @@ impl<H: Handler> Run<H> {
         self.call_now(slot, id, request);
     }
 
-    /// Sends the requests queued at this turn: each kind in batches of at most
+    /// Sends the records and requests queued at this turn: each kind in batches of at most
     /// [`WorkerOptions::batch`], in the order the machines made them; a batch of one as a single
     /// call.
     fn flush(&mut self) {
