@@ -67,6 +67,8 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let from = ctx.state().history.len();
     let (metrics, started_us) = (Arc::new(Metrics::new()), ctx.now().0);
     let runtime = seams.runtime().with_metrics(Arc::clone(&metrics));
+    // A service reads its figures from the runtime: the metrics it was given.
+    assert!(Arc::ptr_eq(&runtime.metrics(), &metrics), "{node}: the runtime reads other metrics than it was given");
     let work = runtime.work(options, handler, ctx.stop_signal(node, incarnation));
     let tally = work.await.unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
     let lines = |keep: &dyn Fn(&Event) -> bool| lines_since(&ctx, from, node, keep);
@@ -176,6 +178,7 @@ pub(super) async fn reclaimer(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let from = ctx.state().history.len();
     let metrics = Arc::new(Metrics::new());
     let runtime = seams.runtime().with_metrics(Arc::clone(&metrics));
+    assert!(Arc::ptr_eq(&runtime.metrics(), &metrics), "{node}: the runtime reads other metrics than it was given");
     let reclaim = runtime.reclaim(options, ctx.stop_signal(node, incarnation));
     let tally = reclaim.await.unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
     // A fence won is counted when the reclaimer takes the answer: at least every one it went on
