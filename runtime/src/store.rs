@@ -399,6 +399,21 @@ fn gone() -> StoreError {
     StoreError::Io(std::io::Error::other("the store handle's thread has stopped"))
 }
 
+/// `serve` over `items` in chunks of at most the table's `batch_max`, one transaction each: the
+/// answers, in order.
+fn in_chunks<I, A>(
+    store: &mut dyn Store,
+    items: &[I],
+    mut serve: impl FnMut(&mut dyn Store, &[I]) -> Result<Vec<A>, StoreError>,
+) -> Result<Vec<A>, StoreError> {
+    let max = store.config().batch_max.max(1);
+    let mut answers = Vec::with_capacity(items.len());
+    for chunk in items.chunks(max) {
+        answers.extend(serve(&mut *store, chunk)?);
+    }
+    Ok(answers)
+}
+
 /// The `count` answers of one batched store call, each its own future (they resolve together).
 fn each_of<T: Clone + Send + Sync + 'static>(
     answered: BoxFuture<'static, Option<Vec<T>>>,
@@ -435,27 +450,15 @@ impl Client for StoreClient {
             .map(|(worker, id, request)| (worker, lease_store::life_request(life, id), request))
             .collect();
         let answered = self.answer(move |store, now| {
-            // One transaction per batch of at most the table's batch_max.
-            let max = store.config().batch_max.max(1);
-            let mut replies = Vec::with_capacity(calls.len());
-            for chunk in calls.chunks(max) {
-                replies.extend(lease_store::serve_worker_batch(store, now, chunk)?);
-            }
-            Ok(replies)
+            in_chunks(store, &calls, |store, chunk| lease_store::serve_worker_batch(store, now, chunk))
         });
         each_of(answered, count)
     }
 
     fn record_batch(&self, records: Vec<(WorkerId, OpId, Epoch, OutputId)>) -> Vec<BoxFuture<'static, Option<Apply>>> {
         let count = records.len();
-        let answered = self.answer(move |store, now| {
-            let max = store.config().batch_max.max(1);
-            let mut applied = Vec::with_capacity(records.len());
-            for chunk in records.chunks(max) {
-                applied.extend(store.apply_as(now, chunk)?);
-            }
-            Ok(applied)
-        });
+        let answered =
+            self.answer(move |store, now| in_chunks(store, &records, |store, chunk| store.apply_as(now, chunk)));
         each_of(answered, count)
     }
 
