@@ -149,7 +149,6 @@ impl Driver {
             latency_us: None,
             latency_calm_us: None,
             pruned_before_us: None,
-            worker_processes: None,
             params: String::new(),
         };
         driver.record(Node::World, run);

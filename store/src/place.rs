@@ -34,13 +34,9 @@ impl StoreKind {
         }
     }
 
-    /// Whether `bug` can be planted on this store: the SQL path's own bugs need SQL, and the
-    /// in-memory table's batch bugs need the in-memory table.
+    /// Whether `bug` can be planted on this store: the SQL path's own bugs need SQL.
     pub fn plants(self, bug: lease_core::Bug) -> bool {
-        match self {
-            StoreKind::Memory => !bug.store_only(),
-            StoreKind::Sqlite | StoreKind::Postgres => !bug.batch_only(),
-        }
+        self != StoreKind::Memory || !bug.store_only()
     }
 
     /// Reads `text` as one of `allowed`, or says which are.
