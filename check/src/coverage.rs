@@ -106,6 +106,9 @@ impl Coverage {
         windows::STALE_HAND_BACK,
         windows::LATE_DUPLICATE,
         windows::EXPIRY_BOUNDARY,
+        windows::BATCH_CRASH,
+        windows::BATCH_STALE_COMPLETION,
+        windows::BATCH_RENEWAL_AFTER_RECLAIM,
     ];
 
     /// How often `name` happened; zero for a name never reached or unknown.
@@ -265,12 +268,13 @@ mod tests {
         let coverage = Coverage::default();
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
         assert!(Coverage::SITUATIONS.iter().all(|name| coverage.0.get(name) == Some(&0)));
-        assert_eq!(Coverage::SITUATIONS.len(), 29);
+        assert_eq!(Coverage::SITUATIONS.len(), 32);
         assert_eq!(Coverage::SITUATIONS[0], "adopted_by_worker");
         assert_eq!(Coverage::SITUATIONS[19], "grant_released");
         assert_eq!(Coverage::SITUATIONS[20], "dead_lettered_for_good");
         assert_eq!(Coverage::SITUATIONS[21], "handed_back_at_shutdown");
-        assert_eq!(Coverage::SITUATIONS[22..], super::windows::WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[22..29], super::windows::WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[29..], super::windows::BATCH_WINDOWS);
     }
 
     // Merging adds counts name by name.
@@ -387,6 +391,9 @@ mod tests {
             ("window_stale_hand_back", 0),
             ("window_late_duplicate", 2),
             ("window_expiry_boundary", 2),
+            ("window_batch_crash_between_effects", 0),
+            ("window_batch_stale_completion", 0),
+            ("window_batch_renewal_after_reclaim", 0),
         ];
         assert_eq!(expected.len(), Coverage::SITUATIONS.len());
         for (name, count) in expected {

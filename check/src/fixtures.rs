@@ -113,6 +113,7 @@ impl History {
             latency_us: latency_max_us.map(|max| [LATENCY_CALM_US[0], max]),
             latency_calm_us: latency_max_us.map(|_| LATENCY_CALM_US),
             pruned_before_us: None,
+            worker_processes: None,
             params: String::new(),
         };
         history.push(Node::World, run);

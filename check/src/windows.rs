@@ -14,6 +14,13 @@
 //! | `window_stale_hand_back` | a requeue (or the dead-letter it ends in) or a release under an epoch that is no longer the job's, or for a job that already ended (Oban #532, Solid Queue #589) |
 //! | `window_late_duplicate` | a copy of a request that already moved the state on reaches the table or the ledger: a second answer to the same requester's completion, requeue, quarantine, execute, fence or enqueue of one job at one epoch (a `regranted` acquire is not counted: the grant it repeats still stands, so nothing moved on) |
 //! | `window_expiry_boundary` | a `reclaimed` within one drift margin after the lease's expiry, or a `renewed` within one drift margin before it |
+//! | `window_batch_crash_between_effects` | a worker process crashes when, of the effects its slots started at one turn (`executing` lines of two or more of its slots at one time), one was applied and another not yet |
+//! | `window_batch_stale_completion` | a batch of completions (two or more answers at one time to slots of one process, one line after another) carries an epoch that is no longer its job's |
+//! | `window_batch_renewal_after_reclaim` | a batch of renewals names a lease that a reclaimer took meanwhile: one of its epochs is below its job's, fenced since |
+//!
+//! The three batch windows need the `run` line's `worker_processes` (a world whose processes run
+//! several slots, and batch): a batch is the table's answers, one line after another at one
+//! time, to requests of one kind from slots of one process.
 //!
 //! The drift margin is the run's `drift_margin_us` parameter, or ttl/8 (the scenarios' margin)
 //! for a history whose `run` line does not name one.
@@ -30,10 +37,35 @@ pub(crate) const EFFECT_TO_ACK: &str = "window_effect_to_ack";
 pub(crate) const STALE_HAND_BACK: &str = "window_stale_hand_back";
 pub(crate) const LATE_DUPLICATE: &str = "window_late_duplicate";
 pub(crate) const EXPIRY_BOUNDARY: &str = "window_expiry_boundary";
+pub(crate) const BATCH_CRASH: &str = "window_batch_crash_between_effects";
+pub(crate) const BATCH_STALE_COMPLETION: &str = "window_batch_stale_completion";
+pub(crate) const BATCH_RENEWAL_AFTER_RECLAIM: &str = "window_batch_renewal_after_reclaim";
 
 /// The seven windows, in the order the issue that named them lists them.
 pub const WINDOWS: [&str; 7] =
     [LIST_TO_FENCE, FENCE_TO_LOOKUP, RENEW_IN_FLIGHT, EFFECT_TO_ACK, STALE_HAND_BACK, LATE_DUPLICATE, EXPIRY_BOUNDARY];
+
+/// The windows of batches, reached only by worlds whose processes batch.
+pub const BATCH_WINDOWS: [&str; 3] = [BATCH_CRASH, BATCH_STALE_COMPLETION, BATCH_RENEWAL_AFTER_RECLAIM];
+
+/// The table's answers to one kind of worker request, one line after another at one time, to
+/// slots of one process: a batch, once it holds two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answered {
+    Completion,
+    Renewal,
+}
+
+/// The batch being read: its time, kind and process, how many answers it holds, and whether one
+/// named an epoch that is no longer its job's.
+#[derive(Debug, Clone, Copy)]
+struct BatchRead {
+    t_us: u64,
+    kind: Answered,
+    process: u32,
+    answers: u32,
+    stale: bool,
+}
 
 /// A request whose copies [`Windows`] recognises: one per requester, job and epoch (or batch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -66,15 +98,26 @@ pub(crate) struct Windows {
     renew_stall: BTreeMap<u32, u64>,
     /// Requests whose first answer moved the state on.
     answered: BTreeSet<Asked>,
+    /// The run's worker processes, when each runs several slots.
+    processes: Option<u32>,
+    /// The batch of answers being read, if the last line was one of them.
+    batch: Option<BatchRead>,
+    /// Per process, the effects its slots started at its latest turn: when, and per slot the
+    /// job and epoch and whether the ledger applied it.
+    turns: BTreeMap<u32, (u64, BTreeMap<u32, (JobId, Epoch, bool)>)>,
 }
 
 impl Windows {
     /// Tells `seen` each window `entry` shows, against the facts before it.
     pub(crate) fn observe(&mut self, facts: &Facts, entry: &Entry, seen: &mut impl FnMut(&'static str)) {
         let t = entry.t_us;
+        if self.processes.is_some() {
+            self.batches(facts, entry, seen);
+        }
         match &entry.event {
-            Event::Run { lease_ttl_us, drift_margin_us, .. } => {
+            Event::Run { lease_ttl_us, drift_margin_us, worker_processes, .. } => {
                 self.margin_us = drift_margin_us.unwrap_or(lease_ttl_us / 8);
+                self.processes = worker_processes.filter(|&n| n > 0);
             }
             Event::Listed { reclaimer: Node::Reclaimer(n), batch, leases } => {
                 if let Some((old, jobs)) = self.batches.remove(&ReclaimerId(*n)) {
@@ -232,6 +275,75 @@ impl Windows {
                 seen(RENEW_IN_FLIGHT);
             }
             Event::FaultsHealed {} => self.cut.clear(),
+            _ => {}
+        }
+    }
+
+    /// The batch windows: `entry` against the batch being read and each process's turn.
+    fn batches(&mut self, facts: &Facts, entry: &Entry, seen: &mut impl FnMut(&'static str)) {
+        let processes = self.processes.expect("checked");
+        let process = |node: &Node| match node {
+            Node::Worker(w) => Some(w % processes),
+            _ => None,
+        };
+        let stale = |job: &JobId, epoch: &Epoch| facts.job(*job).is_some_and(|facts| facts.epoch > *epoch);
+        let answer = match &entry.event {
+            Event::Terminal { from, job, epoch, outcome: OutcomeKind::Completed, .. }
+            | Event::AlreadyCompleted { from, job, epoch, .. } => {
+                Some((Answered::Completion, process(from), stale(job, epoch)))
+            }
+            Event::Refused { from, job, epoch, request: RefusedRequest::Complete, .. } => {
+                Some((Answered::Completion, process(from), stale(job, epoch)))
+            }
+            Event::Renewed { from, job, epoch, .. }
+            | Event::Refused { from, job, epoch, request: RefusedRequest::Renew, .. } => {
+                Some((Answered::Renewal, process(from), stale(job, epoch)))
+            }
+            _ => None,
+        };
+        match answer {
+            Some((kind, Some(process), stale)) if entry.node == Node::Table => {
+                let read = self.batch.filter(|b| b.t_us == entry.t_us && b.kind == kind && b.process == process);
+                let mut read = read.unwrap_or(BatchRead { t_us: entry.t_us, kind, process, answers: 0, stale: false });
+                read.answers += 1;
+                read.stale |= stale;
+                if read.answers >= 2 && read.stale {
+                    seen(match kind {
+                        Answered::Completion => BATCH_STALE_COMPLETION,
+                        Answered::Renewal => BATCH_RENEWAL_AFTER_RECLAIM,
+                    });
+                }
+                self.batch = Some(read);
+            }
+            _ => self.batch = None,
+        }
+        match &entry.event {
+            Event::Executing { job, epoch, .. } => {
+                let Some(process) = process(&entry.node) else { return };
+                let Node::Worker(slot) = entry.node else { return };
+                let turn = self.turns.entry(process).or_insert((entry.t_us, BTreeMap::new()));
+                if turn.0 != entry.t_us {
+                    *turn = (entry.t_us, BTreeMap::new());
+                }
+                turn.1.entry(slot).or_insert((*job, *epoch, false));
+            }
+            Event::EffectApplied { from: from @ Node::Worker(slot), job, epoch, .. } => {
+                let Some(process) = process(from) else { return };
+                if let Some(started) = self.turns.get_mut(&process).and_then(|turn| turn.1.get_mut(slot)) {
+                    if started.0 == *job && started.1 == *epoch {
+                        started.2 = true;
+                    }
+                }
+            }
+            Event::Crashed { target, .. } => {
+                let Some(process) = process(target) else { return };
+                if let Some((_, started)) = self.turns.remove(&process) {
+                    let applied = started.values().filter(|(_, _, applied)| *applied).count();
+                    if started.len() >= 2 && applied >= 1 && applied < started.len() {
+                        seen(BATCH_CRASH);
+                    }
+                }
+            }
             _ => {}
         }
     }

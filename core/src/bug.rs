@@ -84,6 +84,19 @@ pub enum Bug {
     /// back from a pause revives its expired lease if no reclaimer fenced it yet (the heartbeat
     /// that outlives its lock of Graphile Worker and Oban). SQL path only ([`Bug::STORE`]).
     RenewByEpochOnly,
+    /// A runtime's batch of completions is checked by its first job's epoch alone: every later
+    /// job of the batch is completed under whatever lease it holds now, so one stale epoch among
+    /// many completes a job a reclaimer took meanwhile, out from under its new holder. Lives in a
+    /// batch's serving on the in-memory table ([`Bug::BATCH`]).
+    BatchCompleteChecksFirst,
+    /// A runtime's batch of renewals (two or more) extends every named job's current lease
+    /// without checking that each is the sender's: a heartbeat renews a lease its sender no longer holds (taken by
+    /// a reclaimer meanwhile), and tells it its own lost lease goes on. [`Bug::BATCH`].
+    BatchRenewUnchecked,
+    /// A runtime's batch of acquires reads the queue's head once: an asker that finds the queue
+    /// emptied by the batch's earlier grants is granted the job the batch granted last, again, so
+    /// one job is handed to two workers. [`Bug::BATCH`].
+    BatchAcquireGrantsTwice,
     /// About one seed in twenty records a second terminal outcome: proves failures get reported.
     Canary,
 }
@@ -118,9 +131,19 @@ impl Bug {
     /// world whose table and ledger run on SQLite (`--store sqlite`) can plant them.
     pub const STORE: [Bug; 2] = [Bug::CompleteByStateOnly, Bug::RenewByEpochOnly];
 
+    /// The planted bugs that live in how the in-memory table serves a runtime's batch in one
+    /// transaction (`lease_store::serve_worker_batch`), not in the rules: a world whose workers
+    /// batch (`slots` and `batch` above 1) on the in-memory table plants them; a SQL store does not.
+    pub const BATCH: [Bug; 3] = [Bug::BatchCompleteChecksFirst, Bug::BatchRenewUnchecked, Bug::BatchAcquireGrantsTwice];
+
     /// Whether the bug lives in a store's SQL path only ([`Bug::STORE`]).
     pub fn store_only(self) -> bool {
         Bug::STORE.contains(&self)
+    }
+
+    /// Whether the bug lives in the in-memory table's batches only ([`Bug::BATCH`]).
+    pub fn batch_only(self) -> bool {
+        Bug::BATCH.contains(&self)
     }
 
     /// The bug's command-line name.
@@ -148,6 +171,9 @@ impl Bug {
             Bug::DeadLetterIgnoresTerminal => "dead-letter-ignores-terminal",
             Bug::CompleteByStateOnly => "complete-by-state-only",
             Bug::RenewByEpochOnly => "renew-by-epoch-only",
+            Bug::BatchCompleteChecksFirst => "batch-complete-checks-first",
+            Bug::BatchRenewUnchecked => "batch-renew-unchecked",
+            Bug::BatchAcquireGrantsTwice => "batch-acquire-grants-twice",
             Bug::Canary => "canary",
         }
     }
@@ -178,6 +204,9 @@ impl Bug {
             Bug::DeadLetterIgnoresTerminal => "a dead-letter without checking the job ended: a late copy ends it twice",
             Bug::CompleteByStateOnly => "SQL completion guarded by state = 'leased' alone, never the epoch",
             Bug::RenewByEpochOnly => "SQL renewal guarded by job and epoch, not expiry: an expired lease revives",
+            Bug::BatchCompleteChecksFirst => "a batch of completions checked by its first epoch alone",
+            Bug::BatchRenewUnchecked => "a batch of renewals extends each job's lease, whoever holds it",
+            Bug::BatchAcquireGrantsTwice => "a batch of acquires grants its last job again once the queue is empty",
             Bug::Canary => "about one seed in twenty records a second terminal outcome",
         }
     }
@@ -193,14 +222,19 @@ impl fmt::Display for Bug {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown planted bug {0:?}; known bugs: {known}",
-    known = Bug::ALL.iter().chain(&Bug::STORE).map(|bug| bug.name()).collect::<Vec<_>>().join(", ")
+    known = Bug::ALL.iter().chain(&Bug::STORE).chain(&Bug::BATCH).map(|bug| bug.name()).collect::<Vec<_>>().join(", ")
 )]
 pub struct UnknownBug(pub String);
 
 impl FromStr for Bug {
     type Err = UnknownBug;
     fn from_str(s: &str) -> Result<Bug, UnknownBug> {
-        Bug::ALL.into_iter().chain(Bug::STORE).find(|bug| bug.name() == s).ok_or_else(|| UnknownBug(s.to_string()))
+        Bug::ALL
+            .into_iter()
+            .chain(Bug::STORE)
+            .chain(Bug::BATCH)
+            .find(|bug| bug.name() == s)
+            .ok_or_else(|| UnknownBug(s.to_string()))
     }
 }
 
@@ -246,7 +280,7 @@ mod tests {
     #[test]
     fn every_bug_has_its_own_one_line_description() {
         let mut seen = std::collections::BTreeSet::new();
-        for bug in Bug::ALL.into_iter().chain(Bug::STORE) {
+        for bug in Bug::ALL.into_iter().chain(Bug::STORE).chain(Bug::BATCH) {
             let about = bug.about();
             assert!(!about.is_empty() && !about.contains('\n'), "{bug}: {about:?}");
             assert!(bug.name().len() + about.len() <= 120, "{bug}: {} characters", about.len());

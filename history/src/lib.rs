@@ -503,6 +503,13 @@ pub enum Event {
         /// reports) are bounded below by the history, not equal to it. Absent: nothing pruned.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pruned_before_us: Option<u64>,
+        /// How many worker processes ran, when each runs several slots (`lease-runtime`'s
+        /// workers, each slot a worker id of its own): worker `w` ran in process
+        /// `w % worker_processes`. Its requests of one kind made at one turn go to the table
+        /// together, in one transaction, and their lines follow one another at one time: a
+        /// batch. Absent: one slot a process.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_processes: Option<u32>,
         /// The world's shape and timing as `name=value` pairs, for people. No checker reads it
         /// (every fact a checker needs is a field of its own); it may be absent.
         #[serde(default, skip_serializing_if = "String::is_empty")]

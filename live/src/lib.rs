@@ -229,6 +229,7 @@ fn export(plan: &LivePlan, store: &mut Handle, out: &Path) -> Result<PathBuf, Fa
             latency_us: None,
             latency_calm_us: None,
             pruned_before_us: None,
+            worker_processes: None,
             params: plan.params(),
         },
     };

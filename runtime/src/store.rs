@@ -450,7 +450,10 @@ impl Client for StoreClient {
             .map(|(worker, id, request)| (worker, lease_store::life_request(life, id), request))
             .collect();
         let answered = self.answer(move |store, now| {
-            in_chunks(store, &calls, |store, chunk| lease_store::serve_worker_batch(store, now, chunk))
+            in_chunks(store, &calls, |store, chunk| {
+                let served = lease_store::serve_worker_batch(store, now, chunk)?;
+                Ok(served.into_iter().map(|served| served.reply).collect())
+            })
         });
         each_of(answered, count)
     }

@@ -16,6 +16,12 @@ pub const PORT: u16 = 1;
 pub enum Request {
     /// From worker `n`.
     Worker(u32, WorkerRequest),
+    /// From a worker process's runtime: requests of one kind (an acquire, a renewal, a lookup, a
+    /// completion or a requeue) that several of its slots made at one turn, each with its slot
+    /// and the wire id it would go under alone. The table (the ledger, for lookups) serves them
+    /// in one transaction ([`lease_store::serve_worker_batch`]): lost, held back or doubled as
+    /// one message.
+    WorkerBatch(Vec<(u32, u64, WorkerRequest)>),
     /// From reclaimer `n`.
     Reclaimer(u32, ReclaimRequest),
     /// From the arrival generator.
@@ -32,6 +38,9 @@ pub enum Request {
 pub enum Reply {
     /// To a worker.
     Worker(WorkerReply),
+    /// To a [`Request::WorkerBatch`]: an answer per request, in order; `None` for one the table
+    /// dropped unserved (an acquire of a life that is over, or a copy of one whose exchange is).
+    WorkerBatch(Vec<Option<WorkerReply>>),
     /// To a reclaimer.
     Reclaimer(ReclaimReply),
     /// To the arrival generator: accepted (or known) when `None`, else why not.

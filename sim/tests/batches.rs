@@ -87,3 +87,59 @@ fn an_execute_sent_again_within_a_batched_turn_starts_one_handler() {
     assert!(report.params.slots > 1, "seed 4815 is a batched world");
     assert!(matches!(report.verdict, Verdict::Held), "{:?}", report.verdict);
 }
+
+// Proves a batch is one message served in one transaction: in the swarm's batched seeds, the
+// table answers two or more slots of one process at one time, one line after another (a batch
+// of acquires, renewals or completions), and the run line names the processes for a reader.
+#[test]
+fn a_batch_reaches_the_table_as_one_message() {
+    let target = Target::new(Scenario::SWARM);
+    let mut batches = 0;
+    for (seed, _) in batched_seeds(40).into_iter().filter(|&(seed, _)| target.params(seed).table.batch_max > 1) {
+        let report = target.run(seed);
+        let params = target.params(seed);
+        let processes = match &report.history[0].event {
+            Event::Run { worker_processes, .. } => worker_processes.expect("a batched world names its processes"),
+            other => panic!("the first line is the run's: {other:?}"),
+        };
+        assert_eq!(processes, params.workers, "seed {seed}");
+        let owner = |event: &Event| match event {
+            Event::Granted { owner: Node::Worker(w), .. }
+            | Event::Renewed { from: Node::Worker(w), .. }
+            | Event::Terminal { from: Node::Worker(w), .. } => Some(*w),
+            _ => None,
+        };
+        for pair in report.history.windows(2) {
+            let (Some(a), Some(b)) = (owner(&pair[0].event), owner(&pair[1].event)) else { continue };
+            let same_kind = std::mem::discriminant(&pair[0].event) == std::mem::discriminant(&pair[1].event);
+            if pair[0].t_us == pair[1].t_us && same_kind && a != b && a % processes == b % processes {
+                batches += 1;
+            }
+        }
+    }
+    assert!(batches > 50, "{batches} answers served beside another of their batch in 40 seeds");
+}
+
+// Proves the planted batch bugs are caught by the checkers, not by the batches' own code: a batch
+// of acquires that grants its last job again (one job handed to two workers) fails conformance
+// within 200 swarm seeds, and a batch of renewals that extends whatever lease each job holds
+// fails fencing (a renewal under a stale epoch accepted) within 400. Neither is planted on SQL.
+#[test]
+fn the_planted_batch_bugs_are_caught() {
+    use lease_core::Bug;
+    use lease_sim::runner::hunt_from;
+    use std::sync::atomic::AtomicBool;
+    let stop = AtomicBool::new(false);
+    for (bug, budget, invariant) in
+        [(Bug::BatchAcquireGrantsTwice, 200, "conformance"), (Bug::BatchRenewUnchecked, 400, "fencing")]
+    {
+        let hunted = hunt_from(Target::planted(Scenario::SWARM, Some(bug)), &[0], budget, 2, &stop);
+        let catch = &hunted.catches[0];
+        let found = catch.invariant.unwrap_or_else(|| panic!("{bug} escaped {budget} seeds"));
+        assert_eq!(found.name(), invariant, "{bug}");
+        assert!(catch.seeds_to_failure <= budget);
+    }
+    for bug in Bug::BATCH {
+        assert!(!lease_store::StoreKind::Sqlite.plants(bug) && lease_store::StoreKind::Memory.plants(bug), "{bug}");
+    }
+}

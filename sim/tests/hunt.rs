@@ -146,5 +146,9 @@ fn expected(bug: Bug) -> &'static [&'static str] {
         Bug::DeadLetterIgnoresTerminal => &["one_terminal", "conformance"],
         // The SQL path's own bugs are hunted on SQLite, in `store.rs`.
         Bug::CompleteByStateOnly | Bug::RenewByEpochOnly => &["fencing", "conformance"],
+        // The in-memory table's batch bugs are hunted in `batches.rs`.
+        Bug::BatchCompleteChecksFirst | Bug::BatchRenewUnchecked | Bug::BatchAcquireGrantsTwice => {
+            &["fencing", "conformance"]
+        }
     }
 }

@@ -149,6 +149,7 @@ impl Driver {
             latency_us: None,
             latency_calm_us: None,
             pruned_before_us: None,
+            worker_processes: None,
             params: String::new(),
         };
         driver.record(Node::World, run);

@@ -86,7 +86,7 @@ pub use caller::Caller;
 pub use host::{open, HostClock};
 pub use memory::MemoryStore;
 pub use place::{Place, StoreKind};
-pub use serve::{life_request, serve_reclaimer, serve_worker, serve_worker_batch, Served, LIFE_SHIFT};
+pub use serve::{life_request, serve_reclaimer, serve_worker, serve_worker_batch, worker_line, Served, LIFE_SHIFT};
 pub use sqlite::SqliteStore;
 /// The PostgreSQL client [`enqueue_in`] takes a transaction of: use this very version.
 pub use tokio_postgres;
@@ -528,6 +528,7 @@ pub trait TableStore {
                 latency_us: None,
                 latency_calm_us: None,
                 pruned_before_us,
+                worker_processes: None,
                 params: String::new(),
             },
         };

@@ -4,7 +4,7 @@
 use crate::caller::Caller;
 use crate::{Figures, LedgerStore, Stamp, StoreError, TableStore};
 use lease_core::{
-    Acquired, Apply, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, JobState,
+    Acquired, Apply, Bug, Bugs, Completion, EffectLedger, Enqueued, Epoch, Fencing, Grant, JobId, JobRecord, JobState,
     Lease, LeaseTable, Lookup, OpId, OpRecord, Outcome, OutputId, Quarantine, ReclaimerId, Release, Renewal, RequestId,
     Requeue, TableConfig, Time, WorkerId, WorkerReply, WorkerRequest,
 };
@@ -49,6 +49,62 @@ impl MemoryStore {
     /// [`MemoryStore::unlogged`], with `bugs` planted ([`crate::planted`]).
     pub(crate) fn planted_unlogged(config: TableConfig, bugs: Bugs) -> Result<MemoryStore, StoreError> {
         Ok(MemoryStore { events: None, ..MemoryStore::planted(config, bugs)? })
+    }
+
+    /// The planted batch bugs ([`Bug::BATCH`]): call `at` of a batch, after the `earlier` calls'
+    /// answers, served as the bug serves it and logged with the request's own epoch; `None` when
+    /// no such bug is planted or it does not touch this call.
+    fn planted_batch(
+        &mut self,
+        now: Time,
+        at: usize,
+        calls: usize,
+        earlier: &[WorkerReply],
+        (worker, id, request): crate::WorkerCall,
+    ) -> Option<Result<WorkerReply, StoreError>> {
+        let bugs = self.table.rules().bugs;
+        let asker = self.caller.asker();
+        let current = |table: &LeaseTable, job| table.lease(job).map(|lease| lease.epoch);
+        match request {
+            WorkerRequest::Complete { job, epoch, output } if at > 0 && bugs.on(Bug::BatchCompleteChecksFirst) => {
+                let held = current(&self.table, job).unwrap_or(epoch);
+                Some(self.table.complete(now, job, held, output).map_err(StoreError::from).map(|answer| {
+                    self.log(now, answers::completion(&asker, job, epoch, output, &answer));
+                    WorkerReply::Completed(answer)
+                }))
+            }
+            WorkerRequest::Renew { job, epoch } if calls > 1 && bugs.on(Bug::BatchRenewUnchecked) => {
+                let held = current(&self.table, job).unwrap_or(epoch);
+                Some(self.table.renew(now, job, held).map_err(StoreError::from).map(|answer| {
+                    let answer = match answer {
+                        Renewal::Renewed { expires_at, .. } => Renewal::Renewed { epoch, expires_at },
+                        refused => refused,
+                    };
+                    self.log(now, answers::renewal(&asker, job, epoch, &answer));
+                    WorkerReply::Renewed(answer)
+                }))
+            }
+            WorkerRequest::Acquire if bugs.on(Bug::BatchAcquireGrantsTwice) && self.queue_empty(now, worker, id) => {
+                // The batch read the queue's head once: the job it granted last goes out again.
+                let last = earlier.iter().rev().find_map(|answer| match answer {
+                    WorkerReply::Acquired(Acquired::Granted(grant)) => Some(grant.lease),
+                    _ => None,
+                })?;
+                let again =
+                    self.table.release(now, last.job, last.epoch).and_then(|_| self.table.acquire_for(now, worker, id));
+                Some(again.map_err(StoreError::from).map(|acquired| {
+                    self.log(now, answers::acquired(Node::Worker(worker.0), &acquired));
+                    WorkerReply::Acquired(acquired)
+                }))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether an acquire would find nothing to grant (asked of a copy of the table: a planted
+    /// bug's probe, never the correct path).
+    fn queue_empty(&self, now: Time, worker: WorkerId, id: RequestId) -> bool {
+        matches!(self.table.clone().acquire_for(now, worker, id), Ok(Acquired::Empty))
     }
 
     fn log(&mut self, now: Time, event: Event) {
@@ -191,11 +247,14 @@ impl TableStore for MemoryStore {
         }
         let kept = self.caller;
         let mut replies = Vec::with_capacity(calls.len());
-        for &(worker, id, request) in calls {
+        for (at, &(worker, id, request)) in calls.iter().enumerate() {
             self.caller = Caller { from: Some(lease_core::Owner::Worker(worker)), batch: None };
-            let served = crate::serve_worker(self, now, worker, id, request);
+            let served = match self.planted_batch(now, at, calls.len(), &replies, (worker, id, request)) {
+                Some(planted) => planted,
+                None => crate::serve_worker(self, now, worker, id, request).map(|served| served.reply),
+            };
             self.caller = kept;
-            replies.push(served?.reply);
+            replies.push(served?);
         }
         Ok(replies)
     }

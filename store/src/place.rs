@@ -34,9 +34,13 @@ impl StoreKind {
         }
     }
 
-    /// Whether `bug` can be planted on this store: the SQL path's own bugs need SQL.
+    /// Whether `bug` can be planted on this store: the SQL path's own bugs need SQL, and the
+    /// in-memory table's batch bugs need the in-memory table.
     pub fn plants(self, bug: lease_core::Bug) -> bool {
-        self != StoreKind::Memory || !bug.store_only()
+        match self {
+            StoreKind::Memory => !bug.store_only(),
+            StoreKind::Sqlite | StoreKind::Postgres => !bug.batch_only(),
+        }
     }
 
     /// Reads `text` as one of `allowed`, or says which are.

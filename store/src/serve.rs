@@ -50,57 +50,68 @@ pub fn serve_worker(
     id: RequestId,
     request: WorkerRequest,
 ) -> Result<Served<WorkerReply>, StoreError> {
-    let caller = Caller { from: Some(Owner::Worker(worker)), batch: None };
-    store.set_caller(caller);
-    let asker = caller.asker();
-    let served = match request {
-        WorkerRequest::Acquire => {
-            let acquired = store.acquire_for(now, worker, id)?;
-            Served {
-                event: answers::acquired(Node::Worker(worker.0), &acquired),
-                reply: WorkerReply::Acquired(acquired),
-            }
-        }
-        WorkerRequest::Renew { job, epoch } => {
-            let renewal = store.renew(now, job, epoch)?;
-            Served { event: answers::renewal(&asker, job, epoch, &renewal), reply: WorkerReply::Renewed(renewal) }
-        }
-        WorkerRequest::Lookup { op, epoch } => {
-            let lookup = store.lookup(now, op, epoch)?;
-            Served { event: answers::lookup(&asker, op, epoch, &lookup), reply: WorkerReply::Looked(lookup) }
-        }
+    store.set_caller(Caller { from: Some(Owner::Worker(worker)), batch: None });
+    let reply = match request {
+        WorkerRequest::Acquire => WorkerReply::Acquired(store.acquire_for(now, worker, id)?),
+        WorkerRequest::Renew { job, epoch } => WorkerReply::Renewed(store.renew(now, job, epoch)?),
+        WorkerRequest::Lookup { op, epoch } => WorkerReply::Looked(store.lookup(now, op, epoch)?),
         WorkerRequest::Execute { op, epoch } => return Err(StoreError::Execute { op, epoch }),
         WorkerRequest::Complete { job, epoch, output } => {
-            let completion = store.complete(now, job, epoch, output)?;
-            let event = answers::completion(&asker, job, epoch, output, &completion);
-            Served { event, reply: WorkerReply::Completed(completion) }
+            WorkerReply::Completed(store.complete(now, job, epoch, output)?)
         }
-        WorkerRequest::Requeue { job, epoch } => {
-            let requeue = store.requeue(now, job, epoch)?;
-            Served { event: answers::requeue(&asker, job, epoch, &requeue), reply: WorkerReply::Requeued(requeue) }
-        }
-        WorkerRequest::DeadLetter { job, epoch } => {
-            let ended = store.dead_letter(now, job, epoch)?;
-            Served { event: answers::dead_letter(&asker, job, epoch, &ended), reply: WorkerReply::Requeued(ended) }
-        }
-        WorkerRequest::Release { job, epoch } => {
-            let release = store.release(now, job, epoch)?;
-            Served { event: answers::release(&asker, job, epoch, &release), reply: WorkerReply::Released(release) }
-        }
+        WorkerRequest::Requeue { job, epoch } => WorkerReply::Requeued(store.requeue(now, job, epoch)?),
+        WorkerRequest::DeadLetter { job, epoch } => WorkerReply::Requeued(store.dead_letter(now, job, epoch)?),
+        WorkerRequest::Release { job, epoch } => WorkerReply::Released(store.release(now, job, epoch)?),
     };
-    Ok(served)
+    Ok(Served { event: worker_line(worker, request, &reply), reply })
+}
+
+/// The line a store writes when it answers worker `worker`'s `request` with `reply`: the one
+/// mapping from a worker's answer to its line ([`lease_history::answers`]), for a call alone and
+/// for each call of a batch. A reply of another request's kind is a store's bug.
+pub fn worker_line(worker: WorkerId, request: WorkerRequest, reply: &WorkerReply) -> Event {
+    let asker = Caller { from: Some(Owner::Worker(worker)), batch: None }.asker();
+    match (request, reply) {
+        (WorkerRequest::Acquire, WorkerReply::Acquired(acquired)) => {
+            answers::acquired(Node::Worker(worker.0), acquired)
+        }
+        (WorkerRequest::Renew { job, epoch }, WorkerReply::Renewed(renewal)) => {
+            answers::renewal(&asker, job, epoch, renewal)
+        }
+        (WorkerRequest::Lookup { op, epoch }, WorkerReply::Looked(lookup)) => {
+            answers::lookup(&asker, op, epoch, lookup)
+        }
+        (WorkerRequest::Complete { job, epoch, output }, WorkerReply::Completed(completion)) => {
+            answers::completion(&asker, job, epoch, output, completion)
+        }
+        (WorkerRequest::Requeue { job, epoch }, WorkerReply::Requeued(requeue)) => {
+            answers::requeue(&asker, job, epoch, requeue)
+        }
+        (WorkerRequest::DeadLetter { job, epoch }, WorkerReply::Requeued(ended)) => {
+            answers::dead_letter(&asker, job, epoch, ended)
+        }
+        (WorkerRequest::Release { job, epoch }, WorkerReply::Released(release)) => {
+            answers::release(&asker, job, epoch, release)
+        }
+        (request, reply) => panic!("a store answered {request:?} with {reply:?}"),
+    }
 }
 
 /// Serves a runtime's batch of worker requests of one kind, each numbered by its life
 /// ([`life_request`]), in one transaction on `store` at the table's time `now`: each answered as
 /// [`serve_worker`] answers it alone, its line naming its own worker
-/// ([`crate::TableStore::serve_batch`]).
+/// ([`crate::TableStore::serve_batch`]). Each reply comes with its call's line, in the batch's
+/// order: the lines the store wrote, one per call, consecutive, at `now`.
 pub fn serve_worker_batch(
     store: &mut dyn Store,
     now: Time,
     calls: &[crate::WorkerCall],
-) -> Result<Vec<WorkerReply>, StoreError> {
-    store.serve_batch(now, calls)
+) -> Result<Vec<Served<WorkerReply>>, StoreError> {
+    let replies = store.serve_batch(now, calls)?;
+    let served = calls.iter().zip(replies);
+    Ok(served
+        .map(|(&(worker, _, request), reply)| Served { event: worker_line(worker, request, &reply), reply })
+        .collect())
 }
 
 /// Serves reclaimer `reclaimer`'s request on `store` at the table's time `now`, naming the

@@ -113,6 +113,7 @@ fn run_line() -> Entry {
             latency_us: None,
             latency_calm_us: None,
             pruned_before_us: None,
+            worker_processes: None,
             params: String::new(),
         },
     }

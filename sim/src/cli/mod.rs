@@ -329,6 +329,9 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             for bug in Bug::STORE {
                 println!("{:<BUG_NAME_WIDTH$} {} (in lease-store's SQL: --store sqlite)", bug.name(), bug.about());
             }
+            for bug in Bug::BATCH {
+                println!("{:<BUG_NAME_WIDTH$} {} (in a batch on the in-memory table)", bug.name(), bug.about());
+            }
             Ok(0)
         }
     }
@@ -438,7 +441,7 @@ pub(crate) fn print_figures(figures: &Figures, sim_us: u64) {
 /// `windows (seeds reaching, of 2000): window_list_to_fence=131 (6.5%) ...`.
 pub(crate) fn windows_line(seeds_reaching: &lease_check::Coverage, runs: u64) -> String {
     let share = |count: u64| 100.0 * count as f64 / runs.max(1) as f64;
-    let windows = lease_check::windows::WINDOWS.iter().map(|&name| {
+    let windows = lease_check::windows::WINDOWS.iter().chain(&lease_check::windows::BATCH_WINDOWS).map(|&name| {
         let count = seeds_reaching.get(name);
         format!("{name}={count} ({:.1}%)", share(count))
     });

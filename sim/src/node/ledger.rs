@@ -54,6 +54,12 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 continue;
             }
             Request::Record(n, op, epoch, output) => Reply::Recorded(apply(&ctx, Node::Worker(n), op, epoch, output)),
+            Request::WorkerBatch(calls)
+                if calls.iter().all(|(_, _, request)| matches!(request, WorkerRequest::Lookup { .. })) =>
+            {
+                let answers = super::table::serve_batch(&ctx, Node::Ledger, &calls);
+                Reply::WorkerBatch(answers.into_iter().map(Some).collect())
+            }
             other => panic!("harness bug: {other:?} routed to the ledger"),
         };
         super::wire::post(&ctx, &endpoint, from, letter.answer(), id, reply).await;

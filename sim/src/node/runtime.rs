@@ -28,7 +28,7 @@ use crate::faults::decide::Dealt;
 use crate::net::{ledger_addr, table_addr, wire_id, Produced, Reply, Request, INCARNATION_SHIFT};
 use crate::world::ctx::Ctx;
 use futures::channel::oneshot;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, FutureExt};
 use lease_core::{
     Apply, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId, RequestId, Span, Time,
     WorkerId, WorkerReply, WorkerRequest,
@@ -314,12 +314,15 @@ impl Wire {
         take: fn(Reply) -> R,
     ) -> BoxFuture<'static, Option<R>> {
         let (ctx, endpoint, waiting) = (Arc::clone(&self.ctx), Arc::clone(&self.endpoint), Arc::clone(&self.waiting));
-        let crash = match request {
-            Request::Worker(_, WorkerRequest::Complete { job, .. }) => {
-                self.crash_after_ack.lock().expect("hook lock").take_if(|(struck, _)| *struck == job)
-            }
-            _ => None,
+        // A completion's crash strikes once the completion (alone, or in its batch) has left.
+        let completes = |job: JobId| match &request {
+            Request::Worker(_, WorkerRequest::Complete { job: sent, .. }) => *sent == job,
+            Request::WorkerBatch(calls) => calls
+                .iter()
+                .any(|(_, _, request)| matches!(request, WorkerRequest::Complete { job: sent, .. } if *sent == job)),
+            _ => false,
         };
+        let crash = self.crash_after_ack.lock().expect("hook lock").take_if(|(struck, _)| completes(*struck));
         let node = self.node;
         Box::pin(async move {
             let (sender, reply) = oneshot::channel();
@@ -389,6 +392,42 @@ impl Client for Wire {
             other => panic!("a worker got {other:?}"),
         };
         self.ask(to, self.slot_wire_id(worker, id), Request::Worker(worker.0, request), take)
+    }
+
+    /// One message for each `batch_max` requests of the batch (as a store's client makes one
+    /// transaction of each), under a wire id of its own (a copy of one of its requests sent alone
+    /// later goes under that request's): the table (the ledger, for lookups) serves it in one
+    /// transaction and answers it with one message. Lost, every request of it is unanswered.
+    fn worker_batch(
+        &self,
+        calls: Vec<(WorkerId, RequestId, WorkerRequest)>,
+    ) -> Vec<BoxFuture<'static, Option<WorkerReply>>> {
+        let to = match calls.first() {
+            Some((_, _, WorkerRequest::Lookup { .. })) => ledger_addr(),
+            _ => table_addr(),
+        };
+        let take = |reply| match reply {
+            Reply::WorkerBatch(answers) => answers,
+            other => panic!("a worker's batch got {other:?}"),
+        };
+        let mut answers = Vec::with_capacity(calls.len());
+        for chunk in calls.chunks(self.ctx.params.table.batch_max.max(1)) {
+            if let [(worker, id, request)] = *chunk {
+                answers.push(self.worker(worker, id, request));
+                continue;
+            }
+            let chunk: Vec<_> =
+                chunk.iter().map(|&(worker, id, request)| (worker.0, self.slot_wire_id(worker, id), request)).collect();
+            let count = chunk.len();
+            let id = self.wire_id(self.next_call.fetch_add(1, Ordering::Relaxed));
+            let answered = self.ask(to, id, Request::WorkerBatch(chunk), take).shared();
+            answers.extend((0..count).map(|at| {
+                let answered = answered.clone();
+                Box::pin(async move { answered.await.and_then(|answers| answers.get(at).cloned().flatten()) })
+                    as BoxFuture<'static, Option<WorkerReply>>
+            }));
+        }
+        answers
     }
 
     /// A recording handler's output, to the ledger: each call under a wire id of its own.

@@ -28,7 +28,7 @@ use crate::world::durable::answered;
 use lease_core::{Acquired, Enqueued, ReclaimRequest, ReclaimerId, RequestId, WorkerId, WorkerReply, WorkerRequest};
 use lease_history::answers;
 use lease_history::Node;
-use lease_store::{serve_reclaimer, serve_worker};
+use lease_store::{serve_reclaimer, serve_worker, serve_worker_batch, WorkerCall};
 use std::collections::{BTreeMap, VecDeque};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
@@ -37,19 +37,66 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-/// An `Acquire` held open until a job can be granted or its wait runs out.
+/// An `Acquire`, or a batch of them, held open until a job can be granted or its wait runs out.
 struct Parked {
     from: SocketAddr,
+    /// The message's wire id.
     id: u64,
-    worker: u32,
+    /// Each acquire of the message: its worker, its request's wire id, and whether it is still
+    /// held (a batch's slot that asked afresh meanwhile, or whose life ended, is not).
+    calls: Vec<(u32, u64, bool)>,
+    /// Whether the message is a batch ([`Request::WorkerBatch`]), answered as one.
+    batch: bool,
     until_us: u64,
 }
 
 impl Parked {
-    /// Whether the worker life that sent it is still the worker's, and up.
+    /// Whether a worker life that sent one of its acquires is still the worker's, and up.
     fn alive(&self, ctx: &Ctx) -> bool {
-        sender_alive(ctx, self.worker, self.id)
+        self.calls.iter().any(|&(worker, id, held)| held && sender_alive(ctx, worker, id))
     }
+
+    /// Whether it holds worker `worker`'s acquire `id`.
+    fn holds(&self, worker: u32, id: u64) -> bool {
+        self.calls.iter().any(|&(n, i, held)| held && n == worker && i == id)
+    }
+
+    /// Worker `worker` sent request `id`: a held acquire of its that it has moved past is not
+    /// waited for. Whether it still holds any acquire.
+    fn moved_past(&mut self, worker: u32, id: u64) -> bool {
+        for (n, i, held) in &mut self.calls {
+            if *n == worker && *i < id {
+                *held = false;
+            }
+        }
+        self.calls.iter().any(|&(_, _, held)| held)
+    }
+
+    /// The acquires to serve now: held, and sent by a life that is still up.
+    fn live(&self, ctx: &Ctx) -> Vec<(u32, u64, WorkerRequest)> {
+        let live = self.calls.iter().filter(|&&(worker, id, held)| held && sender_alive(ctx, worker, id));
+        live.map(|&(worker, id, _)| (worker, id, WorkerRequest::Acquire)).collect()
+    }
+
+    /// The message answering it: `answers` for its live acquires, in order, none for the rest.
+    fn answer(&self, ctx: &Ctx, mut answers: impl Iterator<Item = WorkerReply>) -> Reply {
+        let mut each = self.calls.iter().map(|&(worker, id, held)| {
+            (held && sender_alive(ctx, worker, id)).then(|| answers.next().expect("an answer per live acquire"))
+        });
+        match self.batch {
+            true => Reply::WorkerBatch(each.collect()),
+            false => Reply::Worker(each.next().flatten().expect("a single held acquire is live")),
+        }
+    }
+
+    fn letter(&self) -> Letter {
+        acquire_letter(self.calls[0].0)
+    }
+}
+
+/// Whether every answer is an empty acquire.
+fn all_empty(answers: &[WorkerReply]) -> bool {
+    answers.iter().all(|answer| matches!(answer, WorkerReply::Acquired(Acquired::Empty)))
 }
 
 /// Whether worker `n`'s request with wire id `id` comes from its current, running life.
@@ -163,8 +210,8 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                             if !first.alive(&ctx) {
                                 continue; // Its connection was reset: nobody to answer.
                             }
-                            let empty = Reply::Worker(WorkerReply::Acquired(Acquired::Empty));
-                            reply(&ctx, &endpoint, first.from, first.id, acquire_letter(first.worker), empty).await;
+                            let empty = first.answer(&ctx, std::iter::repeat(WorkerReply::Acquired(Acquired::Empty)));
+                            reply(&ctx, &endpoint, first.from, first.id, first.letter(), empty).await;
                         }
                         continue;
                     }
@@ -173,47 +220,125 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
         };
         tracing::trace!(id = envelope.id, request = ?envelope.body, "request taken");
         let id = envelope.id;
-        if let Request::Worker(worker, request) = envelope.body {
-            if request == WorkerRequest::Acquire {
+        let letter = Letter::request(&envelope.body, Node::Table);
+        match envelope.body {
+            Request::WorkerBatch(calls) => {
+                let acquires = calls.first().is_some_and(|&(_, _, request)| request == WorkerRequest::Acquire);
+                // Each request as it would be taken alone: an acquire of a life that is over, or a
+                // copy of one held or spent, is dropped (answered with nothing).
+                let (mut taken, mut served) = (Vec::with_capacity(calls.len()), Vec::with_capacity(calls.len()));
+                for &(worker, call, request) in &calls {
+                    let dropped = acquires
+                        && (!sender_alive(&ctx, worker, call)
+                            || parked.iter().any(|p| p.holds(worker, call))
+                            || sessions.spent(worker, call));
+                    if !dropped {
+                        sessions.saw(worker, call);
+                        parked.retain_mut(|p| p.moved_past(worker, call));
+                    }
+                    taken.push((worker, call, !dropped));
+                    if !dropped {
+                        served.push((worker, call, request));
+                    }
+                }
+                if served.is_empty() {
+                    continue; // Nobody listens for any of its answers.
+                }
+                let answers = serve_batch(&ctx, Node::Table, &served);
+                let held = Parked { from, id, calls: taken, batch: true, until_us: ctx.now().0 + wait_us };
+                if acquires && wait_us > 0 && all_empty(&answers) {
+                    parked.push_back(held);
+                    continue;
+                }
+                for (&(worker, call, _), answer) in served.iter().zip(&answers) {
+                    sessions.answered(worker, call, &Reply::Worker(answer.clone()));
+                }
+                let answer = match acquires {
+                    true => held.answer(&ctx, answers.into_iter()),
+                    false => Reply::WorkerBatch(answers.into_iter().map(Some).collect()),
+                };
+                reply(&ctx, &endpoint, from, id, letter, answer).await;
+                if acquires {
+                    continue;
+                }
+            }
+            Request::Worker(worker, WorkerRequest::Acquire) => {
                 if !sender_alive(&ctx, worker, id) {
                     continue; // Sent by a life that crashed since: its connection was reset.
                 }
-                if parked.iter().any(|p| p.worker == worker && p.id == id) || sessions.spent(worker, id) {
+                if parked.iter().any(|p| p.holds(worker, id)) || sessions.spent(worker, id) {
                     continue; // A copy of a request held, or of one whose exchange is over.
                 }
-            }
-            sessions.saw(worker, id);
-            // A held acquire that the worker has moved past (it asked afresh) is not waited for.
-            parked.retain(|p| p.worker != worker || p.id >= id);
-            if request == WorkerRequest::Acquire {
-                let answer = serve(&ctx, id, envelope.body.clone());
+                sessions.saw(worker, id);
+                // A held acquire that the worker has moved past (it asked afresh) is not waited for.
+                parked.retain_mut(|p| p.moved_past(worker, id));
+                let answer = serve(&ctx, id, envelope.body);
                 if wait_us > 0 && matches!(answer, Reply::Worker(WorkerReply::Acquired(Acquired::Empty))) {
-                    parked.push_back(Parked { from, id, worker, until_us: ctx.now().0 + wait_us });
+                    let calls = vec![(worker, id, true)];
+                    parked.push_back(Parked { from, id, calls, batch: false, until_us: ctx.now().0 + wait_us });
                     continue;
                 }
                 sessions.answered(worker, id, &answer);
-                reply(&ctx, &endpoint, from, id, acquire_letter(worker), answer).await;
+                reply(&ctx, &endpoint, from, id, letter, answer).await;
                 continue;
             }
+            body => {
+                if let Request::Worker(worker, _) = body {
+                    sessions.saw(worker, id);
+                    parked.retain_mut(|p| p.moved_past(worker, id));
+                }
+                let answer = serve(&ctx, id, body);
+                reply(&ctx, &endpoint, from, id, letter, answer).await;
+            }
         }
-        let letter = Letter::request(&envelope.body, Node::Table);
-        let answer = serve(&ctx, id, envelope.body);
-        reply(&ctx, &endpoint, from, id, letter, answer).await;
         // Anything may have made a job grantable (an arrival, a requeue): serve the held first.
         while let Some(first) = parked.front() {
             if !first.alive(&ctx) {
                 parked.pop_front(); // Its worker crashed while it was held: never granted.
                 continue;
             }
-            let answer = serve(&ctx, first.id, Request::Worker(first.worker, WorkerRequest::Acquire));
-            if matches!(answer, Reply::Worker(WorkerReply::Acquired(Acquired::Empty))) {
+            let answers = serve_batch_or_one(&ctx, first);
+            if all_empty(&answers) {
                 break;
             }
             let first = parked.pop_front().expect("checked");
-            sessions.answered(first.worker, first.id, &answer);
-            reply(&ctx, &endpoint, first.from, first.id, acquire_letter(first.worker), answer).await;
+            for (&(worker, call, _), answer) in first.live(&ctx).iter().zip(&answers) {
+                sessions.answered(worker, call, &Reply::Worker(answer.clone()));
+            }
+            let answer = first.answer(&ctx, answers.into_iter());
+            reply(&ctx, &endpoint, first.from, first.id, first.letter(), answer).await;
         }
     }
+}
+
+/// Serves a held message's live acquires again: a batch's together, a single one alone.
+fn serve_batch_or_one(ctx: &Ctx, held: &Parked) -> Vec<WorkerReply> {
+    let live = held.live(ctx);
+    if held.batch {
+        return serve_batch(ctx, Node::Table, &live);
+    }
+    let (worker, id, request) = live[0];
+    match serve(ctx, id, Request::Worker(worker, request)) {
+        Reply::Worker(answer) => vec![answer],
+        other => panic!("an acquire answered {other:?}"),
+    }
+}
+
+/// Serves a runtime's batch as every caller of a store serves one
+/// ([`lease_store::serve_worker_batch`]), in one transaction at one time, and records the line of
+/// each of its requests, in order, under `node` (the table, or the ledger for lookups).
+pub(super) fn serve_batch(ctx: &Ctx, node: Node, calls: &[(u32, u64, WorkerRequest)]) -> Vec<WorkerReply> {
+    let now = ctx.now();
+    let mut state = ctx.state();
+    let calls: Vec<WorkerCall> = calls.iter().map(|&(n, id, request)| (WorkerId(n), RequestId(id), request)).collect();
+    let served = answered(serve_worker_batch(state.durable.store(), now, &calls));
+    served
+        .into_iter()
+        .map(|served| {
+            state.record_at(now, node, served.event);
+            served.reply
+        })
+        .collect()
 }
 
 /// Answers the request `letter` describes, through the network's faults. A lost reply is normal:
@@ -268,7 +393,7 @@ fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
             let served = answered(serve_worker(table.store(), now, WorkerId(n), RequestId(id), request));
             (Reply::Worker(served.reply), served.event)
         }
-        request @ (Request::Produce(..) | Request::Record(..)) => {
+        request @ (Request::Produce(..) | Request::Record(..) | Request::WorkerBatch(..)) => {
             panic!("harness bug: {request:?} routed to the table")
         }
         Request::Reclaimer(n, request) => {

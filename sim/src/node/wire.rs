@@ -44,6 +44,12 @@ impl Letter {
             Request::Enqueue(job) => (Node::Arrivals, MessageKind::Enqueue, (Some(*job), None)),
             Request::Produce(n, op, epoch) => (Node::Worker(*n), MessageKind::Execute, (Some(op.job), Some(*epoch))),
             Request::Record(n, op, epoch, _) => (Node::Worker(*n), MessageKind::Record, (Some(op.job), Some(*epoch))),
+            // A batch is one message: named by its first request, which its sender and the lease it
+            // names (a renewal's, a completion's) key its faults by.
+            Request::WorkerBatch(calls) => {
+                let &(n, _, first) = calls.first().expect("a batch holds a request");
+                return Letter::request(&Request::Worker(n, first), to);
+            }
             Request::Worker(n, request) => {
                 let (message, job, epoch) = match *request {
                     WorkerRequest::Acquire => (MessageKind::Acquire, None, None),

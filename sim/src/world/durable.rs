@@ -30,7 +30,10 @@ pub fn parse_world_store(text: &str) -> Result<StoreKind, String> {
 /// Why `bug` cannot be planted on `store`, if it cannot.
 pub fn refuses(store: StoreKind, bug: Option<lease_core::Bug>) -> Option<String> {
     let bug = bug.filter(|&bug| !store.plants(bug))?;
-    Some(format!("planted bug {bug} lives in lease-store's SQL statements: run it with --store sqlite"))
+    Some(match bug.batch_only() {
+        true => format!("planted bug {bug} lives in the in-memory table's batches: run it with --store memory"),
+        false => format!("planted bug {bug} lives in lease-store's SQL statements: run it with --store sqlite"),
+    })
 }
 
 /// The durable table and ledger of one world.

@@ -256,6 +256,7 @@ async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
             latency_us: Some([params.latency_us.0, params.latency_us.1]),
             latency_calm_us: Some([CALM_LATENCY_US.0, CALM_LATENCY_US.1]),
             pruned_before_us: None,
+            worker_processes: (params.slots > 1).then_some(params.workers),
             params: params.describe(),
         },
     );
