@@ -119,9 +119,12 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         });
         leases.collect::<std::collections::BTreeSet<_>>().len() as u64
     };
-    audit(node, incarnation, "handler calls", tally.handled, executed, false);
-    audit(node, incarnation, "adoptions", tally.adopted, lines(&|e| matches!(e, Event::Adopted { .. })), false);
     let given_up = lines(&|e| matches!(e, Event::Abandoned { why, .. } if *why != AbandonReason::Shutdown));
+    // An effect decided (its `executing` line written with its turn's others) whose process
+    // stalled before it started, and woke past its self-fence, is given up unstarted: at most one
+    // handler call fewer for each lease given up.
+    audit_within(node, incarnation, "handler calls", tally.handled, executed.saturating_sub(given_up), executed);
+    audit(node, incarnation, "adoptions", tally.adopted, lines(&|e| matches!(e, Event::Adopted { .. })), false);
     audit(node, incarnation, "leases given up", tally.abandoned, given_up, false);
     let released = lines_since(
         &ctx,
