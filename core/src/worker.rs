@@ -258,15 +258,21 @@ pub struct Worker {
     /// Local time of the next acquire when idle.
     acquire_at: Time,
     next_request: u64,
-    /// Acquires given up unanswered, latest last (at most [`GIVEN_UP_KEPT`]): a grant answering
-    /// one of them is declined.
-    given_up: VecDeque<RequestId>,
+    /// Acquires given up unanswered, latest last (at most [`GIVEN_UP_KEPT`]), each with the
+    /// lease a late answer to it brought and the worker declined, once one did: a grant
+    /// answering one of them is declined, unless it is a copy of that same answer.
+    given_up: VecDeque<(RequestId, Option<(JobId, Epoch)>)>,
+    /// Acquires answered with a grant the worker took, latest last (at most [`GIVEN_UP_KEPT`]):
+    /// a copy of such an acquire (sent again under its id when the first seemed lost) can reach
+    /// the table after that lease ended, and be granted another job; that grant is declined.
+    taken: VecDeque<(RequestId, (JobId, Epoch))>,
     actions: VecDeque<WorkerAction>,
     last_now: Time,
 }
 
-/// How many acquires given up unanswered a worker remembers. One is given up per acquire
-/// timeout; the answer to an older one would come later than any copy the network delays.
+/// How many acquires given up unanswered (and how many answered and taken) a worker remembers.
+/// One is given up per acquire timeout; the answer to an older one would come later than any
+/// copy the network delays.
 const GIVEN_UP_KEPT: usize = 4;
 
 impl Worker {
@@ -282,6 +288,7 @@ impl Worker {
             acquire_at: now,
             next_request: 0,
             given_up: VecDeque::new(),
+            taken: VecDeque::new(),
             actions: VecDeque::new(),
             last_now: now,
         };
@@ -373,8 +380,22 @@ impl Worker {
             self.main = None;
             self.on_reply(now, inflight, reply);
         } else if let WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant)) = reply {
-            if let Some(index) = self.given_up.iter().position(|&given_up| given_up == id) {
-                self.given_up.remove(index);
+            let lease = Some((grant.lease.job, grant.lease.epoch));
+            if let Some(given_up) = self.given_up.iter_mut().find(|(given_up, _)| *given_up == id) {
+                // A copy of an answer already declined is no news; any other grant under this id
+                // (a copy of the acquire, granted afresh) is declined in turn.
+                if given_up.1 != lease {
+                    given_up.1 = lease;
+                    self.decline(now, grant.lease);
+                }
+            } else if self
+                .taken
+                .iter()
+                .any(|&(taken, lease)| taken == id && lease != (grant.lease.job, grant.lease.epoch))
+            {
+                // A copy of an acquire whose answer the worker took, granted another job: the
+                // swarm's large batches found it (a process paused with an acquire's copy
+                // queued; the copy reached the table once the lease it had brought expired).
                 self.decline(now, grant.lease);
             }
         }
@@ -385,9 +406,12 @@ impl Worker {
     /// a pause or the network) reached the table after the worker asked afresh. Nobody will run
     /// the job under this lease, so instead of leaving it leased until it expires, the worker
     /// releases it (a request it does not wait on: if it is lost, the lease expires as before),
-    /// and the table undoes the grant, attempt included: the job was never tried. A late copy of
-    /// an answer the worker took is no news, and is ignored: the worker may have left that lease
-    /// for a reclaimer on purpose (a conflict).
+    /// and the table undoes the grant, attempt included: the job was never tried. Also a grant
+    /// answering a copy of an acquire the worker took another answer to: a copy sent again
+    /// under the same id reached the table after the lease the first brought had ended, and was
+    /// granted another job. A late copy of an answer the worker took (the same lease) is no
+    /// news, and is ignored: the worker may have left that lease for a reclaimer on purpose (a
+    /// conflict).
     fn decline(&mut self, now: Time, lease: Lease) {
         if lease.owner != Owner::Worker(self.id) || self.holding() == Some((lease.job, lease.epoch)) {
             return;
@@ -416,6 +440,10 @@ impl Worker {
             (WorkerRequest::Acquire, WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant))) => {
                 let lease = grant.lease;
                 assert_eq!(lease.owner, Owner::Worker(self.id), "granted a lease for another owner");
+                if self.taken.len() == GIVEN_UP_KEPT {
+                    self.taken.pop_front();
+                }
+                self.taken.push_back((inflight.id, (lease.job, lease.epoch)));
                 let op = OpId::for_job(lease.job);
                 let asked = if self.bugs.on(Bug::LeaseCountedFromReply) { now } else { inflight.sent_at };
                 let act_until = (asked + self.config.lease_ttl).saturating_sub(self.config.drift_margin);
@@ -518,7 +546,7 @@ impl Worker {
                 if self.given_up.len() == GIVEN_UP_KEPT {
                     self.given_up.pop_front();
                 }
-                self.given_up.push_back(inflight.id);
+                self.given_up.push_back((inflight.id, None));
             }
         }
         self.heartbeat(now);

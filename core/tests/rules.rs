@@ -1840,3 +1840,54 @@ fn a_worker_hands_back_a_grant_to_an_acquire_it_gave_up_and_nothing_else() {
         "{after:?}"
     );
 }
+
+#[test]
+fn a_copy_of_an_acquire_granted_another_job_is_declined() {
+    // Proves the decline covers copies: an acquire sent again under its id can reach the table
+    // after the lease its first answer brought has ended (expired, declined, or finished), and be
+    // granted another job. That grant answers an id the worker is done with; left alone, the job
+    // would wait out a whole lease and lose an attempt nobody made (the swarm's large-batches
+    // scenario found it: seed 23, a grant nobody used). Both after an acquire given up (its
+    // first late answer declined) and after one answered and taken, a grant of another lease
+    // under the same id is declined and handed back; a copy of the same answer is not.
+    let other = |epoch: u64| {
+        let lease = Lease { job: job(2), owner: Owner::Worker(W1), epoch: Epoch(epoch), expires_at: t(5_000) };
+        WorkerReply::Acquired(Acquired::Granted(Grant { lease, attempt: 1 }))
+    };
+    let released = |actions: &[WorkerAction], job_: JobId, epoch: u64| {
+        actions.contains(&WorkerAction::Abandoned { job: job_, epoch: Epoch(epoch), why: Abandon::Declined })
+            && actions.iter().any(|action| {
+                matches!(action, WorkerAction::Send(_, WorkerRequest::Release { job: j, epoch: e }) if *j == job_ && *e == Epoch(epoch))
+            })
+    };
+    // Given up: the first late answer, then a copy granted afresh, each declined once.
+    let config = WorkerConfig { request_timeout: Span(100), ..worker_config() };
+    let mut worker = Worker::new(W1, config, Bugs::NONE, t(0)).unwrap();
+    let (given_up, _) = one_send(drain_worker(&mut worker));
+    let mut now = 0;
+    loop {
+        now += 100;
+        worker.handle_timeout(t(now));
+        let (id, _) = one_send(drain_worker(&mut worker));
+        if id != given_up {
+            break;
+        }
+    }
+    worker.handle_reply(t(now + 1), given_up, granted(W1, 3, 1, t(now + 1_000)));
+    assert!(released(&drain_worker(&mut worker), job(1), 3));
+    worker.handle_reply(t(now + 2), given_up, other(4));
+    assert!(released(&drain_worker(&mut worker), job(2), 4), "the copy's grant of another job is handed back");
+    worker.handle_reply(t(now + 3), given_up, other(4));
+    assert_eq!(drain_worker(&mut worker), Vec::new(), "a copy of an answer already declined");
+    // Taken: the worker runs job 1 under the first answer; a copy of the acquire granted job 2.
+    let mut worker = Worker::new(W1, worker_config(), Bugs::NONE, t(0)).unwrap();
+    let (acquire, _) = one_send(drain_worker(&mut worker));
+    worker.handle_reply(t(10), acquire, granted(W1, 1, 1, t(1_010)));
+    let _execute = drain_worker(&mut worker);
+    assert_eq!(worker.holding(), Some((job(1), Epoch(1))));
+    worker.handle_reply(t(11), acquire, granted(W1, 1, 1, t(1_010)));
+    assert_eq!(drain_worker(&mut worker), Vec::new(), "a copy of the answer taken is no news");
+    worker.handle_reply(t(12), acquire, other(1));
+    assert!(released(&drain_worker(&mut worker), job(2), 1), "another job under a taken id is handed back");
+    assert_eq!(worker.holding(), Some((job(1), Epoch(1))), "the lease it runs is kept");
+}
