@@ -72,8 +72,10 @@ pub struct Grants {
     healed: bool,
     /// Nodes crashed and not yet restarted.
     down: BTreeSet<Node>,
-    /// Nodes paused and not yet resumed.
-    paused: BTreeSet<Node>,
+    /// Nodes paused and not yet resumed, with how many pauses hold each: a stall at a protocol
+    /// point can overlap a scheduled pause of the same process, and the end of one (the heal
+    /// ends a scheduled pause) leaves the other holding it (large-batches seed 1109).
+    paused: BTreeMap<Node, u32>,
     /// Grants not yet acted on, by job and epoch.
     open: BTreeMap<(JobId, Epoch), Grant>,
     /// The same grants, by expiry, so that each line finds the expired ones in O(log n).
@@ -100,16 +102,23 @@ impl Grants {
         match &entry.event {
             Event::FaultsHealed {} => self.healed = true,
             Event::Crashed { target, .. } | Event::Stopped { target } => {
+                // A crash ends whatever pause held the process: it is down until it restarts.
+                self.paused.remove(target);
                 self.down.insert(*target);
             }
             Event::Restarted { target } => {
                 self.down.remove(target);
             }
             Event::Paused { target, .. } => {
-                self.paused.insert(*target);
+                *self.paused.entry(*target).or_default() += 1;
             }
             Event::Resumed { target } => {
-                self.paused.remove(target);
+                if let Some(held) = self.paused.get_mut(target) {
+                    *held -= 1;
+                    if *held == 0 {
+                        self.paused.remove(target);
+                    }
+                }
             }
             Event::Granted { job, epoch, owner, expires_at_us, .. } => {
                 let grant = Grant {
@@ -119,7 +128,7 @@ impl Grants {
                     owner: *owner,
                     expires_at_us: *expires_at_us,
                     after_heal: self.healed,
-                    owner_down: self.down.contains(owner) || self.paused.contains(owner),
+                    owner_down: self.down.contains(owner) || self.paused.contains_key(owner),
                 };
                 self.open.insert((*job, *epoch), grant);
                 self.by_expiry.insert((*expires_at_us, *job, *epoch));
@@ -423,6 +432,32 @@ mod tests {
                 history.resumed(w(1));
             },
         );
+    }
+
+    // Pauses nest: a stall at a protocol point that overlaps a scheduled pause of the same
+    // process holds it after the other ends, so a grant then is still exempt; once both ended,
+    // the worker is judged.
+    #[test]
+    fn overlapping_pauses_exempt_a_grant_until_the_last_ends() {
+        let twice = |history: &mut History| {
+            history.paused(w(1));
+            history.paused(w(1));
+        };
+        let (history, _) = struck_story(
+            twice,
+            |history| {
+                history.resumed(w(1));
+            },
+            3,
+        );
+        assert!(check_history(&history.entries).is_ok(), "one of two pauses still holds w1");
+        let both = |history: &mut History| {
+            history.resumed(w(1));
+            history.resumed(w(1));
+        };
+        let (history, granted) = struck_story(twice, both, 3);
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!((violation.invariant, violation.lines.first()), (Invariant::UsefulGrants, Some(&granted)));
     }
 
     // Grants made before the heal are exempt from the check, but counted as wasted; a regrant
