@@ -33,6 +33,7 @@ macro_rules! proofs {
 proofs! {
     swarm_holds_every_invariant,
     service_handlers_record_once_and_dead_letter_what_is_refused,
+    large_batches_judge_each_job_of_a_batch_on_its_own,
     crash_after_effect_is_adopted_not_repeated,
     two_reclaimers_race_and_exactly_one_wins,
     paused_worker_wakes_to_find_every_write_fenced,

@@ -120,25 +120,35 @@ fn a_batch_reaches_the_table_as_one_message() {
     assert!(batches > 50, "{batches} answers served beside another of their batch in 40 seeds");
 }
 
-// Proves the planted batch bugs are caught by the checkers, not by the batches' own code: a batch
-// of acquires that grants its last job again (one job handed to two workers) fails conformance
-// within 200 swarm seeds, and a batch of renewals that extends whatever lease each job holds
-// fails fencing (a renewal under a stale epoch accepted) within 400. Neither is planted on SQL.
+// Proves the planted batch bugs are caught by the checkers, not by the batches' own code: swept
+// by `large-batches` (processes of 8 to 16 slots, stalled and crashed mid-batch) from eight
+// starting seeds 100,000 apart, each is caught from every start within 200 seeds, by the rule it
+// breaks or by conformance first: a batch of completions that checks only its first job's epoch
+// (a stale completion accepted beside it), a batch of renewals that extends whatever lease each
+// job holds (a stale renewal accepted), a batch of acquires that grants its last job again (one
+// job handed to two workers). None is planted on SQL.
 #[test]
 fn the_planted_batch_bugs_are_caught() {
     use lease_core::Bug;
     use lease_sim::runner::hunt_from;
     use std::sync::atomic::AtomicBool;
     let stop = AtomicBool::new(false);
-    for (bug, budget, invariant) in
-        [(Bug::BatchAcquireGrantsTwice, 200, "conformance"), (Bug::BatchRenewUnchecked, 400, "fencing")]
-    {
-        let hunted = hunt_from(Target::planted(Scenario::SWARM, Some(bug)), &[0], budget, 2, &stop);
-        let catch = &hunted.catches[0];
-        let found = catch.invariant.unwrap_or_else(|| panic!("{bug} escaped {budget} seeds"));
-        assert_eq!(found.name(), invariant, "{bug}");
-        assert!(catch.seeds_to_failure <= budget);
+    let starts: Vec<u64> = (0..8).map(|k| k * 100_000).collect();
+    let mut report = Vec::new();
+    for (bug, caught_by) in [
+        (Bug::BatchCompleteChecksFirst, &["conformance", "fencing"][..]),
+        (Bug::BatchRenewUnchecked, &["fencing", "conformance"][..]),
+        (Bug::BatchAcquireGrantsTwice, &["conformance"][..]),
+    ] {
+        let hunted = hunt_from(Target::planted(Scenario::LARGE_BATCHES, Some(bug)), &starts, 200, 2, &stop);
+        for (catch, from) in hunted.catches.iter().zip(&starts) {
+            let found = catch.invariant.unwrap_or_else(|| panic!("{bug} escaped 200 seeds from seed {from}"));
+            assert!(caught_by.contains(&found.name()), "{bug} from {from} caught by {found}, not {caught_by:?}");
+            assert!(catch.seeds_to_failure <= 200);
+        }
+        report.push(format!("{bug}: median {} worst {}", hunted.median_seeds, hunted.worst_seeds));
     }
+    println!("{}", report.join("\n"));
     for bug in Bug::BATCH {
         assert!(!lease_store::StoreKind::Sqlite.plants(bug) && lease_store::StoreKind::Memory.plants(bug), "{bug}");
     }

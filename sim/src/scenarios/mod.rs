@@ -32,6 +32,7 @@ mod dependency_outage;
 mod dependency_slowdown;
 mod failing_dependency;
 mod fleet_cut_off;
+mod large_batches;
 mod ledger_restart;
 mod mass_expiry;
 mod paused_worker;
@@ -77,6 +78,7 @@ impl Scenario {
     pub const ALL: &'static [Scenario] = &[
         Scenario::SWARM,
         Scenario::SERVICE_HANDLERS,
+        Scenario::LARGE_BATCHES,
         Scenario::CRASH_AFTER_EFFECT,
         Scenario::RECLAIMER_RACE,
         Scenario::PAUSED_WORKER,
@@ -118,6 +120,9 @@ impl Scenario {
     /// `service-handlers`: the swarm's faults, recording handlers and poison jobs
     /// (`service_handlers.rs`).
     pub const SERVICE_HANDLERS: Scenario = Scenario(&service_handlers::DEFINITION);
+    /// `large-batches`: processes of 8 to 16 slots that batch, stalled and crashed mid-batch
+    /// (`large_batches.rs`).
+    pub const LARGE_BATCHES: Scenario = Scenario(&large_batches::DEFINITION);
     /// `crash-after-effect` (`crash_after_effect.rs`).
     pub const CRASH_AFTER_EFFECT: Scenario = Scenario(&crash_after_effect::DEFINITION);
     /// `reclaimer-race` (`reclaimer_race.rs`).

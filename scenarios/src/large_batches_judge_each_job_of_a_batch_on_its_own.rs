@@ -1,0 +1,113 @@
+//! Proves that a batch is judged job by job: a worker process of 8 to 16 slots, stalled past its
+//! leases while its renewals or completions wait to leave, or crashed after one slot's effect
+//! while its siblings' are in flight, sends batches that name leases reclaimers took meanwhile;
+//! each stale lease in such a batch is refused, the current ones beside it are accepted, and no
+//! invariant breaks. How: a sweep of `large-batches`, which must reach the three batch windows
+//! (a crash between two effects of one turn, a completion batch carrying a stale epoch, a renewal
+//! batch naming a reclaimed lease); and a look at the first seeds' histories, batch by batch.
+
+use lease_sim::scenarios::Scenario;
+
+/// The scenario.
+pub const SCENARIO: Scenario = Scenario::LARGE_BATCHES;
+
+#[cfg(test)]
+mod tests {
+    use super::SCENARIO;
+    use crate::prove::sweep_holds_and_covers;
+    use lease_core::{Epoch, JobId};
+    use lease_history::{Event, Node, OutcomeKind, RefuseReason, RefusedRequest};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn swept_seeds_hold_and_reach_every_batch_window() {
+        sweep_holds_and_covers(SCENARIO, 300);
+    }
+
+    /// One answer of the table to a worker's renewal or completion: its process's batch key
+    /// (time, process, kind), the job's epoch as named, whether it was accepted.
+    fn answer(event: &Event, processes: u32) -> Option<((u32, bool), JobId, Epoch, bool)> {
+        let (from, job, epoch, renewal, accepted) = match event {
+            Event::Renewed { from, job, epoch, .. } => (from, job, epoch, true, true),
+            Event::Terminal { from, job, epoch, outcome: OutcomeKind::Completed, .. } => (from, job, epoch, false, true),
+            Event::AlreadyCompleted { from, job, epoch, .. } => (from, job, epoch, false, true),
+            Event::Refused { from, job, epoch, request: RefusedRequest::Renew, .. } => (from, job, epoch, true, false),
+            Event::Refused { from, job, epoch, request: RefusedRequest::Complete, .. } => {
+                (from, job, epoch, false, false)
+            }
+            _ => return None,
+        };
+        let Node::Worker(n) = from else { return None };
+        Some(((n % processes, renewal), *job, *epoch, accepted))
+    }
+
+    // Over the first seeds, every batch of two or more renewals or completions (the table's
+    // answers to slots of one process, one line after another at one time) is judged job by
+    // job: an answer naming an epoch below its job's latest is never accepted (a completion of a
+    // job a reclaimer finished may say `already_completed` only under the epoch that finished
+    // it), and some batches hold a stale lease refused beside a current one accepted, so a batch
+    // is neither all-or-nothing nor judged by its first job.
+    #[test]
+    fn each_job_of_a_batch_is_judged_on_its_own() {
+        let (mut batches, mut mixed, mut stale_refused) = (0, 0, 0);
+        for seed in 0..40 {
+            let report = crate::prove::scripted(SCENARIO, seed);
+            let processes = report.params.workers;
+            let mut latest: BTreeMap<JobId, Epoch> = BTreeMap::new();
+            let mut batch: Vec<(bool, bool)> = Vec::new();
+            let mut key = None;
+            let mut close = |batch: &mut Vec<(bool, bool)>| {
+                if batch.len() >= 2 {
+                    batches += 1;
+                    let stale = batch.iter().any(|&(stale, _)| stale);
+                    mixed += usize::from(stale && batch.iter().any(|&(stale, accepted)| !stale && accepted));
+                }
+                batch.clear();
+            };
+            for entry in &report.history {
+                match (entry.node, answer(&entry.event, processes)) {
+                    (Node::Table, Some((process, job, epoch, accepted))) => {
+                        let this = Some((entry.t_us, process));
+                        if key != this {
+                            close(&mut batch);
+                            key = this;
+                        }
+                        let stale = latest.get(&job).is_some_and(|latest| *latest > epoch);
+                        assert!(!(stale && accepted), "seed {seed}: a stale lease accepted in a batch: {entry:?}");
+                        if stale {
+                            let Event::Refused { reason, .. } = &entry.event else { unreachable!() };
+                            assert!(
+                                matches!(reason, RefuseReason::StaleEpoch | RefuseReason::AlreadyTerminal),
+                                "seed {seed}: {entry:?}"
+                            );
+                            stale_refused += 1;
+                        }
+                        batch.push((stale, accepted));
+                    }
+                    _ => {
+                        close(&mut batch);
+                        key = None;
+                    }
+                }
+                match &entry.event {
+                    Event::Granted { job, epoch, .. } => {
+                        latest.insert(*job, *epoch);
+                    }
+                    Event::Reclaimed { job, new_epoch, .. } => {
+                        latest.insert(*job, *new_epoch);
+                    }
+                    _ => {}
+                }
+            }
+            close(&mut batch);
+        }
+        assert!(batches > 100, "{batches} batches of renewals or completions in 40 seeds");
+        assert!(stale_refused > 10, "{stale_refused} stale leases refused in batches");
+        assert!(mixed > 0, "no batch held a stale lease beside a current one: {batches} batches");
+    }
+
+    #[test]
+    fn trace_snapshot() {
+        crate::assert_trace_snapshot!(SCENARIO, 3);
+    }
+}
