@@ -514,4 +514,89 @@ mod tests {
         assert_eq!(reclaim_late(130, None), 0);
         assert_eq!(reclaim_late(130, Some(200)), 1);
     }
+
+    /// A history whose processes are `processes` (the `run` line's `worker_processes`, or none):
+    /// w1 and w3 are slots of process 1 when there are two. j1 is leased to w1 until 2 000 with
+    /// its effect applied (granted at 1 000), j2 to w3 until 1 010, applied too, and reclaimed by r1 at its expiry (now e2).
+    fn one_process_two_leases(processes: Option<u32>) -> History {
+        let mut history = History::new(2, 8);
+        let lease_history::Event::Run { worker_processes, .. } = &mut history.entries[0].event else {
+            panic!("line 1 is the run")
+        };
+        *worker_processes = processes;
+        history.at(0).arrived(J2);
+        history.at(5).arrived(J1);
+        history.at(10).granted(J2, E1, w(3), 1_010);
+        history.at(12).executing(w(3), J2, E1);
+        history.at(15).applied(J2, E1, O8);
+        history.at(1_000).granted(J1, E1, w(1), 2_000);
+        history.at(1_002).executing(w(1), J1, E1);
+        history.at(1_005).applied(J1, E1, O7);
+        history.at(1_010).listed(batch(1, 0), &[(J2, E1, 1_010)]);
+        history.at(1_010).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        history
+    }
+
+    /// The batch windows `history` reaches, in [`super::BATCH_WINDOWS`] order.
+    fn batch_reached(history: &History) -> [u64; 3] {
+        let coverage = check_history(&history.entries).expect("a correct history");
+        super::BATCH_WINDOWS.map(|name| coverage.get(name))
+    }
+
+    // Proves a batch of completions or renewals is one that carries a stale epoch only when its
+    // answers come at one time, one line after another, to slots of one process: w1's current
+    // completion (or renewal) beside w3's stale one at 1 020 opens the window; the same answers
+    // a microsecond apart, or in a world that names no processes, do not.
+    #[test]
+    fn a_stale_epoch_in_a_batch_of_completions_or_renewals_is_counted() {
+        let stale = |processes: Option<u32>, apart_us: u64, renewal: bool| {
+            let mut history = one_process_two_leases(processes);
+            let request = if renewal {
+                history.at(1_020).renewed(J1, E1, 2_020);
+                RefusedRequest::Renew
+            } else {
+                history.at(1_020).completed(J1, O7, E1, None);
+                RefusedRequest::Complete
+            };
+            history.at(1_020 + apart_us).refused(J2, E1, request, RefuseReason::StaleEpoch);
+            batch_reached(&history)
+        };
+        assert_eq!(stale(Some(2), 0, false), [0, 1, 0]);
+        assert_eq!(stale(Some(2), 0, true), [0, 0, 1]);
+        assert_eq!(stale(Some(2), 1, false), [0, 0, 0], "two answers, not one batch");
+        assert_eq!(stale(Some(2), 1, true), [0, 0, 0], "two answers, not one batch");
+        assert_eq!(stale(None, 0, false), [0, 0, 0], "a world that names no processes");
+        // Three processes: w1 and w3 are slots of different ones, so their answers are two batches.
+        assert_eq!(stale(Some(3), 0, false), [0, 0, 0], "slots of two processes");
+    }
+
+    // Proves a crash between two effects of one turn is counted when the process crashes with
+    // one of its slots' effects applied and another not: w1 and w3 start at one time and only
+    // w1's effect lands before the crash. Both applied, or started at different turns, it is not.
+    #[test]
+    fn a_crash_between_two_effects_of_one_turn_is_counted() {
+        let crash = |second_at_us: u64, both_applied: bool| {
+            let mut history = History::new(2, 8);
+            let lease_history::Event::Run { worker_processes, .. } = &mut history.entries[0].event else {
+                panic!("line 1 is the run")
+            };
+            *worker_processes = Some(2);
+            history.at(0).arrived(J1);
+            history.at(0).arrived(J2);
+            history.at(10).granted(J1, E1, w(1), 1_010);
+            history.at(10).granted(J2, E1, w(3), 1_010);
+            history.at(20).executing(w(1), J1, E1);
+            history.at(second_at_us).executing(w(3), J2, E1);
+            history.at(30).applied(J1, E1, O7);
+            if both_applied {
+                history.at(31).applied(J2, E1, O8);
+            }
+            history.at(40).crashed(w(1), lease_history::Point::AfterEffect, Some(J1));
+            history.at(40).crashed(w(3), lease_history::Point::AfterEffect, Some(J1));
+            batch_reached(&history)
+        };
+        assert_eq!(crash(20, false), [1, 0, 0]);
+        assert_eq!(crash(20, true), [0, 0, 0], "every effect of the turn landed");
+        assert_eq!(crash(21, false), [0, 0, 0], "two turns, one effect each");
+    }
 }
