@@ -3,7 +3,7 @@
 //! and batch size (`WorkerOptions::batch`: 1 sends each request alone), and prints the jobs per
 //! second of each. A benchmark: its figures hold for the machine that printed them.
 //!
-//! `cargo run --release -p lease-runtime --example pool_bench -- --url URL [--slots 8] [--jobs 2000] [--pools 1,2,4,8] [--batches 1]`
+//! `cargo run --release -p lease-runtime --example pool_bench -- --url URL [--slots 8] [--jobs 2000] [--pools 1,2,4,8] [--batches 1] [--lingers 0]`
 use clap::Parser;
 use lease_core::{JobId, Span, TableConfig, WorkerId};
 use lease_runtime::store::{Connections, HostClock, StoreClient};
@@ -29,6 +29,10 @@ struct Args {
     /// The batch sizes, comma-separated (each 1 to the table's batch_max, 32).
     #[arg(long, value_delimiter = ',', default_value = "1")]
     batches: Vec<usize>,
+    /// How long a batch that is not full waits for more (`WorkerOptions::linger`), in
+    /// milliseconds, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    lingers: Vec<u64>,
 }
 
 #[tokio::main]
@@ -37,8 +41,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ttl = Span::from_ms(2_000);
     let table = TableConfig { capacity: args.jobs as usize, lease_ttl: ttl, batch_max: 32, attempts_max: 3 };
     let runs = args.pools.iter().flat_map(|&pool| args.batches.iter().map(move |&batch| (pool, batch)));
-    for (pool, batch) in runs.collect::<Vec<_>>() {
-        let schema = format!("pool_bench_{}_{pool}_{batch}", std::process::id());
+    let runs = runs.flat_map(|run| args.lingers.iter().map(move |&linger| (run, linger)));
+    for ((pool, batch), linger) in runs.collect::<Vec<_>>() {
+        let schema = format!("pool_bench_{}_{pool}_{batch}_{linger}", std::process::id());
         let place = Place::Postgres { url: args.url.clone(), schema: schema.clone() };
         let clock = HostClock::start();
         let client = StoreClient::open_with(&place, table, clock, 1, Connections::pool(pool)).await?;
@@ -50,12 +55,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tokio::time::sleep(Duration::from_millis(1)).await;
             Ok(format!("{}", job.id).into_bytes())
         };
-        let options = WorkerOptions { batch, ..WorkerOptions::with_ttl((0..args.slots).map(WorkerId).collect(), ttl) };
+        let linger = Span::from_ms(linger);
+        let options =
+            WorkerOptions { batch, linger, ..WorkerOptions::with_ttl((0..args.slots).map(WorkerId).collect(), ttl) };
         let started = Instant::now();
         let tally = runtime.work(options, handler, client.clone().drained()).await?;
         let seconds = started.elapsed().as_secs_f64();
         println!(
-            "pool {pool:>2}, batch {batch:>2}, {} slots: {} jobs in {seconds:.2} s, {:.0} jobs/s, {} store errors",
+            "pool {pool:>2}, batch {batch:>2}, linger {linger}, {} slots: {} jobs in {seconds:.2} s, {:.0} jobs/s, {} store errors",
             args.slots,
             tally.completed,
             tally.completed as f64 / seconds,

@@ -70,7 +70,7 @@ pub use reclaimer::{ReclaimTally, ReclaimerOptions};
 pub use seam::{Client, Clock, Hook, NoHook, Point};
 pub use worker::{WorkerOptions, WorkerTally, SHUTDOWN_RELEASE, SLOTS_MAX};
 
-use lease_core::{ConfigError, WorkerId};
+use lease_core::{ConfigError, Span, WorkerId};
 use std::sync::Arc;
 
 /// The seams a runtime runs on: a clock, a client and a hook, shared by every worker and
@@ -151,5 +151,13 @@ pub enum OptionsError {
     Batch {
         /// The batch asked for.
         batch: usize,
+    },
+    /// A batch's wait longer than half a request's timeout.
+    #[error("a worker runtime's batches wait at most half a request's timeout ({request_timeout}), not {linger}")]
+    Linger {
+        /// The wait asked for.
+        linger: Span,
+        /// The machines' request timeout.
+        request_timeout: Span,
     },
 }

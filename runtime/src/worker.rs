@@ -99,6 +99,14 @@ pub struct WorkerOptions {
     /// ([`Client::worker_batch`]; a store serves them in one transaction), at most this many at
     /// a time. 1, the default, sends each alone. At most the table's `batch_max`.
     pub batch: usize,
+    /// How long a batch that is not full may wait for more of its kind ([`WorkerOptions::batch`]
+    /// above 1): the completer's and the fetcher's timer, as River's. Zero, the default, sends
+    /// each turn's requests at the end of the turn. Requests of one kind leave as soon as
+    /// `batch` of them wait, or when the oldest has waited `linger`; at most half a request's
+    /// timeout (a request's timeout counts from when its machine made it), and a lease that a
+    /// wait carries past its machine's estimate is never acted on: an effect is decided again
+    /// before its `executing` line leaves, and a record of an abandoned lease is dropped.
+    pub linger: Span,
 }
 
 impl WorkerOptions {
@@ -112,6 +120,7 @@ impl WorkerOptions {
             planted: crate::Planted::NONE,
             handler_timeout: None,
             batch: 1,
+            linger: Span::ZERO,
         }
     }
 
@@ -149,6 +158,9 @@ impl WorkerOptions {
         }
         if self.batch == 0 || self.batch > SLOTS_MAX {
             return Err(OptionsError::Batch { batch: self.batch });
+        }
+        if self.linger.0 > self.worker.request_timeout.0 / 2 {
+            return Err(OptionsError::Linger { linger: self.linger, request_timeout: self.worker.request_timeout });
         }
         Ok(())
     }
@@ -246,6 +258,12 @@ fn batch_group(request: &WorkerRequest) -> Option<u8> {
     }
 }
 
+/// The batch groups beyond the requests': outputs to record, and effects to start (their
+/// `executing` lines).
+const RECORDS: usize = 5;
+const EFFECTS: usize = 6;
+const GROUPS: usize = 7;
+
 /// What woke the loop.
 enum Wake {
     Done(Vec<Done>),
@@ -277,6 +295,9 @@ struct Run<H> {
     queued_records: Vec<(usize, RequestId, OutputId)>,
     /// Effects decided at this turn, to start once their `executing` lines are written together.
     queued_effects: Vec<(usize, RequestId, OpId, Epoch)>,
+    /// Since when each batch group (the five kinds of requests, records, effects) has waited
+    /// ([`WorkerOptions::linger`]): set when its first entry is queued, cleared when it leaves.
+    waiting_since: [Option<Time>; GROUPS],
 }
 
 impl Runtime {
@@ -322,6 +343,7 @@ impl Runtime {
                 queued: Vec::new(),
                 queued_records: Vec::new(),
                 queued_effects: Vec::new(),
+                waiting_since: [None; GROUPS],
             };
             run.main(shutdown.boxed().fuse()).await;
             Ok(run.tally)
@@ -378,7 +400,9 @@ impl<H: Handler> Run<H> {
     async fn wait(&mut self, shutdown: &mut Fuse<BoxFuture<'static, ()>>) -> Wake {
         let open = self.slots.iter().filter(|slot| !slot.closed);
         let calls = self.deadlines.iter().map(|(at, _)| *at);
-        let wake_at = open.map(|slot| slot.worker.poll_timeout()).chain(self.drain_until).chain(calls).min();
+        let lingering = self.waiting_since.iter().flatten().map(|&since| since + self.options.linger);
+        let wake_at =
+            open.map(|slot| slot.worker.poll_timeout()).chain(self.drain_until).chain(calls).chain(lingering).min();
         if self.timer.as_ref().map(|(at, _)| Some(*at)) != Some(wake_at) {
             self.timer = wake_at.map(|at| (at, self.seams.clock.sleep_until(at)));
         }
@@ -516,16 +540,43 @@ impl<H: Handler> Run<H> {
     /// Batching ([`WorkerOptions::batch`] above 1), a request of a kind that batches waits for
     /// the end of the turn ([`Run::flush`]), and leaves with the others of its kind.
     fn call(&mut self, slot: usize, id: RequestId, request: WorkerRequest) {
-        if self.options.batch > 1 && batch_group(&request).is_some() {
-            self.queued.push((slot, id, request));
+        if let (true, Some(group)) = (self.options.batch > 1, batch_group(&request)) {
+            // A copy of a request still waiting (its machine timed it out during a stall of the
+            // process) leaves once, with the first.
+            if !self.queued.iter().any(|&(queued, queued_id, _)| (queued, queued_id) == (slot, id)) {
+                self.queued.push((slot, id, request));
+                self.wait_from(group as usize);
+            }
             return;
         }
         self.call_now(slot, id, request);
     }
 
-    /// Sends the records and requests queued at this turn: each kind in batches of at most
-    /// [`WorkerOptions::batch`], in the order the machines made them; a batch of one as a single
-    /// call.
+    /// Group `group` has an entry waiting: since now, unless it had one already.
+    fn wait_from(&mut self, group: usize) {
+        if self.waiting_since[group].is_none() {
+            self.waiting_since[group] = Some(self.clock().now());
+        }
+    }
+
+    /// How many of `waiting` entries of `group` leave now: every full batch, and the rest once
+    /// the oldest has waited [`WorkerOptions::linger`] (or the runtime is draining).
+    fn leaving(&mut self, group: usize, waiting: usize) -> usize {
+        let batch = self.options.batch;
+        let due = self.waiting_since[group].is_none_or(|since| self.clock().now() >= since + self.options.linger);
+        let leaving = if due || self.drain_until.is_some() { waiting } else { waiting - waiting % batch };
+        // What stays waits on from now if a batch left, else from when it began.
+        self.waiting_since[group] = match (waiting - leaving, leaving) {
+            (0, _) => None,
+            (_, 0) => self.waiting_since[group],
+            _ => Some(self.clock().now()),
+        };
+        leaving
+    }
+
+    /// Sends the records and requests queued that are due ([`Run::leaving`]): each kind in
+    /// batches of at most [`WorkerOptions::batch`], in the order the machines made them; a batch
+    /// of one as a single call.
     fn flush(&mut self) {
         let mut records = std::mem::take(&mut self.queued_records);
         // The machines took the time since these were queued: an effect abandoned meanwhile
@@ -533,6 +584,8 @@ impl<H: Handler> Run<H> {
         records.retain(|&(slot, id, _)| {
             self.slots[slot].effect.as_ref().is_some_and(|effect| effect.id == id && effect.running.is_none())
         });
+        let leaving = self.leaving(RECORDS, records.len());
+        self.queued_records = records.split_off(leaving);
         for batch in records.chunks(self.options.batch) {
             match *batch {
                 [(slot, id, output)] => self.record_now(slot, id, output),
@@ -544,15 +597,20 @@ impl<H: Handler> Run<H> {
         queued.sort_by_key(|(_, _, request)| batch_group(request));
         let mut rest = &queued[..];
         while let Some(&(_, _, first)) = rest.first() {
-            let group = batch_group(&first);
-            let same = rest.iter().take_while(|(_, _, request)| batch_group(request) == group).count();
-            let (batch, after) = rest.split_at(same.min(self.options.batch));
+            let group = batch_group(&first).expect("only requests that batch are queued");
+            let same = rest.iter().take_while(|(_, _, request)| batch_group(request) == Some(group)).count();
+            let (kind, after) = rest.split_at(same);
             rest = after;
-            if let [(slot, id, request)] = *batch {
-                self.call_now(slot, id, request);
-                continue;
+            let leaving = self.leaving(group as usize, kind.len());
+            let (leave, stay) = kind.split_at(leaving);
+            self.queued.extend_from_slice(stay);
+            for batch in leave.chunks(self.options.batch) {
+                if let [(slot, id, request)] = *batch {
+                    self.call_now(slot, id, request);
+                    continue;
+                }
+                self.call_batch(batch.to_vec());
             }
-            self.call_batch(batch.to_vec());
         }
     }
 
@@ -625,6 +683,7 @@ impl<H: Handler> Run<H> {
         if self.options.batch > 1 {
             // Its line goes with the others of this turn's ([`Run::start_queued`]).
             self.queued_effects.push((slot, id, op, epoch));
+            self.wait_from(EFFECTS);
             return;
         }
         let node = Node::Worker(self.slots[slot].id.0);
@@ -674,6 +733,8 @@ impl<H: Handler> Run<H> {
         // the whole process): the machines take the time again, and a lease no longer acted on
         // writes no `executing` line.
         queued.retain(|&(slot, id, op, epoch)| self.still_acting(slot, id, op, epoch));
+        let leaving = self.leaving(EFFECTS, queued.len());
+        self.queued_effects = queued.split_off(leaving);
         let written = match *queued.as_slice() {
             [] => return,
             [(slot, _, op, epoch)] => {
@@ -766,6 +827,7 @@ impl<H: Handler> Run<H> {
         if self.options.batch > 1 {
             effect.recording = true;
             self.queued_records.push((slot, id, output));
+            self.wait_from(RECORDS);
             return;
         }
         self.record_now(slot, id, output);

@@ -967,3 +967,50 @@ fn a_failure_whose_line_is_lost_is_not_requeued_unexplained() {
     );
     assert_eq!(client.table(|table| table.attempts(JobId(0))), Some(1), "no attempt spent on a requeue");
 }
+
+// Proves the linger (River's completer: a batch that is not full waits a moment for more): eight
+// slots, batches of eight, eight jobs granted together whose handlers end 10 ms apart (3 s, then
+// 3.01 s, ... 3.07 s). With a linger of 100 ms (half the request timeout, the most allowed), the
+// outputs wait for one another and the eight completions leave as one call; without it, each
+// handler's end is a turn of its own, and no completion batch reaches eight (the control run, so
+// the assertion can fail). Every job still completes once under epoch 1. A linger past half the
+// request timeout is refused before anything is asked.
+#[test]
+fn a_linger_gathers_ends_that_come_apart_into_one_batch() {
+    let run = |linger: Span| {
+        let clock = ManualClock::default();
+        let client = MemoryClient::new(&clock);
+        client.enqueue(8);
+        let handler = {
+            let clock = clock.clone();
+            move |job: Job| {
+                let clock = clock.clone();
+                async move {
+                    clock.sleep_until(clock.now() + Span::from_ms(3_000 + 10 * job.id.0)).await;
+                    Ok(output_bytes(job.id, 1))
+                }
+            }
+        };
+        let runtime = runtime(&clock, &client);
+        let options = WorkerOptions { batch: 8, linger, ..WorkerOptions::new(slots(8), worker_config()) };
+        let worked = drive(&clock, runtime.work(options, handler, client.all_ended(8))).unwrap();
+        assert_eq!((worked.handled, worked.completed, worked.abandoned), (8, 8, 0), "{worked:?}");
+        for job in 0..8 {
+            let terminal = client.table(|table| *table.terminal(JobId(job)).unwrap());
+            assert_eq!(terminal.epoch, Epoch(1), "job {job}");
+        }
+        largest_batches(&client).2
+    };
+    assert_eq!(run(Span::from_ms(100)), 8, "the eight completions leave together");
+    assert!(run(Span::ZERO) < 8, "without a linger, ends 10 ms apart leave apart");
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let runtime = runtime(&clock, &client);
+    let handler = |job: Job| future::ready(Ok(output_bytes(job.id, 1)));
+    let options =
+        WorkerOptions { batch: 8, linger: Span::from_ms(101), ..WorkerOptions::new(slots(8), worker_config()) };
+    let refused = drive(&clock, runtime.work(options, handler, future::ready(()))).expect_err("refused");
+    assert!(matches!(refused, OptionsError::Linger { .. }), "{refused:?}");
+    assert_eq!(client.states(1), [JobState::Queued], "nothing was acquired");
+}

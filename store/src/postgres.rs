@@ -48,11 +48,27 @@ impl std::fmt::Debug for PostgresStore {
 }
 
 /// The reads a handle also prepares with PostgreSQL's row lock (`… FOR UPDATE`).
-const LOCKED: [&str; 5] =
-    [schema::SELECT_JOB, schema::SELECT_GRANTED_JOB, schema::SELECT_HEAD, schema::SELECT_HEADS, schema::SELECT_OP];
+const LOCKED: [&str; 8] = [
+    schema::SELECT_JOB,
+    schema::SELECT_GRANTED_JOB,
+    schema::SELECT_HEAD,
+    schema::SELECT_HEADS,
+    schema::SELECT_OP,
+    schema::SELECT_JOBS,
+    schema::SELECT_GRANTED_JOBS,
+    schema::SELECT_OPS,
+];
 
 /// The text of every statement a handle prepares when it opens (and [`LOCKED`]).
-const STATEMENTS: [&str; 34] = [
+const STATEMENTS: [&str; 42] = [
+    schema::UPDATE_JOBS,
+    schema::UPDATE_OPS,
+    schema::UPSERT_GRANTS,
+    schema::MARK_ENDED_ALL,
+    schema::MARK_QUEUED_ALL,
+    schema::INSERT_EVENTS_NEXT,
+    schema::SELECT_GRANTS,
+    schema::ENSURE_OPS,
     schema::MARK_QUEUED,
     schema::MARK_PRUNED,
     schema::SELECT_PRUNED,
@@ -230,44 +246,76 @@ impl PostgresStore {
                 let rows = client.query(self.locked(schema::SELECT_HEADS), &[&limit]).await?;
                 prefetched.heads = Some(rows.iter().map(job_row).collect::<Result<_, _>>()?);
             }
+            // Three statements for the whole batch: the grants, the rows they name (locked in job
+            // order), the heads.
             Scope::Askers(ref workers) => {
                 let ids: Vec<i64> = workers.iter().map(|worker| i64::from(worker.0)).collect();
                 let limit = i64::try_from(workers.len()).unwrap_or(i64::MAX);
-                let params: Vec<[&(dyn ToSql + Sync); 1]> = ids.iter().map(|id| [id as _]).collect();
                 let (grants, granted, heads) = try_join3(
-                    try_join_all(
-                        params.iter().map(|param| client.query_opt(self.statement(schema::SELECT_GRANT), param)),
-                    ),
-                    try_join_all(
-                        params.iter().map(|param| client.query_opt(self.locked(schema::SELECT_GRANTED_JOB), param)),
-                    ),
+                    client.query(self.statement(schema::SELECT_GRANTS), &[&ids]),
+                    client.query(self.locked(schema::SELECT_GRANTED_JOBS), &[&ids]),
                     client.query(self.locked(schema::SELECT_HEADS), &[&limit]),
                 )
                 .await?;
-                for (&worker, grant) in workers.iter().zip(grants) {
-                    prefetched.grants.push((worker, grant.as_ref().map(last_grant)));
-                }
-                for row in granted.into_iter().flatten() {
-                    let row = job_row(&row)?;
-                    prefetched.jobs.push((JobId(row.job as u64), Some(row)));
+                let grants: BTreeMap<i64, LastGrant> = grants
+                    .iter()
+                    .map(|row| {
+                        let grant = LastGrant {
+                            request: RequestId(row.get::<_, i64>(1) as u64),
+                            job: JobId(row.get::<_, i64>(2) as u64),
+                            epoch: Epoch(row.get::<_, i64>(3) as u64),
+                        };
+                        (row.get::<_, i64>(0), grant)
+                    })
+                    .collect();
+                let granted: BTreeMap<i64, Row> =
+                    granted.iter().map(|row| job_row(row).map(|row| (row.job, row))).collect::<Result<_, _>>()?;
+                for (&worker, id) in workers.iter().zip(&ids) {
+                    let grant = grants.get(id).copied();
+                    prefetched.grants.push((worker, grant));
+                    // As one worker's read: the row of the job its last grant names, if any.
+                    if let Some(row) = grant.and_then(|grant| granted.get(&int(grant.job.0))) {
+                        prefetched.jobs.push((JobId(row.job as u64), Some(row.clone())));
+                    }
                 }
                 prefetched.heads = Some(heads.iter().map(job_row).collect::<Result<_, _>>()?);
             }
             Scope::Op(op) => prefetched.ops.push((op, self.prefetch_op(op).await?)),
-            // Sent together, answered in order: the rows are locked in job order.
+            // One statement: the rows are locked in job order.
             Scope::Jobs(ref jobs) => {
                 let ids: Vec<i64> = jobs.iter().map(|job| int(job.0)).collect();
-                let params: Vec<[&(dyn ToSql + Sync); 1]> = ids.iter().map(|id| [id as _]).collect();
-                let rows =
-                    try_join_all(params.iter().map(|param| client.query_opt(self.locked(schema::SELECT_JOB), param)))
-                        .await?;
-                for (&job, row) in jobs.iter().zip(rows) {
-                    prefetched.jobs.push((job, row.as_ref().map(job_row).transpose()?));
+                let rows = client.query(self.locked(schema::SELECT_JOBS), &[&ids]).await?;
+                let rows: BTreeMap<i64, Row> =
+                    rows.iter().map(|row| job_row(row).map(|row| (row.job, row))).collect::<Result<_, _>>()?;
+                for (&job, id) in jobs.iter().zip(&ids) {
+                    prefetched.jobs.push((job, rows.get(id).cloned()));
                 }
             }
+            // Two statements: the missing rows made, then every row read, locked in key order.
             Scope::Ops(ref ops) => {
-                let records = try_join_all(ops.iter().map(|&op| self.prefetch_op(op))).await?;
-                prefetched.ops.extend(ops.iter().copied().zip(records));
+                let jobs: Vec<i64> = ops.iter().map(|op| int(op.job.0)).collect();
+                let steps: Vec<i64> = ops.iter().map(|op| i64::from(op.step)).collect();
+                let key: [&(dyn ToSql + Sync); 2] = [&jobs, &steps];
+                let (_, rows) = try_join(
+                    client.execute(self.statement(schema::ENSURE_OPS), &key),
+                    client.query(self.locked(schema::SELECT_OPS), &key),
+                )
+                .await?;
+                let records: BTreeMap<(i64, i64), OpRecord> = rows
+                    .iter()
+                    .map(|row| {
+                        let record = OpRecord {
+                            fence: Epoch(row.get::<_, i64>(2) as u64),
+                            recorded: row.get::<_, Option<i64>>(3).map(identity),
+                            rival: row.get::<_, Option<i64>>(4).map(identity),
+                        };
+                        ((row.get::<_, i64>(0), row.get::<_, i64>(1)), record)
+                    })
+                    .collect();
+                for (&op, key) in ops.iter().zip(jobs.into_iter().zip(steps)) {
+                    let record = records.get(&key).copied().ok_or(StoreError::Raced { job: op.job })?;
+                    prefetched.ops.push((op, record));
+                }
             }
         }
         Ok(prefetched)
@@ -335,12 +383,221 @@ struct Prefetched {
     heads: Option<std::collections::VecDeque<Row>>,
 }
 
-/// A write held until the operation's decision is made, then sent with the others.
-struct Write {
+/// A write held until the operation's decision is made, then sent with the others: a
+/// statement of its own, or one of the kinds a batch's writes share one statement for
+/// ([`statements`]).
+enum Write {
+    One {
+        sql: &'static str,
+        params: Vec<Box<dyn ToSql + Sync>>,
+        /// The rows it must write (a compare-and-set: 1), and the job named if it does not.
+        guard: Option<JobId>,
+    },
+    /// [`schema::UPDATE_JOB`]: the decision over the row read (guarded).
+    Job { new: Row, old: Row },
+    /// [`schema::UPDATE_OP`]: a ledger decision (guarded).
+    Op { op: OpId, new: OpRecord, old: OpRecord },
+    /// [`schema::UPSERT_GRANT`].
+    Grant { worker: i64, grant: [i64; 3] },
+    /// [`schema::MARK_ENDED`] (`true`) or [`schema::MARK_QUEUED`].
+    Mark { ended: bool, job: i64, t_us: i64 },
+    /// [`schema::INSERT_EVENT_NEXT`].
+    Line { t_us: i64, node: String, line: String, job: Option<i64> },
+}
+
+/// What a statement sent must have written: nothing checked, one row (a compare-and-set over
+/// one job's row), or one row per job listed (a batch's compare-and-sets, each row's own guard,
+/// the rows written returned by job).
+enum Guard {
+    None,
+    One(JobId),
+    Each(Vec<i64>),
+}
+
+/// One statement to send: its text, its parameters, and what it must have written.
+struct Outgoing {
     sql: &'static str,
     params: Vec<Box<dyn ToSql + Sync>>,
-    /// The rows it must write (a compare-and-set: 1), and the job named if it does not.
-    guard: Option<JobId>,
+    guard: Guard,
+}
+
+impl Write {
+    /// Its kind's place among the kinds that share a statement (`None`: a statement of its own).
+    fn kind(&self) -> Option<usize> {
+        match self {
+            Write::One { .. } => None,
+            Write::Job { .. } => Some(0),
+            Write::Op { .. } => Some(1),
+            Write::Grant { .. } => Some(2),
+            Write::Mark { ended: true, .. } => Some(3),
+            Write::Mark { ended: false, .. } => Some(4),
+            Write::Line { .. } => Some(5),
+        }
+    }
+
+    /// The key a kind's statement writes once at most (`None`: any number of times, as lines).
+    fn key(&self) -> Option<(i64, i64)> {
+        match *self {
+            Write::One { .. } | Write::Line { .. } => None,
+            Write::Job { ref new, .. } => Some((new.job, 0)),
+            Write::Op { op, .. } => Some((int(op.job.0), i64::from(op.step))),
+            Write::Grant { worker, .. } => Some((worker, 0)),
+            Write::Mark { job, .. } => Some((job, 0)),
+        }
+    }
+
+    /// Its own statement.
+    fn alone(self) -> Outgoing {
+        let output = |output: Option<OutputId>| output.map(bits);
+        match self {
+            Write::One { sql, params, guard } => Outgoing { sql, params, guard: guard.map_or(Guard::None, Guard::One) },
+            Write::Job { new, old } => {
+                let mut params = row_params(&new);
+                params.push(Box::new(old.state));
+                params.push(Box::new(old.epoch));
+                params.push(Box::new(old.attempts));
+                params.push(Box::new(old.lease_epoch));
+                params.push(Box::new(old.expires_at_us));
+                Outgoing { sql: schema::UPDATE_JOB, params, guard: Guard::One(JobId(new.job as u64)) }
+            }
+            Write::Op { op, new, old } => Outgoing {
+                sql: schema::UPDATE_OP,
+                params: vec![
+                    Box::new(int(op.job.0)),
+                    Box::new(i64::from(op.step)),
+                    Box::new(int(new.fence.0)),
+                    Box::new(output(new.recorded)),
+                    Box::new(output(new.rival)),
+                    Box::new(output(old.recorded)),
+                    Box::new(output(old.rival)),
+                ],
+                guard: Guard::One(op.job),
+            },
+            Write::Grant { worker, grant: [request, job, epoch] } => Outgoing {
+                sql: schema::UPSERT_GRANT,
+                params: vec![Box::new(worker), Box::new(request), Box::new(job), Box::new(epoch)],
+                guard: Guard::None,
+            },
+            Write::Mark { ended, job, t_us } => Outgoing {
+                sql: if ended { schema::MARK_ENDED } else { schema::MARK_QUEUED },
+                params: vec![Box::new(job), Box::new(t_us)],
+                guard: Guard::None,
+            },
+            Write::Line { t_us, node, line, job } => Outgoing {
+                sql: schema::INSERT_EVENT_NEXT,
+                params: vec![Box::new(t_us), Box::new(node), Box::new(line), Box::new(job)],
+                guard: Guard::None,
+            },
+        }
+    }
+}
+
+/// The statements that send `writes`. A kind with two or more writes goes as one statement over
+/// arrays (`unnest`, each row's own guard in its `WHERE`), when the writes allow it: every other
+/// write is a job's insert or payload (sent first, in order), and no key is written twice by one
+/// kind. A batch's lines keep their order (their sequence numbers are taken in it). Otherwise
+/// every write is its own statement, in order, as one row's are.
+fn statements(writes: Vec<Write>) -> Vec<Outgoing> {
+    let inserts_only = |write: &Write| match write {
+        Write::One { sql, .. } => *sql == schema::INSERT_JOB || *sql == schema::INSERT_PAYLOAD,
+        _ => true,
+    };
+    let mut keys = std::collections::BTreeSet::new();
+    let unique = writes.iter().all(|write| write.key().is_none_or(|key| keys.insert((write.kind(), key))));
+    let batched = writes.iter().filter(|write| write.kind().is_some()).count();
+    if batched < 2 || !unique || !writes.iter().all(inserts_only) {
+        return writes.into_iter().map(Write::alone).collect();
+    }
+    let mut kinds: [Vec<Write>; 6] = Default::default();
+    let mut out = Vec::new();
+    for write in writes {
+        match write.kind() {
+            None => out.push(write.alone()),
+            Some(kind) => kinds[kind].push(write),
+        }
+    }
+    for group in kinds {
+        match group.len() {
+            0 => {}
+            1 => out.extend(group.into_iter().map(Write::alone)),
+            _ => out.push(together(group)),
+        }
+    }
+    out
+}
+
+/// One statement for writes of one kind, two or more.
+fn together(group: Vec<Write>) -> Outgoing {
+    let output = |output: Option<OutputId>| output.map(bits);
+    let mut params: Vec<Box<dyn ToSql + Sync>> = Vec::new();
+    macro_rules! column {
+        ($pattern:pat => $value:expr) => {{
+            let column: Vec<_> = group
+                .iter()
+                .map(|write| match write {
+                    $pattern => $value,
+                    _ => unreachable!("a group holds one kind"),
+                })
+                .collect();
+            params.push(Box::new(column));
+        }};
+    }
+    match group[0] {
+        Write::Job { .. } => {
+            column!(Write::Job { new, .. } => new.job);
+            column!(Write::Job { new, .. } => new.state);
+            column!(Write::Job { new, .. } => new.epoch);
+            column!(Write::Job { new, .. } => new.attempts);
+            column!(Write::Job { new, .. } => new.queue_seq);
+            column!(Write::Job { new, .. } => new.owner.clone());
+            column!(Write::Job { new, .. } => new.lease_epoch);
+            column!(Write::Job { new, .. } => new.expires_at_us);
+            column!(Write::Job { new, .. } => new.outcome);
+            column!(Write::Job { new, .. } => new.output);
+            column!(Write::Job { new, .. } => new.rival);
+            column!(Write::Job { new, .. } => new.ended_epoch);
+            column!(Write::Job { new, .. } => new.ended_attempts);
+            column!(Write::Job { old, .. } => old.state);
+            column!(Write::Job { old, .. } => old.epoch);
+            column!(Write::Job { old, .. } => old.attempts);
+            column!(Write::Job { old, .. } => old.lease_epoch);
+            column!(Write::Job { old, .. } => old.expires_at_us);
+            let jobs = group.iter().filter_map(|write| write.key()).map(|(job, _)| job).collect();
+            Outgoing { sql: schema::UPDATE_JOBS, params, guard: Guard::Each(jobs) }
+        }
+        Write::Op { .. } => {
+            column!(Write::Op { op, .. } => int(op.job.0));
+            column!(Write::Op { op, .. } => i64::from(op.step));
+            column!(Write::Op { new, .. } => int(new.fence.0));
+            column!(Write::Op { new, .. } => output(new.recorded));
+            column!(Write::Op { new, .. } => output(new.rival));
+            column!(Write::Op { old, .. } => output(old.recorded));
+            column!(Write::Op { old, .. } => output(old.rival));
+            let jobs = group.iter().filter_map(|write| write.key()).map(|(job, _)| job).collect();
+            Outgoing { sql: schema::UPDATE_OPS, params, guard: Guard::Each(jobs) }
+        }
+        Write::Grant { .. } => {
+            column!(Write::Grant { worker, .. } => *worker);
+            column!(Write::Grant { grant, .. } => grant[0]);
+            column!(Write::Grant { grant, .. } => grant[1]);
+            column!(Write::Grant { grant, .. } => grant[2]);
+            Outgoing { sql: schema::UPSERT_GRANTS, params, guard: Guard::None }
+        }
+        Write::Mark { ended, .. } => {
+            column!(Write::Mark { job, .. } => *job);
+            column!(Write::Mark { t_us, .. } => *t_us);
+            let sql = if ended { schema::MARK_ENDED_ALL } else { schema::MARK_QUEUED_ALL };
+            Outgoing { sql, params, guard: Guard::None }
+        }
+        Write::Line { .. } => {
+            column!(Write::Line { t_us, .. } => *t_us);
+            column!(Write::Line { node, .. } => node.clone());
+            column!(Write::Line { line, .. } => line.clone());
+            column!(Write::Line { job, .. } => *job);
+            Outgoing { sql: schema::INSERT_EVENTS_NEXT, params, guard: Guard::None }
+        }
+        Write::One { .. } => unreachable!("a statement of its own is never grouped"),
+    }
 }
 
 /// The statements of [`Tx`] on one PostgreSQL transaction. Reads go at once; writes are held and
@@ -382,16 +639,6 @@ fn op_record(row: &tokio_postgres::Row) -> OpRecord {
     }
 }
 
-/// The parameters of [`schema::INSERT_EVENT_NEXT`].
-fn event_params(t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Vec<Box<dyn ToSql + Sync>> {
-    vec![
-        Box::new(int(t_us)),
-        Box::new(node.to_string()),
-        Box::new(line.to_string()),
-        Box::new(job.map(|job| int(job.0))),
-    ]
-}
-
 fn row_params(r: &Row) -> Vec<Box<dyn ToSql + Sync>> {
     vec![
         Box::new(r.job),
@@ -424,34 +671,62 @@ impl PgTx<'_> {
     }
 
     fn hold(&mut self, sql: &'static str, params: Vec<Box<dyn ToSql + Sync>>, guard: Option<JobId>) {
-        self.writes.push(Write { sql, params, guard });
+        self.writes.push(Write::One { sql, params, guard });
     }
 
     /// Sends the held writes, then commits: together, unless a write is guarded, whose count must
     /// be seen before the commit (a guard that wrote nothing rolls the transaction back).
-    fn commit(self) -> Result<(), StoreError> {
+    fn commit(mut self) -> Result<(), StoreError> {
         let store = self.store;
-        let params: Vec<Vec<&(dyn ToSql + Sync)>> =
-            self.writes.iter().map(|write| write.params.iter().map(|param| &**param as _).collect()).collect();
-        let writes = try_join_all(
-            self.writes
-                .iter()
-                .zip(&params)
-                .map(|(write, params)| store.client.execute(store.statement(write.sql), params)),
-        );
-        if self.writes.iter().all(|write| write.guard.is_none()) {
+        let statements = statements(std::mem::take(&mut self.writes));
+        if statements.iter().all(|statement| matches!(statement.guard, Guard::None)) {
+            let writes = try_join_all(statements.iter().map(|statement| store.send(statement)));
             store.runtime.block_on(try_join(writes, store.client.batch_execute("COMMIT")))?;
             return Ok(());
         }
-        let counts = store.runtime.block_on(writes)?;
-        for (write, count) in self.writes.iter().zip(counts) {
-            if let (Some(job), 0) = (write.guard, count) {
-                return Err(StoreError::Raced { job });
-            }
-        }
+        store.send_checked(&statements)?;
         store.runtime.block_on(store.client.batch_execute("COMMIT"))?;
         Ok(())
     }
+}
+
+impl PostgresStore {
+    /// Sends one statement: its rows written, or (a batch's compare-and-sets) the jobs it wrote.
+    async fn send(&self, statement: &Outgoing) -> Result<Written, tokio_postgres::Error> {
+        let params: Vec<&(dyn ToSql + Sync)> = statement.params.iter().map(|param| &**param as _).collect();
+        let prepared = self.statement(statement.sql);
+        Ok(match statement.guard {
+            Guard::Each(_) => {
+                let rows = self.client.query(prepared, &params).await?;
+                Written::Jobs(rows.iter().map(|row| row.get::<_, i64>(0)).collect())
+            }
+            Guard::None | Guard::One(_) => Written::Count(self.client.execute(prepared, &params).await?),
+        })
+    }
+
+    /// Sends `statements` together and checks each guard: a compare-and-set that wrote nothing
+    /// names its job ([`StoreError::Raced`]), and the transaction is rolled back.
+    fn send_checked(&self, statements: &[Outgoing]) -> Result<(), StoreError> {
+        let written = self.runtime.block_on(try_join_all(statements.iter().map(|statement| self.send(statement))))?;
+        for (statement, written) in statements.iter().zip(written) {
+            match (&statement.guard, written) {
+                (Guard::One(job), Written::Count(0)) => return Err(StoreError::Raced { job: *job }),
+                (Guard::Each(jobs), Written::Jobs(wrote)) => {
+                    if let Some(&job) = jobs.iter().find(|job| !wrote.contains(job)) {
+                        return Err(StoreError::Raced { job: JobId(job as u64) });
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a statement sent wrote.
+enum Written {
+    Count(u64),
+    Jobs(Vec<i64>),
 }
 
 impl Tx for PgTx<'_> {
@@ -502,18 +777,12 @@ impl Tx for PgTx<'_> {
     }
 
     fn mark_queued(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
-        self.hold(schema::MARK_QUEUED, vec![Box::new(int(job.0)), Box::new(t_us)], None);
+        self.writes.push(Write::Mark { ended: false, job: int(job.0), t_us });
         Ok(())
     }
 
     fn update(&mut self, r: &Row, old: &Row) -> Result<usize, StoreError> {
-        let mut params = row_params(r);
-        params.push(Box::new(old.state));
-        params.push(Box::new(old.epoch));
-        params.push(Box::new(old.attempts));
-        params.push(Box::new(old.lease_epoch));
-        params.push(Box::new(old.expires_at_us));
-        self.hold(schema::UPDATE_JOB, params, Some(JobId(r.job as u64)));
+        self.writes.push(Write::Job { new: r.clone(), old: old.clone() });
         // Checked before the commit: a guard that wrote nothing rolls everything back.
         Ok(1)
     }
@@ -535,13 +804,8 @@ impl Tx for PgTx<'_> {
     }
 
     fn set_last_grant(&mut self, worker: WorkerId, grant: &LastGrant) -> Result<(), StoreError> {
-        let params: Vec<Box<dyn ToSql + Sync>> = vec![
-            Box::new(i64::from(worker.0)),
-            Box::new(int(grant.request.0)),
-            Box::new(int(grant.job.0)),
-            Box::new(int(grant.epoch.0)),
-        ];
-        self.hold(schema::UPSERT_GRANT, params, None);
+        let grant = [int(grant.request.0), int(grant.job.0), int(grant.epoch.0)];
+        self.writes.push(Write::Grant { worker: i64::from(worker.0), grant });
         Ok(())
     }
 
@@ -568,44 +832,23 @@ impl Tx for PgTx<'_> {
     }
 
     fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError> {
-        let output = |output: Option<OutputId>| output.map(bits);
-        let params: Vec<Box<dyn ToSql + Sync>> = vec![
-            Box::new(int(op.job.0)),
-            Box::new(i64::from(op.step)),
-            Box::new(int(new.fence.0)),
-            Box::new(output(new.recorded)),
-            Box::new(output(new.rival)),
-            Box::new(output(old.recorded)),
-            Box::new(output(old.rival)),
-        ];
-        self.hold(schema::UPDATE_OP, params, Some(op.job));
+        self.writes.push(Write::Op { op, new: *new, old: *old });
         Ok(1)
     }
 
     fn log(&mut self, t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Result<(), StoreError> {
-        self.hold(schema::INSERT_EVENT_NEXT, event_params(t_us, node, job, line), None);
+        let (node, line, job) = (node.to_string(), line.to_string(), job.map(|job| int(job.0)));
+        self.writes.push(Write::Line { t_us: int(t_us), node, line, job });
         Ok(())
     }
 
     fn mark_ended(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
-        self.hold(schema::MARK_ENDED, vec![Box::new(int(job.0)), Box::new(t_us)], None);
+        self.writes.push(Write::Mark { ended: true, job: int(job.0), t_us });
         Ok(())
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
-        let store = self.store;
-        let writes = std::mem::take(&mut self.writes);
-        let params: Vec<Vec<&(dyn ToSql + Sync)>> =
-            writes.iter().map(|write| write.params.iter().map(|param| &**param as _).collect()).collect();
-        let counts = store.runtime.block_on(try_join_all(
-            writes.iter().zip(&params).map(|(write, params)| store.client.execute(store.statement(write.sql), params)),
-        ))?;
-        for (write, count) in writes.iter().zip(counts) {
-            if let (Some(job), 0) = (write.guard, count) {
-                return Err(StoreError::Raced { job });
-            }
-        }
-        Ok(())
+        self.store.send_checked(&statements(std::mem::take(&mut self.writes)))
     }
 }
 
@@ -787,9 +1030,9 @@ async fn enqueue_in_schema(
     let (rules, caller) = (Rules { config, bugs: Bugs::NONE }, crate::Caller::default());
     let now = Time(clock.get::<_, i64>(0) as u64);
     let answer = Op { rules: &rules, caller: &caller, last_now: now, now }.enqueue(&mut held, job, payload)?;
-    for write in &held.writes {
-        let params: Vec<&(dyn ToSql + Sync)> = write.params.iter().map(|param| &**param as _).collect();
-        tx.execute(write.sql, &params).await?;
+    for statement in held.writes.into_iter().map(Write::alone) {
+        let params: Vec<&(dyn ToSql + Sync)> = statement.params.iter().map(|param| &**param as _).collect();
+        tx.execute(statement.sql, &params).await?;
     }
     Ok(answer)
 }
@@ -842,19 +1085,18 @@ impl Tx for Held {
     }
 
     fn insert(&mut self, r: &Row) -> Result<(), StoreError> {
-        self.writes.push(Write { sql: schema::INSERT_JOB, params: row_params(r), guard: None });
+        self.writes.push(Write::One { sql: schema::INSERT_JOB, params: row_params(r), guard: None });
         Ok(())
     }
 
     fn insert_payload(&mut self, job: JobId, payload: &[u8]) -> Result<(), StoreError> {
         let params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(int(job.0)), Box::new(payload.to_vec())];
-        self.writes.push(Write { sql: schema::INSERT_PAYLOAD, params, guard: None });
+        self.writes.push(Write::One { sql: schema::INSERT_PAYLOAD, params, guard: None });
         Ok(())
     }
 
     fn mark_queued(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
-        let params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(int(job.0)), Box::new(t_us)];
-        self.writes.push(Write { sql: schema::MARK_QUEUED, params, guard: None });
+        self.writes.push(Write::Mark { ended: false, job: int(job.0), t_us });
         Ok(())
     }
 
@@ -887,11 +1129,8 @@ impl Tx for Held {
     }
 
     fn log(&mut self, t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Result<(), StoreError> {
-        self.writes.push(Write {
-            sql: schema::INSERT_EVENT_NEXT,
-            params: event_params(t_us, node, job, line),
-            guard: None,
-        });
+        let (node, line, job) = (node.to_string(), line.to_string(), job.map(|job| int(job.0)));
+        self.writes.push(Write::Line { t_us: int(t_us), node, line, job });
         Ok(())
     }
 

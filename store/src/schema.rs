@@ -299,6 +299,76 @@ pub const UPDATE_OP: &str = "UPDATE lease_ledger SET fence = $3, output = $4, ri
      WHERE job = $1 AND step = $2 AND output IS NOT DISTINCT FROM $6 AND rival IS NOT DISTINCT FROM $7 \
      AND (output IS NULL OR output = $4)";
 
+/// PostgreSQL, a batch's decisions over job rows written back in one statement: each row's new
+/// record (`$1`..`$13`, arrays in [`crate::sql::Row`]'s order) over the row read (`$14`..`$18`),
+/// each guarded as [`UPDATE_JOB`] guards one row; the jobs written are returned, and one missing
+/// rolls the transaction back. A batch never writes one job twice in it.
+pub const UPDATE_JOBS: &str = "UPDATE lease_jobs AS j SET state = v.state, epoch = v.epoch, \
+     attempts = v.attempts, queue_seq = v.queue_seq, owner = v.owner, lease_epoch = v.lease_epoch, \
+     expires_at_us = v.expires_at_us, outcome = v.outcome, output = v.output, rival = v.rival, \
+     ended_epoch = v.ended_epoch, ended_attempts = v.ended_attempts \
+     FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bigint[], \
+     $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], \
+     $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[]) AS v(job, state, epoch, attempts, queue_seq, \
+     owner, lease_epoch, expires_at_us, outcome, output, rival, ended_epoch, ended_attempts, old_state, \
+     old_epoch, old_attempts, old_lease_epoch, old_expires_at_us) \
+     WHERE j.job = v.job AND j.state = v.old_state AND j.epoch = v.old_epoch AND j.attempts = v.old_attempts \
+     AND j.lease_epoch IS NOT DISTINCT FROM v.old_lease_epoch \
+     AND j.expires_at_us IS NOT DISTINCT FROM v.old_expires_at_us RETURNING j.job";
+
+/// PostgreSQL, a batch's ledger decisions in one statement, each guarded as [`UPDATE_OP`] guards
+/// one; the jobs written are returned.
+pub const UPDATE_OPS: &str = "UPDATE lease_ledger AS l SET fence = v.fence, output = v.output, rival = v.rival \
+     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], \
+     $7::bigint[]) AS v(job, step, fence, output, rival, old_output, old_rival) \
+     WHERE l.job = v.job AND l.step = v.step AND l.output IS NOT DISTINCT FROM v.old_output \
+     AND l.rival IS NOT DISTINCT FROM v.old_rival AND (l.output IS NULL OR l.output = v.output) RETURNING l.job";
+
+/// PostgreSQL, several workers' last grants in one statement (one row per worker).
+pub const UPSERT_GRANTS: &str = "INSERT INTO lease_grants (worker, request, job, epoch) \
+     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) \
+     ON CONFLICT (worker) DO UPDATE SET request = excluded.request, job = excluded.job, epoch = excluded.epoch";
+
+/// PostgreSQL, when jobs ended, in one statement.
+pub const MARK_ENDED_ALL: &str = "UPDATE lease_jobs AS j SET ended_at_us = v.t_us \
+     FROM unnest($1::bigint[], $2::bigint[]) AS v(job, t_us) WHERE j.job = v.job";
+
+/// PostgreSQL, when jobs entered the queue, in one statement.
+pub const MARK_QUEUED_ALL: &str = "UPDATE lease_jobs AS j SET queued_at_us = v.t_us \
+     FROM unnest($1::bigint[], $2::bigint[]) AS v(job, t_us) WHERE j.job = v.job";
+
+/// PostgreSQL, a batch's history lines in one statement, numbered from the log's sequence in
+/// their order (a function scan yields the arrays' rows in order, and each takes its number as
+/// it is inserted).
+pub const INSERT_EVENTS_NEXT: &str = "INSERT INTO lease_events (seq, t_us, node, line, job) \
+     SELECT nextval('lease_log_seq'), v.t_us, v.node, v.line, v.job \
+     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS v(t_us, node, line, job)";
+
+/// PostgreSQL, a batch's job rows (`$1`, any order): PostgreSQL appends `FOR UPDATE`, and the
+/// rows are locked in job order.
+pub const SELECT_JOBS: &str =
+    concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE job = ANY($1::bigint[]) ORDER BY job");
+
+/// PostgreSQL, several workers' last grants by request.
+pub const SELECT_GRANTS: &str =
+    "SELECT worker, request, job, epoch FROM lease_grants WHERE worker = ANY($1::bigint[]) ORDER BY worker";
+
+/// PostgreSQL, the rows of the jobs several workers were last granted by request: PostgreSQL
+/// appends `FOR UPDATE` (in job order).
+pub const SELECT_GRANTED_JOBS: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM lease_jobs WHERE job IN (SELECT job FROM lease_grants WHERE worker = ANY($1::bigint[])) ORDER BY job"
+);
+
+/// PostgreSQL, makes sure a batch's operations have ledger rows, in one statement.
+pub const ENSURE_OPS: &str = "INSERT INTO lease_ledger (job, step, fence) \
+     SELECT v.job, v.step, 0 FROM unnest($1::bigint[], $2::bigint[]) AS v(job, step) ON CONFLICT DO NOTHING";
+
+/// PostgreSQL, a batch's ledger rows: PostgreSQL appends `FOR UPDATE` (in key order).
+pub const SELECT_OPS: &str = "SELECT job, step, fence, output, rival FROM lease_ledger \
+     WHERE (job, step) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[])) ORDER BY job, step";
+
 /// SQLite: takes the next log sequence number, in the transaction's `BEGIN IMMEDIATE`: numbers
 /// are taken in commit order. (PostgreSQL numbers its lines from a sequence: [`INSERT_EVENT_NEXT`].)
 pub const NEXT_SEQ: &str = "UPDATE lease_log_head SET seq = seq + 1 RETURNING seq";

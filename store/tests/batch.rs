@@ -393,3 +393,80 @@ fn postgres_batches_run_beside_acquires_and_single_calls() {
     });
     assert_eq!(enqueuer.backlog().unwrap(), 0);
 }
+
+// Proves each row's guard in PostgreSQL's one-statement batch writes (a batch's rows are locked
+// before its decision, so these guards never fire in a run: they are the compare-and-set that
+// stands if a lock is ever missed, and this test is what a mistake in them fails). Two leased
+// jobs; a batched write of both whose old record for job 1 is stale (epoch 0, not 1) writes job 2
+// alone, returns only job 2, and leaves job 1's row as it was; likewise a batched ledger write
+// over two operations writes only the one whose old output matches, never overwriting a
+// recorded output. Fails if a guard column is dropped from `UPDATE_JOBS` or `UPDATE_OPS`.
+#[test]
+fn postgres_a_batched_write_checks_each_rows_guard() {
+    use lease_store::schema;
+    let Some(scratch) = pg::scratch("batched_guards") else { return };
+    drop(scratch.open(config(), Bugs::NONE)); // migrated
+    let mut client = postgres::Client::connect(&pg::url(), postgres::NoTls).expect("connect");
+    client.batch_execute(&format!("SET search_path TO {}", scratch.name)).expect("search path");
+    for job in [1i64, 2] {
+        let insert = "INSERT INTO lease_jobs (job, state, epoch, attempts, owner, lease_epoch, expires_at_us) \
+                      VALUES ($1, 'leased', 1, 1, 'w1', 1, 1000)";
+        client.execute(insert, &[&job]).expect("a leased job");
+    }
+    let i = |values: [i64; 2]| values.to_vec();
+    let o = |values: [Option<i64>; 2]| values.to_vec();
+    let t = |values: [&str; 2]| values.iter().map(|v| v.to_string()).collect::<Vec<_>>();
+    let none: Vec<Option<i64>> = vec![None, None];
+    let none_text: Vec<Option<String>> = vec![None, None];
+    let (jobs, terminal, leased) = (i([1, 2]), t(["terminal", "terminal"]), t(["leased", "leased"]));
+    let (epochs, attempts, completed) = (i([1, 1]), i([1, 1]), vec![Some("completed".to_string()); 2]);
+    let outputs = o([Some(7), Some(8)]);
+    let old_epochs = i([0, 1]); // job 1's old record is stale
+    let old_lease = o([Some(1), Some(1)]);
+    let old_expiry = o([Some(1000), Some(1000)]);
+    let params: [&(dyn postgres::types::ToSql + Sync); 18] = [
+        &jobs,
+        &terminal,
+        &epochs,
+        &attempts,
+        &none,
+        &none_text,
+        &none,
+        &none,
+        &completed,
+        &outputs,
+        &none,
+        &epochs.iter().map(|&e| Some(e)).collect::<Vec<_>>(),
+        &attempts.iter().map(|&a| Some(a)).collect::<Vec<_>>(),
+        &leased,
+        &old_epochs,
+        &attempts,
+        &old_lease,
+        &old_expiry,
+    ];
+    let wrote: Vec<i64> =
+        client.query(schema::UPDATE_JOBS, &params).expect("update").iter().map(|r| r.get(0)).collect();
+    assert_eq!(wrote, [2], "only the row whose old record matched");
+    let states: Vec<(i64, String)> = client
+        .query("SELECT job, state FROM lease_jobs ORDER BY job", &[])
+        .expect("rows")
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert_eq!(states, [(1, "leased".to_string()), (2, "terminal".to_string())]);
+    // The ledger: op (1, 0) has output 5 recorded; op (2, 0) nothing.
+    client.execute("INSERT INTO lease_ledger (job, step, fence, output) VALUES (1, 0, 1, 5)", &[]).expect("op 1");
+    client.execute("INSERT INTO lease_ledger (job, step, fence) VALUES (2, 0, 1)", &[]).expect("op 2");
+    let (steps, fences, new) = (i([0, 0]), i([1, 1]), o([Some(6), Some(6)]));
+    // Job 1's caller believes nothing is recorded (stale): its write must not replace output 5.
+    let ops: [&(dyn postgres::types::ToSql + Sync); 7] = [&jobs, &steps, &fences, &new, &none, &none, &none];
+    let wrote: Vec<i64> = client.query(schema::UPDATE_OPS, &ops).expect("ops").iter().map(|r| r.get(0)).collect();
+    assert_eq!(wrote, [2], "only the operation whose old output matched");
+    let outputs: Vec<Option<i64>> = client
+        .query("SELECT output FROM lease_ledger ORDER BY job", &[])
+        .expect("ops")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(outputs, [Some(5), Some(6)], "a recorded output is never overwritten");
+}
