@@ -60,6 +60,8 @@ pub struct Row {
     /// Ours: the most requests of a kind per call (`WorkerOptions::batch`); the batched
     /// baseline's jobs per statement.
     pub batch: usize,
+    /// Ours: how long a batch that is not full waits for more, in µs (`WorkerOptions::linger`).
+    pub linger_us: u64,
 }
 
 impl Row {
@@ -93,6 +95,7 @@ fn figures(delays: &mut [u64], first_us: u64, last_us: u64) -> Figures {
 fn burst(plan: &mut LivePlan, jobs: u64, kill: bool, fleet: Fleet) {
     plan.slots = fleet.slots;
     plan.batch = fleet.batch;
+    plan.linger_us = fleet.linger_us;
     // The queue alone, as the bare loops: the output made in process, recorded by the runtime.
     plan.dependency_in_process = true;
     plan.batch_max = plan.batch_max.max(fleet.batch);
@@ -430,6 +433,8 @@ pub struct Fleet {
     pub slots: u32,
     /// Requests of a kind per call (1: each alone); the batched baseline's jobs per statement.
     pub batch: usize,
+    /// How long a batch that is not full waits for more (`WorkerOptions::linger`), in µs.
+    pub linger_us: u64,
 }
 
 /// Every row: PostgreSQL (when `url` is given), then SQLite, with each of `workers`.
@@ -462,6 +467,7 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
                 batched_baseline_jobs_per_s: batched.jobs_per_s,
                 slots: fleet.slots,
                 batch: fleet.batch,
+                linger_us: fleet.linger_us,
             };
             println!("{}", line(&row));
             rows.push(row);

@@ -24,7 +24,7 @@
 use super::db::{host_now, Handle};
 use super::plan::LivePlan;
 use futures::future::{self, BoxFuture, Either, FutureExt};
-use lease_core::{Bug, Bugs, Execution, JobId, ReclaimerId, Time, WorkerId};
+use lease_core::{Bug, Bugs, Execution, JobId, ReclaimerId, Span, Time, WorkerId};
 use lease_history::{Node, Point};
 use lease_runtime::store::{HostClock, StoreClient};
 use lease_runtime::{HandlerError, Hook, Job, Output, ReclaimerOptions, Runtime, WorkerOptions};
@@ -216,7 +216,8 @@ fn serve(
                     return Ok(());
                 }
                 let slots = plan.slot_ids(index).into_iter().map(WorkerId).collect();
-                let options = WorkerOptions { batch: plan.batch, ..WorkerOptions::new(slots, plan.worker()) };
+                let (batch, linger) = (plan.batch, Span(plan.linger_us));
+                let options = WorkerOptions { batch, linger, ..WorkerOptions::new(slots, plan.worker()) };
                 let options = options.planting(bugs);
                 let work = if plan.dependency_in_process {
                     let latency = Duration::from_micros(plan.dependency.latency_min_us);

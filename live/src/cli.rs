@@ -76,12 +76,17 @@ pub struct LiveArgs {
     #[arg(long, value_delimiter = ',')]
     bench_workers: Option<Vec<u32>>,
     /// With --bench: jobs in flight per worker process of ours (its runtime's slots).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 64)]
     bench_slots: u32,
     /// With --bench: requests of a kind per call of ours (1: each alone), and the batched
     /// baseline's jobs per statement.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 32)]
     bench_batch: usize,
+    /// With --bench: how long a batch of ours that is not full waits for more, in milliseconds
+    /// (River's completer timer; 0: each turn's requests leave at its end; at most 200, half the
+    /// live run's request timeout)
+    #[arg(long, default_value_t = 5)]
+    bench_linger: u64,
     /// With --bench: a short run, 200 jobs and 4 workers (unless --bench-jobs or
     /// --bench-workers say otherwise); the recovery run still kills half the workers mid-burst.
     #[arg(long)]
@@ -180,7 +185,11 @@ fn bench(args: &LiveArgs) -> Result<u8, BadInput> {
     if !(1..=64).contains(&args.bench_batch) {
         return Err(BadInput("--bench-batch must be from 1 to 64".to_string()));
     }
-    let fleet = crate::bench::Fleet { slots: args.bench_slots, batch: args.bench_batch };
+    if args.bench_linger > 200 {
+        return Err(BadInput("--bench-linger must be from 0 to 200 (milliseconds)".to_string()));
+    }
+    let linger_us = args.bench_linger * 1_000;
+    let fleet = crate::bench::Fleet { slots: args.bench_slots, batch: args.bench_batch, linger_us };
     let url = args.url.clone().unwrap_or_else(crate::default_pg_url);
     crate::check_loopback(&url).map_err(BadInput)?;
     let url = match postgres::Client::connect(&url, postgres::NoTls) {
@@ -192,9 +201,11 @@ fn bench(args: &LiveArgs) -> Result<u8, BadInput> {
     };
     println!(
         "bench: {jobs} jobs per burst, the dependency answering at once; ours: {} slots per worker process, \
-         batches of {}; the batched baseline takes {} jobs per statement; provenance: {}",
+         batches of {} waiting up to {} ms to fill; the batched baseline takes {} jobs per statement; \
+         provenance: {}",
         fleet.slots,
         fleet.batch,
+        args.bench_linger,
         fleet.batch.max(2),
         lease_check::provenance::line()
     );

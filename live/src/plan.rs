@@ -198,6 +198,10 @@ pub struct LivePlan {
     /// 1: each alone).
     #[serde(default = "one_request")]
     pub batch: usize,
+    /// How long a worker process's batch that is not full waits for more, in microseconds
+    /// (`WorkerOptions::linger`; 0: each turn's requests leave at its end).
+    #[serde(default)]
+    pub linger_us: u64,
     /// The workers' handler produces its output in process, after the dependency's latency,
     /// and the runtime records it (the bench's queue alone, beside a bare loop that calls no
     /// dependency); otherwise the stub, a fenced dependency that records its own output.
@@ -308,6 +312,7 @@ impl LivePlan {
             start_at_backlog: None,
             slots: shape.slots,
             batch: shape.batch,
+            linger_us: 0,
             dependency_in_process: false,
         }
     }

@@ -543,10 +543,24 @@ impl<H: Handler> Run<H> {
         if let (true, Some(group)) = (self.options.batch > 1, batch_group(&request)) {
             // A copy of a request still waiting (its machine timed it out during a stall of the
             // process) leaves once, with the first.
-            if !self.queued.iter().any(|&(queued, queued_id, _)| (queued, queued_id) == (slot, id)) {
-                self.queued.push((slot, id, request));
-                self.wait_from(group as usize);
+            if self.queued.iter().any(|&(queued, queued_id, _)| (queued, queued_id) == (slot, id)) {
+                return;
             }
+            // A request of the same kind under another id supersedes the one waiting: its machine
+            // gave that one up (a stall carried a linger past its timeout), and it never left, so
+            // no answer to it will come (the simulator's large-batches found one acquire of a
+            // slot waiting beside its next, which the table refuses as one worker asking twice).
+            let superseded = |&(queued, _, waiting): &(usize, RequestId, WorkerRequest)| {
+                queued == slot && batch_group(&waiting) == Some(group)
+            };
+            if let Some(at) = self.queued.iter().position(superseded) {
+                let (_, _, dropped) = self.queued.remove(at);
+                if dropped == WorkerRequest::Acquire {
+                    self.slots[slot].acquiring -= 1;
+                }
+            }
+            self.queued.push((slot, id, request));
+            self.wait_from(group as usize);
             return;
         }
         self.call_now(slot, id, request);

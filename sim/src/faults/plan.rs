@@ -87,6 +87,9 @@ pub struct World {
     /// Requests of a kind per call of a worker process. Absent: one (each alone).
     #[serde(default = "one_request", skip_serializing_if = "is_one_request")]
     pub batch: usize,
+    /// How long a worker process's batch that is not full waits for more, in µs. Absent: zero.
+    #[serde(default, skip_serializing_if = "is_zero_us")]
+    pub linger_us: u64,
     /// The lease length.
     pub lease_ttl_us: u64,
     /// The most jobs accepted and not yet terminal.
@@ -229,6 +232,10 @@ fn one_request() -> usize {
 
 fn is_one_request(batch: &usize) -> bool {
     *batch == 1
+}
+
+fn is_zero_us(value: &u64) -> bool {
+    *value == 0
 }
 
 fn err<T>(message: impl Into<String>) -> Result<T, PlanError> {
@@ -679,6 +686,10 @@ impl Plan {
         if !(1..=64).contains(&w.batch) {
             return err(format!("world: a batch of {} requests per call, not 1 to 64", w.batch));
         }
+        if w.linger_us > w.worker_request_timeout_us / 2 {
+            let most = w.worker_request_timeout_us / 2;
+            return err(format!("world: a linger of {} us, past half the request timeout ({most} us)", w.linger_us));
+        }
         if w.recorders > w.workers {
             return err(format!("world: {} recorders, but the world has {} workers", w.recorders, w.workers));
         }
@@ -769,6 +780,7 @@ impl Plan {
         params.handler_timeout_us = w.handler_timeout_us;
         params.slots = w.slots;
         params.batch = w.batch;
+        params.linger = Span(w.linger_us);
         params.table =
             TableConfig { capacity: w.capacity, lease_ttl, batch_max: w.batch_max, attempts_max: w.attempts_max };
         params.worker = WorkerConfig {
@@ -820,6 +832,7 @@ impl Plan {
             handler_timeout_us: params.handler_timeout_us,
             slots: params.slots,
             batch: params.batch,
+            linger_us: params.linger.as_us(),
             lease_ttl_us: params.table.lease_ttl.as_us(),
             capacity: params.table.capacity,
             batch_max: params.table.batch_max,

@@ -56,6 +56,7 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let slots = ctx.params.slot_nodes(node).into_iter().map(|slot| WorkerId(worker_of(slot))).collect();
     let mut options = WorkerOptions::new(slots, ctx.params.worker).planting(ctx.bugs);
     options.batch = ctx.params.batch;
+    options.linger = ctx.params.linger;
     if let Some(grace_us) = ctx.params.shutdown_grace_us {
         options.grace = Span::from_us(grace_us);
     }

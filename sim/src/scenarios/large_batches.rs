@@ -90,4 +90,11 @@ fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     params.dependency.slow_rate = rng.gen_range(0.2..0.6);
     params.dependency.slow_factor = rng.gen_range(10..=40);
     params.restart_delay_us = rng.gen_range(ttl_us / 4..=ttl_us * 2);
+    // Drawn last, so every draw above keeps its value: half the seeds' processes hold a batch
+    // that is not full for a linger (the completer's timer a service runs with), from a
+    // millisecond to half a request's timeout, the most the runtime allows.
+    if rng.gen_bool(0.5) {
+        let most = (params.worker.request_timeout.as_us() / 2).max(1_000);
+        params.linger = lease_core::Span(rng.gen_range(1_000..=most));
+    }
 }

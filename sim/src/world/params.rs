@@ -63,6 +63,9 @@ pub struct Params {
     /// The most requests of a kind one call of a worker process carries ([`lease_runtime::WorkerOptions::batch`]
     /// of `lease-runtime`; 1: each alone). At most the table's `batch_max`.
     pub batch: usize,
+    /// How long a worker process's batch that is not full waits for more
+    /// ([`lease_runtime::WorkerOptions::linger`]; zero: each turn's requests leave at its end).
+    pub linger: Span,
     /// The table's limits.
     pub table: TableConfig,
     /// Workers' timing.
@@ -144,6 +147,7 @@ impl Params {
             handler_timeout_us: None,
             slots: 1,
             batch: 1,
+            linger: Span::ZERO,
             table: TableConfig { capacity: 100, lease_ttl, batch_max: 4, attempts_max: 3 },
             worker: worker_timing(lease_ttl),
             reclaimer: ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 },
