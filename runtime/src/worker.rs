@@ -28,7 +28,10 @@
 //! renewals, lookups, completions, requeues: [`Client::worker_batch`]; records:
 //! [`Client::record_batch`]; the `executing` lines of the effects decided at the turn:
 //! [`Client::lines`]), at most `batch` a call. Each answer goes to its own machine as it comes. No
-//! grant waits in a buffer: a slot asks only when it is free. Between a decision and its start a
+//! grant waits in a buffer: a slot asks only when it is free. With a [`WorkerOptions::linger`], a
+//! kind whose batch is not full waits up to that long for more (River's completer timer), so the
+//! ends of handlers that come a few milliseconds apart leave together; a full batch leaves at
+//! once, and a request its machine has replaced under a new id while it waited never leaves. Between a decision and its start a
 //! turn may stall at another slot's point (a pause of the whole process), so each effect is
 //! decided again, the machine taking the time, before its line is written and before it starts.
 //!
