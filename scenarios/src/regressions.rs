@@ -114,6 +114,7 @@ mod tests {
             "clock-drift-seed-4.json",
             "cut-from-table-seed-7.json",
             "swarm-seed-20261130000004159.json",
+            "large-batches-seed-938.json",
         ] {
             let regression = named(name).unwrap_or_else(|| panic!("{name} is missing from scenarios/regressions"));
             assert_eq!(regression.plan.expect.as_deref(), Some("held"), "{name}");
