@@ -300,7 +300,7 @@ pub const UPDATE_OP: &str = "UPDATE lease_ledger SET fence = $3, output = $4, ri
      AND (output IS NULL OR output = $4)";
 
 /// PostgreSQL, a batch's decisions over job rows written back in one statement: each row's new
-/// record (`$1`..`$13`, arrays in [`crate::sql::Row`]'s order) over the row read (`$14`..`$18`),
+/// record (`$1`..`$13`, arrays in the job columns' order) over the row read (`$14`..`$18`),
 /// each guarded as [`UPDATE_JOB`] guards one row; the jobs written are returned, and one missing
 /// rolls the transaction back. A batch never writes one job twice in it.
 pub const UPDATE_JOBS: &str = "UPDATE lease_jobs AS j SET state = v.state, epoch = v.epoch, \
