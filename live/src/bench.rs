@@ -255,6 +255,12 @@ const BASELINE_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS bench_jobs (id BIGINT PRIMARY KEY, state TEXT NOT NULL, arrived_us BIGINT NOT NULL, \
      done_us BIGINT)";
 
+/// The bare loops' queue index, as a real queue has one (River's and Oban's index their
+/// available jobs; ours, `lease_jobs_queue`): without it, each take scans past every job done
+/// before it, and the loops slow as the burst grows (at 3,000 jobs the unbatched SQLite loop fell
+/// from about 20,000 to 5,700 jobs/s), flattering ours.
+const BASELINE_INDEX: &str = "CREATE INDEX IF NOT EXISTS bench_jobs_queued ON bench_jobs (id) WHERE state = 'queued'";
+
 impl Baseline {
     fn open(store: &StoreChoice, out: &Path, schema: &str, create: bool) -> Result<Baseline, String> {
         let e = |error: &dyn std::fmt::Display| error.to_string();
@@ -272,6 +278,7 @@ impl Baseline {
                 conn.pragma_update(None, "synchronous", "NORMAL").map_err(|x| e(&x))?;
                 if create {
                     conn.execute(BASELINE_TABLE, []).map_err(|x| e(&x))?;
+                    conn.execute(BASELINE_INDEX, []).map_err(|x| e(&x))?;
                 }
                 Ok(Baseline::Sqlite(conn))
             }
@@ -283,6 +290,7 @@ impl Baseline {
                 client.batch_execute(&format!("SET search_path TO {schema}")).map_err(|x| e(&x))?;
                 if create {
                     client.batch_execute(BASELINE_TABLE).map_err(|x| e(&x))?;
+                    client.batch_execute(BASELINE_INDEX).map_err(|x| e(&x))?;
                 }
                 Ok(Baseline::Postgres(Box::new(client), schema.to_string()))
             }
