@@ -148,6 +148,7 @@ fn bad_input_is_refused() {
         vec!["--batch", "65"],
         vec!["--bench", "--bench-workers", "0"],
         vec!["--bench", "--bench-batch", "0"],
+        vec!["--bench", "--bench-linger", "201"],
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_lease-live"))
             .args(["--out", &out])
@@ -194,7 +195,7 @@ fn a_live_run_of_batching_multi_slot_workers_holds() {
 }
 
 // Proves the short bench measures what it says: 100 jobs, 2 worker processes of 4 slots in
-// batches of 4, on each store it reaches. Every row of bench.json keeps the keys of before and
+// batches of 4 waiting up to 2 ms to fill, on each store it reaches. Every row of bench.json keeps the keys of before and
 // adds the batched baseline; each throughput is positive, and the recovery run's kill lands
 // mid-burst on at least one store (a recovery time, not none).
 #[test]
@@ -202,7 +203,7 @@ fn the_short_bench_measures_both_baselines_and_recovery() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let out = scratch("bench");
     let mut args = vec!["--bench", "--bench-quick", "--bench-jobs", "100", "--bench-workers", "2"];
-    args.extend(["--bench-slots", "4", "--bench-batch", "4"]);
+    args.extend(["--bench-slots", "4", "--bench-batch", "4", "--bench-linger", "2"]);
     let output = Command::new(env!("CARGO_BIN_EXE_lease-live"))
         .args(&args)
         .args(["--out", &out.display().to_string()])
@@ -224,8 +225,8 @@ fn the_short_bench_measures_both_baselines_and_recovery() {
             assert!(row[key].as_f64().is_some_and(|figure| figure > 0.0), "{key}: {row}");
         }
         assert_eq!(
-            (row["workers"].as_u64(), row["slots"].as_u64(), row["batch"].as_u64()),
-            (Some(2), Some(4), Some(4))
+            (row["workers"].as_u64(), row["slots"].as_u64(), row["batch"].as_u64(), row["linger_us"].as_u64()),
+            (Some(2), Some(4), Some(4), Some(2_000))
         );
     }
     let _ = std::fs::remove_dir_all(&out);

@@ -212,7 +212,7 @@ struct Slot {
     /// The lease under which the slot last wrote `executing` (its handler about to start): never
     /// released at shutdown.
     started_lease: Option<(JobId, Epoch)>,
-    /// Acquire calls in flight.
+    /// Acquire calls in flight: counted as they leave, not while a linger holds them.
     acquiring: u32,
     /// Draining, this slot asks for nothing more.
     closed: bool,
@@ -521,7 +521,6 @@ impl<H: Handler> Run<H> {
                 self.slots[slot].closed = true;
                 return;
             }
-            WorkerRequest::Acquire => self.slots[slot].acquiring += 1,
             WorkerRequest::Renew { job, .. } => self.hook().at(node, Point::BeforeRenew, Some(job)).await,
             // The acknowledgement is held here, before the table has it: a stall is a completion
             // in flight past the lease (which the table must refuse by its epoch), as the
@@ -553,14 +552,12 @@ impl<H: Handler> Run<H> {
             // gave that one up (a stall carried a linger past its timeout), and it never left, so
             // no answer to it will come (the simulator's large-batches found one acquire of a
             // slot waiting beside its next, which the table refuses as one worker asking twice).
+            // Nothing else counts it: an acquire is counted in flight only once it leaves.
             let superseded = |&(queued, _, waiting): &(usize, RequestId, WorkerRequest)| {
                 queued == slot && batch_group(&waiting) == Some(group)
             };
             if let Some(at) = self.queued.iter().position(superseded) {
-                let (_, _, dropped) = self.queued.remove(at);
-                if dropped == WorkerRequest::Acquire {
-                    self.slots[slot].acquiring -= 1;
-                }
+                self.queued.remove(at);
             }
             self.queued.push((slot, id, request));
             self.wait_from(group as usize);
@@ -638,6 +635,7 @@ impl<H: Handler> Run<H> {
         let now = self.clock().now();
         let mut calls = Vec::with_capacity(batch.len());
         for &(slot, id, request) in &batch {
+            self.slots[slot].acquiring += u32::from(request == WorkerRequest::Acquire);
             self.slots[slot].worker.handle_sent(now, id);
             calls.push((self.slots[slot].id, id, request));
         }
@@ -653,6 +651,7 @@ impl<H: Handler> Run<H> {
         let now = self.clock().now();
         // The request leaves now, perhaps later than the machine asked (a stall at a point): its
         // timeout counts from here.
+        self.slots[slot].acquiring += u32::from(request == WorkerRequest::Acquire);
         self.slots[slot].worker.handle_sent(now, id);
         let call = self.client().worker(self.slots[slot].id, id, request);
         self.await_answer(now, slot, id, request, call);
