@@ -101,6 +101,70 @@ impl MemoryStore {
         }
     }
 
+    /// Serves a batch of renewals, completions, requeues or lookups through `lease-core`'s own
+    /// batch calls ([`LeaseTable::renew_batch`], [`LeaseTable::complete_batch`],
+    /// [`LeaseTable::requeue_batch`], [`EffectLedger::lookup_batch`]), which judge each job on
+    /// its own record, and logs each call's line under its own worker, in order: the same answers
+    /// and lines as serving the calls one by one, which `store/tests/batch.rs` checks. So the
+    /// simulator's batched worlds run the core's batch code, not only its single calls. `None`
+    /// for an acquire (each is answered by its own request id), and when a planted batch bug
+    /// must see the calls one at a time.
+    fn serve_by_rules(
+        &mut self,
+        now: Time,
+        calls: &[crate::WorkerCall],
+    ) -> Result<Option<Vec<WorkerReply>>, StoreError> {
+        let bugs = self.table.rules().bugs;
+        if Bug::BATCH.iter().any(|&bug| bugs.on(bug)) {
+            return Ok(None);
+        }
+        let leases = |calls: &[crate::WorkerCall]| -> Vec<(JobId, Epoch)> {
+            calls.iter().filter_map(|call| lease_named(call.2)).collect()
+        };
+        let replies: Vec<WorkerReply> = match crate::batch_kind(calls)? {
+            crate::BatchKind::Acquire => return Ok(None),
+            crate::BatchKind::Renew => {
+                self.table.renew_batch(now, &leases(calls))?.into_iter().map(WorkerReply::Renewed).collect()
+            }
+            crate::BatchKind::Complete => {
+                let done: Vec<(JobId, Epoch, OutputId)> = calls
+                    .iter()
+                    .filter_map(|call| match call.2 {
+                        WorkerRequest::Complete { job, epoch, output } => Some((job, epoch, output)),
+                        _ => None,
+                    })
+                    .collect();
+                self.table.complete_batch(now, &done)?.into_iter().map(WorkerReply::Completed).collect()
+            }
+            crate::BatchKind::Requeue => {
+                let answers = self.table.requeue_batch(now, &leases(calls))?;
+                for (call, answer) in calls.iter().zip(&answers) {
+                    if let (Some((job, _)), Requeue::Requeued { .. }) = (lease_named(call.2), answer) {
+                        self.queued_at.insert(job, now);
+                    }
+                }
+                answers.into_iter().map(WorkerReply::Requeued).collect()
+            }
+            crate::BatchKind::Lookup => {
+                let ops: Vec<(OpId, Epoch)> = calls
+                    .iter()
+                    .filter_map(|call| match call.2 {
+                        WorkerRequest::Lookup { op, epoch } => Some((op, epoch)),
+                        _ => None,
+                    })
+                    .collect();
+                self.ledger.lookup_batch(&ops).into_iter().map(WorkerReply::Looked).collect()
+            }
+        };
+        if replies.len() != calls.len() {
+            return Err(StoreError::Corrupt(format!("a batch of {} calls got {} answers", calls.len(), replies.len())));
+        }
+        for (&(worker, _, request), reply) in calls.iter().zip(&replies) {
+            self.log(now, crate::serve::worker_line(worker, request, reply));
+        }
+        Ok(Some(replies))
+    }
+
     /// Whether an acquire would find nothing to grant (asked of a copy of the table: a planted
     /// bug's probe, never the correct path).
     fn queue_empty(&self, now: Time, worker: WorkerId, id: RequestId) -> bool {
@@ -114,6 +178,14 @@ impl MemoryStore {
         if let Some(events) = &mut self.events {
             events.push(answers::line(now.0, event));
         }
+    }
+}
+
+/// The lease a renewal or a requeue names.
+fn lease_named(request: WorkerRequest) -> Option<(JobId, Epoch)> {
+    match request {
+        WorkerRequest::Renew { job, epoch } | WorkerRequest::Requeue { job, epoch } => Some((job, epoch)),
+        _ => None,
     }
 }
 
@@ -244,6 +316,9 @@ impl TableStore for MemoryStore {
                     return Err(lease_core::TableError::UnknownJob(job).into());
                 }
             }
+        }
+        if let Some(replies) = self.serve_by_rules(now, calls)? {
+            return Ok(replies);
         }
         let kept = self.caller;
         let mut replies = Vec::with_capacity(calls.len());
