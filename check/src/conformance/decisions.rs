@@ -92,8 +92,6 @@ struct Holding {
     abandoned: Option<usize>,
     /// The first `abandoned` line whose why is `declined`.
     declined: Option<usize>,
-    /// The first `abandoned` line whose why is `shutdown`.
-    shut_down: Option<usize>,
 }
 
 impl Holding {
@@ -374,17 +372,16 @@ impl Decisions {
             Asked::Release => {
                 // A release undoes the grant's attempt: only a grant under which nothing ran may
                 // be handed back, or the next grant (a first attempt again) would skip the lookup
-                // and run the effect a second time.
-                if holding.declined.is_some() || (holding.shut_down.is_some() && holding.executing.is_none()) {
+                // and run the effect a second time. It is handed back once given up: declined, at
+                // shutdown, or (a buffered job the runtime never started) self-fenced or lost.
+                if holding.declined.is_some() || (holding.abandoned.is_some() && holding.executing.is_none()) {
                     return Ok(());
                 }
-                let message = match (holding.shut_down, holding.executing) {
+                let message = match (holding.abandoned, holding.executing) {
                     (Some(_), Some(_)) => {
-                        format!("{worker} released {job} {epoch} at shutdown, though it had executed under it")
+                        format!("{worker} released {job} {epoch} after it had executed under it")
                     }
-                    _ => {
-                        format!("{worker} released {job} {epoch}, a grant it neither declined nor gave up at shutdown")
-                    }
+                    _ => format!("{worker} released {job} {epoch}, a grant it had not given up"),
                 };
                 unjustified(Rule::WorkerReleasesOnlyWhatItDeclined, &[grant, holding.executing], message)
             }
@@ -561,10 +558,8 @@ impl Decisions {
             Event::Abandoned { job, epoch, why } => {
                 let holding = self.at(node, *job, *epoch);
                 holding.abandoned.get_or_insert(line);
-                match why {
-                    AbandonReason::Declined => _ = holding.declined.get_or_insert(line),
-                    AbandonReason::Shutdown => _ = holding.shut_down.get_or_insert(line),
-                    _ => {}
+                if *why == AbandonReason::Declined {
+                    holding.declined.get_or_insert(line);
                 }
             }
             _ => {}

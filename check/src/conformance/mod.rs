@@ -80,8 +80,9 @@ pub enum Rule {
     WorkerRequeuesOnlyAfterDependencyFailed,
     /// A worker dead-letters a job only after its dependency refused it for good.
     WorkerDeadLettersOnlyAfterPermanentFailure,
-    /// A worker releases only a grant it declined, or one it gave up at shutdown before it
-    /// executed under it: a release undoes the grant's attempt.
+    /// A worker releases only a grant it declined, or one it gave up (at shutdown, or a
+    /// buffered job whose lease its machine gave up while it waited) before it executed under
+    /// it: a release undoes the grant's attempt.
     WorkerReleasesOnlyWhatItDeclined,
     /// A worker abandons a lease only for the reason an answer gave it.
     WorkerAbandonsForItsReason,

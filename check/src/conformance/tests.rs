@@ -619,7 +619,32 @@ fn a_shutdown_hands_back_only_a_grant_it_never_ran() {
     let violation = conformance(&started.entries).unwrap_err();
     assert_eq!(Rule::of(&violation), Some(Rule::WorkerReleasesOnlyWhatItDeclined), "{violation}");
     assert_eq!(violation.lines.last(), Some(&released), "{violation}");
-    assert!(violation.message.contains("at shutdown, though it had executed under it"), "{violation}");
+    assert!(violation.message.contains("after it had executed under it"), "{violation}");
+}
+
+// Proves that a runtime's buffered job, whose machine self-fenced while it waited for a handler
+// (never started: no `executing` line), may be released, and that a release of a grant its
+// worker never gave up is refused (broken variant: a runtime that hands back a buffered job it
+// still holds, which would undo the attempt of a lease it goes on acting on).
+#[test]
+fn a_buffered_job_given_up_unrun_may_be_released() {
+    let story = |gave_up: bool| {
+        let mut story = History::new(2, 2);
+        story.at(0).arrived(J1);
+        story.at(10).granted(J1, E1, w(1), 1_010);
+        if gave_up {
+            story.at(900).abandoned(w(1), J1, E1, AbandonReason::SelfFenced);
+        }
+        let released = story.at(950).released(J1, E1);
+        (story, released)
+    };
+    let (given_up, _) = story(true);
+    assert_eq!(conformance(&given_up.entries), Ok(()));
+    let (held, released) = story(false);
+    let violation = conformance(&held.entries).unwrap_err();
+    assert_eq!(Rule::of(&violation), Some(Rule::WorkerReleasesOnlyWhatItDeclined), "{violation}");
+    assert_eq!(violation.lines.last(), Some(&released), "{violation}");
+    assert!(violation.message.contains("a grant it had not given up"), "{violation}");
 }
 // Proves the rules give no answer to a request about a job the table never accepted (the
 // table's misuse error), to an acquire by a reclaimer, nor to a quarantine naming one output
