@@ -160,4 +160,12 @@ pub enum OptionsError {
         /// The machines' request timeout.
         request_timeout: Span,
     },
+    /// More handlers at once than slots.
+    #[error("a worker runtime runs 1 to its {slots} slots' handlers at once (0: every slot), not {handlers}")]
+    Handlers {
+        /// The handlers asked for.
+        handlers: usize,
+        /// The slots.
+        slots: usize,
+    },
 }

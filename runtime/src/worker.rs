@@ -27,8 +27,9 @@
 //! and the requests the machines make at one turn leave together, one call per kind (acquires,
 //! renewals, lookups, completions, requeues: [`Client::worker_batch`]; records:
 //! [`Client::record_batch`]; the `executing` lines of the effects decided at the turn:
-//! [`Client::lines`]), at most `batch` a call. Each answer goes to its own machine as it comes. No
-//! grant waits in a buffer: a slot asks only when it is free. With a [`WorkerOptions::linger`], a
+//! [`Client::lines`]), at most `batch` a call. Each answer goes to its own machine as it comes. With
+//! [`WorkerOptions::handlers`] below the slots, the slots beyond are a local buffer of granted
+//! jobs, fenced as any other (a lease its machine gave up while it waited is released unrun). With a [`WorkerOptions::linger`], a
 //! kind whose batch is not full waits up to that long for more (River's completer timer), so the
 //! ends of handlers that come a few milliseconds apart leave together; a full batch leaves at
 //! once, and a request its machine has replaced under a new id while it waited never leaves. Between a decision and its start a
@@ -73,9 +74,12 @@ use std::task::Poll;
 /// The most slots (jobs in flight) one worker runtime drives.
 pub const SLOTS_MAX: usize = 1_024;
 
-/// The id of a release the runtime sends on its own at shutdown (no machine waits on it, so it
-/// needs no number of a machine's): far above any a machine reaches, and below a store's
-/// per-life numbering (`lease_store::LIFE_SHIFT`).
+/// The id of a release the runtime sends on its own, at shutdown or for a buffered job whose
+/// lease its machine gave up ([`WorkerOptions::handlers`]): no machine waits on it, so it needs
+/// no number of a machine's. Far above any a machine reaches, and below a store's per-life
+/// numbering (`lease_store::LIFE_SHIFT`); a transport that tells stale copies of a worker's
+/// requests by their ids must leave it out of the worker's numbering, as the simulator's table
+/// does (the machine goes on numbering its acquires from below it).
 pub const SHUTDOWN_RELEASE: RequestId = RequestId(u32::MAX as u64);
 
 /// What a worker runtime runs.
@@ -110,6 +114,17 @@ pub struct WorkerOptions {
     /// wait carries past its machine's estimate is never acted on: an effect is decided again
     /// before its `executing` line leaves, and a record of an abandoned lease is dropped.
     pub linger: Span,
+    /// How many handlers run at once: 0, the default, one per slot. Fewer, and the slots beyond
+    /// them are a local buffer of granted jobs (River's fetcher keeps one): their machines
+    /// acquire and look up ahead, and a job whose lookup found nothing waits, its lease kept by
+    /// heartbeats, until a handler is free. A buffered job is still fenced: it starts only if
+    /// its machine, taking the time at its turn, still acts on the lease, and a lease its
+    /// machine gave up while it waited (self-fenced past its estimate: a pause, or renewals cut
+    /// off) is released, back at the queue's head with no attempt counted, never run late. At
+    /// shutdown the buffer is released at once. Not yet swept by the simulator's scenarios: with
+    /// a buffer, `large-batches` found worlds that waste grants (a congested process's machines
+    /// self-fence before they look their grants up), so it stays off by default.
+    pub handlers: usize,
 }
 
 impl WorkerOptions {
@@ -124,6 +139,7 @@ impl WorkerOptions {
             handler_timeout: None,
             batch: 1,
             linger: Span::ZERO,
+            handlers: 0,
         }
     }
 
@@ -162,6 +178,9 @@ impl WorkerOptions {
         if self.batch == 0 || self.batch > SLOTS_MAX {
             return Err(OptionsError::Batch { batch: self.batch });
         }
+        if self.handlers > self.slots.len() {
+            return Err(OptionsError::Handlers { handlers: self.handlers, slots: self.slots.len() });
+        }
         if self.linger.0 > self.worker.request_timeout.0 / 2 {
             return Err(OptionsError::Linger { linger: self.linger, request_timeout: self.worker.request_timeout });
         }
@@ -189,6 +208,9 @@ pub struct WorkerTally {
     /// Leases held at shutdown whose handler had started: left to expire, for a reclaimer to
     /// adopt the output or requeue the job.
     pub left: u64,
+    /// Buffered jobs ([`WorkerOptions::handlers`]) handed back unrun: their machine gave the
+    /// lease up while they waited (counted as asked; `released` counts the table's yes).
+    pub buffer_released: u64,
 }
 
 /// One `Execute` of one lease: its handler, then its output.
@@ -301,6 +323,12 @@ struct Run<H> {
     /// Since when each batch group (the five kinds of requests, records, effects) has waited
     /// ([`WorkerOptions::linger`]): set when its first entry is queued, cleared when it leaves.
     waiting_since: [Option<Time>; GROUPS],
+    /// Effects decided while every handler was busy ([`WorkerOptions::handlers`]), oldest first:
+    /// no `executing` line yet.
+    buffered: std::collections::VecDeque<(usize, RequestId, OpId, Epoch)>,
+    /// Leases whose effect was decided and never started, their machine having given them up:
+    /// to hand back ([`Run::give_back_unstarted`]).
+    unstarted: Vec<(usize, JobId, Epoch)>,
 }
 
 impl Runtime {
@@ -347,6 +375,8 @@ impl Runtime {
                 queued_records: Vec::new(),
                 queued_effects: Vec::new(),
                 waiting_since: [None; GROUPS],
+                buffered: std::collections::VecDeque::new(),
+                unstarted: Vec::new(),
             };
             run.main(shutdown.boxed().fuse()).await;
             Ok(run.tally)
@@ -371,6 +401,7 @@ impl<H: Handler> Run<H> {
         loop {
             self.take_time();
             self.drain().await;
+            self.unbuffer().await;
             self.start_queued().await;
             self.flush();
             if self.due() {
@@ -693,7 +724,90 @@ impl<H: Handler> Run<H> {
             // the time for another effect): one start, never two handlers for one request.
             return;
         }
+        if self.buffered.iter().any(|&(queued, queued_id, ..)| (queued, queued_id) == (slot, id)) {
+            return; // A copy of a buffered effect: it keeps its place.
+        }
+        if self.handlers_busy() && self.slots[slot].effect.is_none() {
+            match self.still_acting(slot, id, op, epoch) {
+                true => self.buffered.push_back((slot, id, op, epoch)),
+                false => self.unstarted.push((slot, op.job, epoch)),
+            }
+            return;
+        }
+        self.begin(slot, id, op, epoch).await;
+    }
+
+    /// Whether every handler the options allow is taken: running, or about to start (decided at
+    /// this turn).
+    fn handlers_busy(&self) -> bool {
+        let limit = match self.options.handlers {
+            0 => return false,
+            limit => limit,
+        };
+        let running =
+            self.slots.iter().filter(|slot| slot.effect.as_ref().is_some_and(|effect| effect.running.is_some()));
+        let taken = running.count() + self.queued_effects.len();
+        taken >= limit
+    }
+
+    /// The buffered effects, at each turn: a lease its machine no longer acts on is released
+    /// (it never ran: see [`WorkerOptions::handlers`]), every one when draining; then, oldest
+    /// first, as many start as handlers are free, each decided again.
+    async fn unbuffer(&mut self) {
+        let draining = self.drain_until.is_some();
+        let mut kept = std::collections::VecDeque::with_capacity(self.buffered.len());
+        for (slot, id, op, epoch) in std::mem::take(&mut self.buffered) {
+            if !draining && self.still_acting(slot, id, op, epoch) {
+                kept.push_back((slot, id, op, epoch));
+                continue;
+            }
+            self.unstarted.push((slot, op.job, epoch));
+        }
+        self.buffered = kept;
+        for (slot, job, epoch) in std::mem::take(&mut self.unstarted) {
+            self.give_back_unstarted(slot, job, epoch, draining).await;
+        }
+        while !self.handlers_busy() {
+            let Some((slot, id, op, epoch)) = self.buffered.pop_front() else { break };
+            self.begin(slot, id, op, epoch).await;
+        }
+    }
+
+    /// A lease whose effect was decided but never started (no `executing` line), with a buffer:
+    /// once its machine gave it up while it waited (self-fenced past its estimate: a pause, or
+    /// renewals cut off), it is released (after the machine's `abandoned` line), back at the
+    /// queue's head with its attempt undone, not left to expire and cost the job an attempt that
+    /// never ran. While draining, a lease still held goes back too, and the slot asks no more.
+    /// A release is refused, harmlessly, when the lease is no longer the slot's.
+    async fn give_back_unstarted(&mut self, slot: usize, job: JobId, epoch: Epoch, draining: bool) {
+        if !self.slots[slot].closed {
+            // The machine took the time: what it did on it (its `abandoned` line) goes first.
+            while let Some(action) = self.slots[slot].worker.poll() {
+                self.act(slot, action).await;
+            }
+        }
+        if self.slots[slot].started_lease == Some((job, epoch)) {
+            return; // Its `executing` line may be written: never handed back.
+        }
+        if self.slots[slot].worker.holding() == Some((job, epoch)) {
+            if !draining {
+                return; // Still held, its machine awaiting another request: not given up.
+            }
+            self.slots[slot].closed = true;
+            self.hand_back(slot, job, epoch).await;
+        }
+        self.tally.buffer_released += 1;
+        self.call(slot, SHUTDOWN_RELEASE, WorkerRequest::Release { job, epoch });
+    }
+
+    /// Starts the machine's `Execute` `id`, a handler being free: decided (the machine taking
+    /// the time), then its `executing` line, with this turn's others when batching, then the
+    /// handler.
+    async fn begin(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch) {
         if !self.decide(slot, id, op, epoch) {
+            if self.options.handlers > 0 && self.slots[slot].effect.is_none() {
+                self.unstarted.push((slot, op.job, epoch));
+            }
             return;
         }
         if self.options.batch > 1 {
@@ -748,7 +862,14 @@ impl<H: Handler> Run<H> {
         // Decided during the drain, perhaps before a stall at another slot's point (a pause of
         // the whole process): the machines take the time again, and a lease no longer acted on
         // writes no `executing` line.
-        queued.retain(|&(slot, id, op, epoch)| self.still_acting(slot, id, op, epoch));
+        let buffering = self.options.handlers > 0;
+        queued.retain(|&(slot, id, op, epoch)| {
+            let acting = self.still_acting(slot, id, op, epoch);
+            if !acting && buffering {
+                self.unstarted.push((slot, op.job, epoch));
+            }
+            acting
+        });
         let leaving = self.leaving(EFFECTS, queued.len());
         self.queued_effects = queued.split_off(leaving);
         let written = match *queued.as_slice() {

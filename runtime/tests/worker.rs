@@ -9,7 +9,7 @@ use futures::future::{self, BoxFuture, FutureExt};
 use lease_core::{Epoch, JobId, JobState, OpId, Outcome, OutputId, ReclaimerId, Span, Time, WorkerId, WorkerRequest};
 use lease_history::{Event, Node};
 use lease_runtime::{
-    output_id, Cancel, Clock, Hook, Job, OptionsError, Output, Point, ReclaimerOptions, WorkerOptions,
+    output_id, Cancel, Clock, Handler, Hook, Job, OptionsError, Output, Point, ReclaimerOptions, WorkerOptions,
 };
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1013,4 +1013,100 @@ fn a_linger_gathers_ends_that_come_apart_into_one_batch() {
     let refused = drive(&clock, runtime.work(options, handler, future::ready(()))).expect_err("refused");
     assert!(matches!(refused, OptionsError::Linger { .. }), "{refused:?}");
     assert_eq!(client.states(1), [JobState::Queued], "nothing was acquired");
+}
+
+/// A handler that sleeps `long` for job 0 and `short` for the others, counting its calls per job
+/// and the most calls running at once.
+fn counting_handler(
+    clock: &ManualClock,
+    long: Span,
+    short: Span,
+) -> (impl Handler, Arc<Mutex<Vec<u64>>>, Arc<AtomicUsize>) {
+    let (calls, running, most) =
+        (Arc::new(Mutex::new(vec![0u64; 16])), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let handler = {
+        let (clock, calls, most) = (clock.clone(), Arc::clone(&calls), Arc::clone(&most));
+        move |job: Job| {
+            let (clock, calls, running, most) =
+                (clock.clone(), Arc::clone(&calls), Arc::clone(&running), Arc::clone(&most));
+            async move {
+                calls.lock().unwrap()[job.id.0 as usize] += 1;
+                let now_running = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now_running, Ordering::SeqCst);
+                let took = if job.id == JobId(0) { long } else { short };
+                clock.sleep_until(clock.now() + took).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok(output_bytes(job.id, 1))
+            }
+        }
+    };
+    (handler, calls, most)
+}
+
+// Proves the local buffer of granted jobs (`WorkerOptions::handlers` below the slots): six slots
+// with two handlers run at most two handlers at once (and do reach two), while the four other
+// slots hold their grants; the buffered leases are kept by heartbeats through handlers that run
+// three lease ttls, so every job completes once, under its first epoch, its handler called once.
+// The control run, every slot a handler, reaches six at once, so the bound can fail. More handlers
+// than slots is refused before anything is asked.
+#[test]
+fn a_buffer_runs_at_most_its_handlers_and_keeps_the_leases_it_holds() {
+    let run = |handlers: usize| {
+        let clock = ManualClock::default();
+        let client = MemoryClient::new(&clock);
+        client.enqueue(12);
+        let (handler, calls, most) = counting_handler(&clock, Span::from_secs(3), Span::from_secs(3));
+        let runtime = runtime(&clock, &client);
+        let options = WorkerOptions { handlers, ..WorkerOptions::new(slots(6), worker_config()) };
+        let worked = drive(&clock, runtime.work(options, handler, client.all_ended(12))).unwrap();
+        assert_eq!((worked.handled, worked.completed, worked.abandoned), (12, 12, 0), "{worked:?}");
+        for job in 0..12 {
+            let terminal = client.table(|table| *table.terminal(JobId(job)).unwrap());
+            assert_eq!(terminal.epoch, Epoch(1), "job {job}: {terminal:?}");
+            assert_eq!(calls.lock().unwrap()[job as usize], 1, "job {job}'s handler ran once");
+        }
+        most.load(Ordering::SeqCst)
+    };
+    assert_eq!(run(2), 2, "two handlers at once, no more");
+    assert_eq!(run(0), 6, "without a buffer, every slot runs its handler");
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    let runtime = runtime(&clock, &client);
+    let handler = |job: Job| future::ready(Ok(output_bytes(job.id, 1)));
+    let options = WorkerOptions { handlers: 7, ..WorkerOptions::new(slots(6), worker_config()) };
+    let refused = drive(&clock, runtime.work(options, handler, future::ready(()))).expect_err("refused");
+    assert!(matches!(refused, OptionsError::Handlers { handlers: 7, slots: 6 }), "{refused:?}");
+    assert_eq!(client.states(1), [JobState::Queued], "nothing was acquired");
+}
+
+// Proves a buffered job is fenced: three slots, one handler busy for three ttls with job 0, jobs 1
+// and 2 buffered; job 1's renewals reach the table but their answers are lost, so its machine
+// self-fences while it waits. Its job is released (back at the queue's head, its attempt undone),
+// never run under that lease: no `executing` line under epoch 1, and the job later runs once under
+// epoch 2, its attempts still one. Broken variant this catches: a buffer that starts a job whose
+// machine gave its lease up (a line and a handler under epoch 1), or leaves it leased to expire (a
+// second attempt counted for a job that never ran).
+#[test]
+fn a_buffered_job_whose_lease_was_given_up_is_released_not_run() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(3);
+    client.plant(|faults| faults.lose_renewals_of = Some((JobId(1), Epoch(1))));
+    let (handler, calls, most) = counting_handler(&clock, Span::from_secs(3), Span::from_ms(100));
+    let runtime = runtime(&clock, &client);
+    let options = WorkerOptions { handlers: 1, ..WorkerOptions::new(slots(3), worker_config()) };
+    let worked = drive(&clock, runtime.work(options, handler, client.all_ended(3))).unwrap();
+    assert_eq!(most.load(Ordering::SeqCst), 1);
+    assert_eq!(worked.buffer_released, 1, "{worked:?}");
+    assert_eq!(worked.released, 1, "the table took it back: {worked:?}");
+    assert_eq!((worked.handled, worked.completed), (3, 3), "{worked:?}");
+    assert_eq!(*calls.lock().unwrap(), [1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let executing_under_first = client.seen(|seen| {
+        seen.lines.iter().any(|(_, event)| matches!(event, Event::Executing { job: JobId(1), epoch: Epoch(1), .. }))
+    });
+    assert!(!executing_under_first, "job 1 never started under the lease its machine gave up");
+    let terminal = client.table(|table| *table.terminal(JobId(1)).unwrap());
+    assert_eq!(terminal.epoch, Epoch(2), "{terminal:?}");
+    assert_eq!(client.table(|table| table.attempts(JobId(1))), Some(1), "the release undid the unrun attempt");
 }

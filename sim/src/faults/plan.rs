@@ -90,6 +90,10 @@ pub struct World {
     /// How long a worker process's batch that is not full waits for more, in µs. Absent: zero.
     #[serde(default, skip_serializing_if = "is_zero_us")]
     pub linger_us: u64,
+    /// How many handlers a worker process runs at once; its other slots buffer granted jobs.
+    /// Absent: zero (one per slot).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub handlers: u32,
     /// The lease length.
     pub lease_ttl_us: u64,
     /// The most jobs accepted and not yet terminal.
@@ -235,6 +239,10 @@ fn is_one_request(batch: &usize) -> bool {
 }
 
 fn is_zero_us(value: &u64) -> bool {
+    *value == 0
+}
+
+fn is_zero_u32(value: &u32) -> bool {
     *value == 0
 }
 
@@ -686,6 +694,9 @@ impl Plan {
         if !(1..=64).contains(&w.batch) {
             return err(format!("world: a batch of {} requests per call, not 1 to 64", w.batch));
         }
+        if w.handlers > w.slots {
+            return err(format!("world: {} handlers at once, but {} slots per worker process", w.handlers, w.slots));
+        }
         if w.linger_us > w.worker_request_timeout_us / 2 {
             let most = w.worker_request_timeout_us / 2;
             return err(format!("world: a linger of {} us, past half the request timeout ({most} us)", w.linger_us));
@@ -781,6 +792,7 @@ impl Plan {
         params.slots = w.slots;
         params.batch = w.batch;
         params.linger = Span(w.linger_us);
+        params.handlers = w.handlers;
         params.table =
             TableConfig { capacity: w.capacity, lease_ttl, batch_max: w.batch_max, attempts_max: w.attempts_max };
         params.worker = WorkerConfig {
@@ -833,6 +845,7 @@ impl Plan {
             slots: params.slots,
             batch: params.batch,
             linger_us: params.linger.as_us(),
+            handlers: params.handlers,
             lease_ttl_us: params.table.lease_ttl.as_us(),
             capacity: params.table.capacity,
             batch_max: params.table.batch_max,

@@ -57,6 +57,7 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let mut options = WorkerOptions::new(slots, ctx.params.worker).planting(ctx.bugs);
     options.batch = ctx.params.batch;
     options.linger = ctx.params.linger;
+    options.handlers = ctx.params.handlers as usize;
     if let Some(grace_us) = ctx.params.shutdown_grace_us {
         options.grace = Span::from_us(grace_us);
     }
@@ -287,7 +288,7 @@ impl Clock for NodeClock {
 const CALL_IDS: u64 = 1 << (INCARNATION_SHIFT - 1);
 
 /// The bits of a wire id a slot's machine numbers its requests in ([`Wire::slot_wire_id`]).
-const SLOT_SHIFT: u32 = 33;
+pub(super) const SLOT_SHIFT: u32 = 33;
 
 /// Calls awaiting their reply, by wire id: the newest copy of a request sent again replaces the
 /// one it retries.

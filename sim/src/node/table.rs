@@ -283,9 +283,19 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 continue;
             }
             body => {
-                if let Request::Worker(worker, _) = body {
-                    sessions.saw(worker, id);
-                    parked.retain_mut(|p| p.moved_past(worker, id));
+                // A release the runtime sends on its own ([`lease_runtime::SHUTDOWN_RELEASE`], at
+                // shutdown or for a buffered job whose lease its machine gave up) is outside its
+                // machine's numbering: taken as the worker's latest request, it would make every
+                // later acquire of the worker a spent copy (large-batches found a world whose
+                // processes stopped taking jobs so, once a buffer released one). A machine's own
+                // release (of a declined grant) is numbered, and counts.
+                if let Request::Worker(worker, request) = body {
+                    let on_its_own =
+                        (id & ((1 << super::runtime::SLOT_SHIFT) - 1)) == lease_runtime::SHUTDOWN_RELEASE.0;
+                    if !(on_its_own && matches!(request, WorkerRequest::Release { .. })) {
+                        sessions.saw(worker, id);
+                        parked.retain_mut(|p| p.moved_past(worker, id));
+                    }
                 }
                 let answer = serve(&ctx, id, body);
                 reply(&ctx, &endpoint, from, id, letter, answer).await;

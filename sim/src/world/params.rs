@@ -66,6 +66,9 @@ pub struct Params {
     /// How long a worker process's batch that is not full waits for more
     /// ([`lease_runtime::WorkerOptions::linger`]; zero: each turn's requests leave at its end).
     pub linger: Span,
+    /// How many handlers a worker process runs at once ([`lease_runtime::WorkerOptions::handlers`];
+    /// 0: one per slot). Fewer, and its other slots are a local buffer of granted jobs.
+    pub handlers: u32,
     /// The table's limits.
     pub table: TableConfig,
     /// Workers' timing.
@@ -148,6 +151,7 @@ impl Params {
             slots: 1,
             batch: 1,
             linger: Span::ZERO,
+            handlers: 0,
             table: TableConfig { capacity: 100, lease_ttl, batch_max: 4, attempts_max: 3 },
             worker: worker_timing(lease_ttl),
             reclaimer: ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 },
@@ -265,6 +269,12 @@ impl Params {
         }
         if self.slots > 1 || self.batch > 1 {
             let _ = write!(out, " slots={} batch={}", self.slots, self.batch);
+        }
+        if self.linger > Span::ZERO {
+            let _ = write!(out, " linger_us={}", self.linger.as_us());
+        }
+        if self.handlers > 0 {
+            let _ = write!(out, " handlers={}", self.handlers);
         }
         out
     }
