@@ -1003,16 +1003,23 @@ fn a_linger_gathers_ends_that_come_apart_into_one_batch() {
     };
     assert_eq!(run(Span::from_ms(100)), 8, "the eight completions leave together");
     assert!(run(Span::ZERO) < 8, "without a linger, ends 10 ms apart leave apart");
+    let options =
+        WorkerOptions { batch: 8, linger: Span::from_ms(101), ..WorkerOptions::new(slots(8), worker_config()) };
+    let refused = refused_before_asking(options);
+    assert!(matches!(refused, OptionsError::Linger { .. }), "{refused:?}");
+}
+
+/// The error a runtime with `options` stops with, having asked nothing of a table holding one
+/// queued job (it is still queued).
+fn refused_before_asking(options: WorkerOptions) -> OptionsError {
     let clock = ManualClock::default();
     let client = MemoryClient::new(&clock);
     client.enqueue(1);
     let runtime = runtime(&clock, &client);
     let handler = |job: Job| future::ready(Ok(output_bytes(job.id, 1)));
-    let options =
-        WorkerOptions { batch: 8, linger: Span::from_ms(101), ..WorkerOptions::new(slots(8), worker_config()) };
     let refused = drive(&clock, runtime.work(options, handler, future::ready(()))).expect_err("refused");
-    assert!(matches!(refused, OptionsError::Linger { .. }), "{refused:?}");
     assert_eq!(client.states(1), [JobState::Queued], "nothing was acquired");
+    refused
 }
 
 /// A handler that sleeps `long` for job 0 and `short` for the others, counting its calls per job
@@ -1069,15 +1076,8 @@ fn a_buffer_runs_at_most_its_handlers_and_keeps_the_leases_it_holds() {
     };
     assert_eq!(run(2), 2, "two handlers at once, no more");
     assert_eq!(run(0), 6, "without a buffer, every slot runs its handler");
-    let clock = ManualClock::default();
-    let client = MemoryClient::new(&clock);
-    client.enqueue(1);
-    let runtime = runtime(&clock, &client);
-    let handler = |job: Job| future::ready(Ok(output_bytes(job.id, 1)));
-    let options = WorkerOptions { handlers: 7, ..WorkerOptions::new(slots(6), worker_config()) };
-    let refused = drive(&clock, runtime.work(options, handler, future::ready(()))).expect_err("refused");
+    let refused = refused_before_asking(WorkerOptions { handlers: 7, ..WorkerOptions::new(slots(6), worker_config()) });
     assert!(matches!(refused, OptionsError::Handlers { handlers: 7, slots: 6 }), "{refused:?}");
-    assert_eq!(client.states(1), [JobState::Queued], "nothing was acquired");
 }
 
 // Proves a buffered job is fenced: three slots, one handler busy for three ttls with job 0, jobs 1

@@ -104,7 +104,8 @@ impl MemoryStore {
     /// Serves a batch of renewals, completions, requeues or lookups through `lease-core`'s own
     /// batch calls ([`LeaseTable::renew_batch`], [`LeaseTable::complete_batch`],
     /// [`LeaseTable::requeue_batch`], [`EffectLedger::lookup_batch`]), which judge each job on
-    /// its own record, and logs each call's line under its own worker, in order: the same answers
+    /// its own record (one answer per call, in order), and logs each call's line under its own
+    /// worker, in order: the same answers
     /// and lines as serving the calls one by one, which `store/tests/batch.rs` checks. So the
     /// simulator's batched worlds run the core's batch code, not only its single calls. `None`
     /// for an acquire (each is answered by its own request id), and when a planted batch bug
@@ -112,6 +113,7 @@ impl MemoryStore {
     fn serve_by_rules(
         &mut self,
         now: Time,
+        kind: crate::BatchKind,
         calls: &[crate::WorkerCall],
     ) -> Result<Option<Vec<WorkerReply>>, StoreError> {
         let bugs = self.table.rules().bugs;
@@ -121,7 +123,7 @@ impl MemoryStore {
         let leases = |calls: &[crate::WorkerCall]| -> Vec<(JobId, Epoch)> {
             calls.iter().filter_map(|call| lease_named(call.2)).collect()
         };
-        let replies: Vec<WorkerReply> = match crate::batch_kind(calls)? {
+        let replies: Vec<WorkerReply> = match kind {
             crate::BatchKind::Acquire => return Ok(None),
             crate::BatchKind::Renew => {
                 self.table.renew_batch(now, &leases(calls))?.into_iter().map(WorkerReply::Renewed).collect()
@@ -156,9 +158,6 @@ impl MemoryStore {
                 self.ledger.lookup_batch(&ops).into_iter().map(WorkerReply::Looked).collect()
             }
         };
-        if replies.len() != calls.len() {
-            return Err(StoreError::Corrupt(format!("a batch of {} calls got {} answers", calls.len(), replies.len())));
-        }
         for (&(worker, _, request), reply) in calls.iter().zip(&replies) {
             self.log(now, crate::serve::worker_line(worker, request, reply));
         }
@@ -306,7 +305,7 @@ impl TableStore for MemoryStore {
     fn serve_batch(&mut self, now: Time, calls: &[crate::WorkerCall]) -> Result<Vec<WorkerReply>, StoreError> {
         // Every check first, as a SQL store's rollback would leave nothing written.
         crate::sql_store::check_batch(*self.table.config(), calls.len())?;
-        crate::batch_kind(calls)?;
+        let kind = crate::batch_kind(calls)?;
         for &(_, _, request) in calls {
             if let WorkerRequest::Renew { job, .. }
             | WorkerRequest::Complete { job, .. }
@@ -317,7 +316,7 @@ impl TableStore for MemoryStore {
                 }
             }
         }
-        if let Some(replies) = self.serve_by_rules(now, calls)? {
+        if let Some(replies) = self.serve_by_rules(now, kind, calls)? {
             return Ok(replies);
         }
         let kept = self.caller;

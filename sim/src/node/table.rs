@@ -104,6 +104,16 @@ fn sender_alive(ctx: &Ctx, n: u32, id: u64) -> bool {
     ctx.is_current(Node::Worker(n), id >> INCARNATION_SHIFT)
 }
 
+/// Whether wire id `id` is in its slot's machine's numbering: every request but a release the
+/// runtime sends on its own ([`lease_runtime::SHUTDOWN_RELEASE`], at shutdown or for a buffered job
+/// whose lease its machine gave up), which no machine numbered. Taken as the worker's latest
+/// request, such a release would make every later acquire of the slot a spent copy
+/// ([`Sessions::spent`]; large-batches found a world whose processes stopped taking jobs so, once
+/// a buffer released one). A machine's own release (of a declined grant) is numbered, and counts.
+fn numbered(id: u64) -> bool {
+    id & ((1 << super::runtime::SLOT_SHIFT) - 1) != lease_runtime::SHUTDOWN_RELEASE.0
+}
+
 /// Per worker, the latest request the table has had from it, and whether it was an acquire the
 /// table granted. A worker numbers its requests upwards (its incarnation in the top bits) and has
 /// at most one acquire out, so a copy of an earlier request, or of an acquire already answered
@@ -283,19 +293,9 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 continue;
             }
             body => {
-                // A release the runtime sends on its own ([`lease_runtime::SHUTDOWN_RELEASE`], at
-                // shutdown or for a buffered job whose lease its machine gave up) is outside its
-                // machine's numbering: taken as the worker's latest request, it would make every
-                // later acquire of the worker a spent copy (large-batches found a world whose
-                // processes stopped taking jobs so, once a buffer released one). A machine's own
-                // release (of a declined grant) is numbered, and counts.
-                if let Request::Worker(worker, request) = body {
-                    let on_its_own =
-                        (id & ((1 << super::runtime::SLOT_SHIFT) - 1)) == lease_runtime::SHUTDOWN_RELEASE.0;
-                    if !(on_its_own && matches!(request, WorkerRequest::Release { .. })) {
-                        sessions.saw(worker, id);
-                        parked.retain_mut(|p| p.moved_past(worker, id));
-                    }
+                if let (&Request::Worker(worker, _), true) = (&body, numbered(id)) {
+                    sessions.saw(worker, id);
+                    parked.retain_mut(|p| p.moved_past(worker, id));
                 }
                 let answer = serve(&ctx, id, body);
                 reply(&ctx, &endpoint, from, id, letter, answer).await;
