@@ -122,8 +122,9 @@ pub struct WorkerOptions {
     /// machine gave up while it waited (self-fenced past its estimate: a pause, or renewals cut
     /// off) is released, back at the queue's head with no attempt counted, never run late. At
     /// shutdown the buffer is released at once. Not yet swept by the simulator's scenarios: with
-    /// a buffer, `large-batches` found worlds that waste grants (a congested process's machines
-    /// self-fence before they look their grants up), so it stays off by default.
+    /// a buffer, `large-batches` loads the simulated table past what it can take (renewals wait
+    /// in its mailbox until their leases self-fence, and grants are wasted), so it stays off by
+    /// default until the table's intake is fixed.
     pub handlers: usize,
 }
 

@@ -99,7 +99,9 @@ fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     }
     // Not drawn yet: fewer handlers than slots (a local buffer of granted jobs,
     // `WorkerOptions::handlers`). Drawn for a third of the seeds, after the linger, it found
-    // worlds that waste grants after the heal (`useful_grants`, 6 of 1,000 seeds): machines of a
-    // congested process self-fence before they look their grants up, and the lease is left to
-    // expire. Plans may set `handlers` by hand (`lease-sim run --plan`).
+    // worlds that waste grants after the heal (`useful_grants`, 6 of 1,000 seeds). Traced (seed
+    // 60), the cause is the simulated table, not the runtime: buffered processes load it past what
+    // madsim lets one node take (a message a simulated millisecond), and madsim's mailbox, which
+    // hands out its first message and moves its last into the gap, kept one process's renewals
+    // waiting behind newer messages until its leases self-fenced. Plans may set `handlers` by hand.
 }
