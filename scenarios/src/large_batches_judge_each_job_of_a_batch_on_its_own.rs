@@ -108,7 +108,7 @@ mod tests {
 
     // Over the first seeds, each kind of request a process batches reaches its node as a batch:
     // two or more answers at one time, one line after another, to slots of one process, for
-    // grants, renewals and completions at the table and lookups at the ledger. A runtime that
+    // grants, renewals, completions and requeues at the table and lookups at the ledger. A runtime that
     // sent one kind alone would still hold every invariant (a mutant that drops the lookups from
     // the batched kinds does), so it is asserted here.
     #[test]
@@ -126,6 +126,7 @@ mod tests {
                         Some(("completion", *from))
                     }
                     (Node::Ledger, Event::LookedUp { from, .. }) => Some(("lookup", *from)),
+                    (Node::Table, Event::Requeued { from, .. }) => Some(("requeue", *from)),
                     _ => None,
                 };
                 let key = match kind {
@@ -138,7 +139,7 @@ mod tests {
                 previous = key;
             }
         }
-        for kind in ["grant", "renewal", "completion", "lookup"] {
+        for kind in ["grant", "renewal", "completion", "lookup", "requeue"] {
             assert!(seen.get(kind).is_some_and(|&n| n > 0), "no batch of {kind}s in 40 seeds: {seen:?}");
         }
     }

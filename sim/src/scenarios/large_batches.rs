@@ -97,6 +97,13 @@ fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
         let most = (params.worker.request_timeout.as_us() / 2).max(1_000);
         params.linger = lease_core::Span(rng.gen_range(1_000..=most));
     }
+    // Drawn after the linger: half the seeds' dependency refuses a few calls (retryably), so that
+    // the handlers' failures of one turn leave as a batch of requeues, judged job by job like the
+    // others (without it no world ever sent one: a core whose batched requeue answered nothing
+    // went unseen).
+    if rng.gen_bool(0.5) {
+        params.dependency.fail_rate = rng.gen_range(0.02..0.1);
+    }
     // Not drawn yet: fewer handlers than slots (a local buffer of granted jobs,
     // `WorkerOptions::handlers`). Drawn for a third of the seeds, after the linger, it found
     // worlds that waste grants after the heal (`useful_grants`, 6 of 1,000 seeds). Traced (seed
