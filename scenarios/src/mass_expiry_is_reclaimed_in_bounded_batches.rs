@@ -40,8 +40,10 @@ mod tests {
         sweep_holds_and_covers(SCENARIO, 200);
     }
 
+    // Seed 9: every worker crashes at once, and the reclaimer lists the expired leases in full
+    // batches of its `batch_max` (2). (Seed 6, the test's, reclaims nothing among its first 12 jobs.)
     #[test]
     fn trace_snapshot() {
-        crate::assert_trace_snapshot!(SCENARIO, 6);
+        crate::assert_trace_snapshot!(SCENARIO, 9);
     }
 }

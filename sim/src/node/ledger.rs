@@ -62,7 +62,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             }
             other => panic!("harness bug: {other:?} routed to the ledger"),
         };
-        super::wire::post(&ctx, &endpoint, from, letter.answer(), id, reply).await;
+        super::wire::post_detached(&ctx, &endpoint, from, letter.answer(), id, reply);
     }
 }
 

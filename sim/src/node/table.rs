@@ -19,9 +19,9 @@
 //! on the table's scale first ([`on_table_scale`]), as a table comparing wall clocks would read it.
 
 use super::wire::Letter;
-use super::{bind, Held};
+use super::{bind, Mailbox};
 use crate::clock::on_table_scale;
-use crate::net::{table_addr, Envelope, INCARNATION_SHIFT, TAG};
+use crate::net::{table_addr, Envelope, INCARNATION_SHIFT};
 use crate::net::{Reply, Request};
 use crate::world::ctx::Ctx;
 use crate::world::durable::answered;
@@ -29,6 +29,7 @@ use lease_core::{Acquired, Enqueued, ReclaimRequest, ReclaimerId, RequestId, Wor
 use lease_history::answers;
 use lease_history::Node;
 use lease_store::{serve_reclaimer, serve_worker, serve_worker_batch, WorkerCall};
+use madsim::net::Endpoint;
 use std::collections::{BTreeMap, VecDeque};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
@@ -157,6 +158,7 @@ impl Sessions {
 
 pub(super) async fn main(ctx: Arc<Ctx>) {
     let Some(endpoint) = bind(table_addr()).await else { return };
+    let endpoint = Arc::new(endpoint);
     let worker = ctx.params.worker;
     worker.validate().unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
     let wait_us = worker.acquire_wait.min(worker.acquire_hold_max()).as_us();
@@ -166,48 +168,42 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
     // One timer for the first held request, kept across messages: arming a fresh timeout for
     // every request the table receives would double the simulator's work while workers idle.
     let mut timer: Option<(u64, Pin<Box<madsim::time::Sleep>>)> = None;
-    // One receive kept pending across timer wake-ups: dropping it when the timer fires would lose
-    // a request it had already taken from the mailbox (see [`super::Inbox`]).
-    let mut receiving = Box::pin(endpoint.recv_from_raw(TAG));
-    // Requests that reached the mailbox before the network's latency was over, and one timer for
-    // the first of them.
-    let mut held = Held::<Request>::new();
+    // Its receives kept pending across timer wake-ups: dropping one when a timer fires would lose
+    // a request it had already taken (see [`super::Inbox`]). Requests that reached it before the
+    // network's latency was over are held there, with one timer for the first of them.
+    let mut mailbox = Mailbox::<Request>::new(Arc::clone(&endpoint));
     let mut due_timer: Option<(u64, Pin<Box<madsim::time::Sleep>>)> = None;
     loop {
-        let (envelope, from) = match held.due(ctx.now().0) {
+        let (envelope, from) = match mailbox.held.due(ctx.now().0) {
             Some(due) => due,
             None => {
                 let first_until = parked.front().map(|first| first.until_us);
                 if timer.as_ref().map(|(until, _)| *until) != first_until {
                     timer = first_until.map(|until| arm(&ctx, until));
                 }
-                let next_due = held.next_due_us();
+                let next_due = mailbox.held.next_due_us();
                 if due_timer.as_ref().map(|(due, _)| *due) != next_due {
                     due_timer = next_due.map(|due| arm(&ctx, due));
                 }
                 let woke = poll_fn(|cx| {
-                    if let Poll::Ready(received) = receiving.as_mut().poll(cx) {
-                        return Poll::Ready(received.map(|(payload, from)| Woke::Message(payload, from)));
+                    if let Poll::Ready(arrival) = mailbox.poll_arrival(cx) {
+                        return Poll::Ready(arrival.map(|(envelope, from)| Woke::Message(envelope, from)));
                     }
                     if timer.as_mut().is_some_and(|(_, sleep)| sleep.as_mut().poll(cx).is_ready()) {
-                        return Poll::Ready(Ok(Woke::Parked));
+                        return Poll::Ready(Some(Woke::Parked));
                     }
                     if due_timer.as_mut().is_some_and(|(_, sleep)| sleep.as_mut().poll(cx).is_ready()) {
-                        return Poll::Ready(Ok(Woke::Due));
+                        return Poll::Ready(Some(Woke::Due));
                     }
                     Poll::Pending
                 })
                 .await;
-                let Ok(woke) = woke else { return };
+                let Some(woke) = woke else { return };
                 match woke {
-                    Woke::Message(payload, from) => {
-                        receiving = Box::pin(endpoint.recv_from_raw(TAG));
-                        let envelope = *payload.downcast::<Envelope<Request>>().expect("only requests reach the table");
-                        match held.arrived(envelope, from, ctx.now().0) {
-                            Some(due) => due,
-                            None => continue,
-                        }
-                    }
+                    Woke::Message(envelope, from) => match mailbox.held.arrived(envelope, from, ctx.now().0) {
+                        Some(due) => due,
+                        None => continue,
+                    },
                     Woke::Due => {
                         due_timer = None;
                         continue;
@@ -221,7 +217,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                                 continue; // Its connection was reset: nobody to answer.
                             }
                             let empty = first.answer(&ctx, std::iter::repeat(WorkerReply::Acquired(Acquired::Empty)));
-                            reply(&ctx, &endpoint, first.from, first.id, first.letter(), empty).await;
+                            reply(&ctx, &endpoint, first.from, first.id, first.letter(), empty);
                         }
                         continue;
                     }
@@ -267,7 +263,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                     true => held.answer(&ctx, answers.into_iter()),
                     false => Reply::WorkerBatch(answers.into_iter().map(Some).collect()),
                 };
-                reply(&ctx, &endpoint, from, id, letter, answer).await;
+                reply(&ctx, &endpoint, from, id, letter, answer);
                 if acquires {
                     continue;
                 }
@@ -289,7 +285,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                     continue;
                 }
                 sessions.answered(worker, id, &answer);
-                reply(&ctx, &endpoint, from, id, letter, answer).await;
+                reply(&ctx, &endpoint, from, id, letter, answer);
                 continue;
             }
             body => {
@@ -298,7 +294,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                     parked.retain_mut(|p| p.moved_past(worker, id));
                 }
                 let answer = serve(&ctx, id, body);
-                reply(&ctx, &endpoint, from, id, letter, answer).await;
+                reply(&ctx, &endpoint, from, id, letter, answer);
             }
         }
         // Anything may have made a job grantable (an arrival, a requeue): serve the held first.
@@ -316,7 +312,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 sessions.answered(worker, call, &Reply::Worker(answer.clone()));
             }
             let answer = first.answer(&ctx, answers.into_iter());
-            reply(&ctx, &endpoint, first.from, first.id, first.letter(), answer).await;
+            reply(&ctx, &endpoint, first.from, first.id, first.letter(), answer);
         }
     }
 }
@@ -353,14 +349,14 @@ pub(super) fn serve_batch(ctx: &Ctx, node: Node, calls: &[(u32, u64, WorkerReque
 
 /// Answers the request `letter` describes, through the network's faults. A lost reply is normal:
 /// the caller times out and asks again.
-async fn reply(ctx: &Ctx, endpoint: &madsim::net::Endpoint, to: SocketAddr, id: u64, letter: Letter, body: Reply) {
-    super::wire::post(ctx, endpoint, to, letter.answer(), id, body).await
+fn reply(ctx: &Arc<Ctx>, endpoint: &Arc<Endpoint>, to: SocketAddr, id: u64, letter: Letter, body: Reply) {
+    super::wire::post_detached(ctx, endpoint, to, letter.answer(), id, body)
 }
 
 /// What woke the table.
 enum Woke {
-    /// A message reached the mailbox.
-    Message(madsim::net::Payload, SocketAddr),
+    /// A message reached the node.
+    Message(Envelope<Request>, SocketAddr),
     /// The first parked acquire ran out.
     Parked,
     /// The first held request is due.

@@ -19,6 +19,8 @@ use lease_core::{Epoch, JobId, ReclaimRequest, WorkerRequest};
 use lease_history::{Event, MessageKind, Node};
 use madsim::net::Endpoint;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use tracing::Instrument;
 
 /// Who sends what to whom: what the history says of a message held back or doubled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +96,43 @@ pub(super) async fn post<T>(ctx: &Ctx, endpoint: &Endpoint, to: SocketAddr, lett
 where
     T: Clone + Send + Sync + 'static,
 {
+    stamp(ctx, to, letter, id, body).send(ctx, endpoint).await
+}
+
+/// Sends `body` as [`post`] does, its fate dealt and its lines written now, and hands the send
+/// itself to a task of its own: a server answers without waiting for its answer to leave.
+/// (madsim sleeps at least a simulated millisecond in every send: a server that awaited each
+/// answer could answer one a millisecond at most.) The task is the node's: a crash of the node
+/// loses what it had not sent yet, as a reset connection does.
+pub(super) fn post_detached<T>(
+    ctx: &Arc<Ctx>,
+    endpoint: &Arc<Endpoint>,
+    to: SocketAddr,
+    letter: Letter,
+    id: u64,
+    body: T,
+) where
+    T: Clone + Send + Sync + 'static,
+{
+    let outgoing = stamp(ctx, to, letter, id, body);
+    let (ctx, endpoint) = (Arc::clone(ctx), Arc::clone(endpoint));
+    let send = async move { outgoing.send(&ctx, &endpoint).await };
+    madsim::task::spawn(crate::panics::contained(send.instrument(tracing::Span::current())));
+}
+
+/// A message whose fate is dealt and written, ready to leave.
+struct Outgoing<T> {
+    to: SocketAddr,
+    from: Node,
+    peer: Node,
+    /// The message, unless the network loses it or it crosses a partition.
+    envelope: Option<Envelope<T>>,
+    /// The network's copy of it, if it makes one.
+    copy: Option<Envelope<T>>,
+}
+
+/// Deals the fate of `body` on its way to `to` and writes its lines.
+fn stamp<T: Clone>(ctx: &Ctx, to: SocketAddr, letter: Letter, id: u64, body: T) -> Outgoing<T> {
     let Letter { from, to: peer, message, reply, job, epoch } = letter;
     let hand_back = !reply
         && matches!(
@@ -123,7 +162,7 @@ where
         _ => ctx.latency_us(&(from, peer, message, reply, job, id)),
     };
     let due_us = ctx.now().0 + latency_us + fate.delay_us.unwrap_or(0);
-    let copy = fate.copy_gap_us.map(|gap_us| (gap_us, Envelope { id, body: body.clone(), due_us: due_us + gap_us }));
+    let copy = fate.copy_gap_us.map(|gap_us| Envelope { id, body: body.clone(), due_us: due_us + gap_us });
     let envelope = Envelope { id, body, due_us };
     // A message crossing a partition when it is sent is dropped: the partition's line says why.
     let cut = ctx.is_cut(from, peer);
@@ -136,24 +175,32 @@ where
     if let Some(gap_us) = fate.copy_gap_us {
         ctx.record(Node::World, Event::Duplicated { target: from, peer, message, reply, job, gap_us });
     }
-    if !fate.lost && !cut {
-        // A send that fails (a dead network) is the same as a lost message.
-        drop(endpoint.send_to_raw(to, TAG, Box::new(envelope)).await);
-    }
-    // The copy is made once the original has left the sender, never before: a sender paused
-    // in the middle of its send holds the original, and the network has nothing to copy yet. A
-    // copy of a lost message is a retransmission, and it may arrive.
-    //
-    // The copy is the network's, so it leaves on the world's own node: the sender's send is over
-    // when its original leaves. A sender that awaited the copy too could be paused between the
-    // two, and would then take the original's departure to be after the pause (see `Worker::
-    // handle_sent`): a window no real send has, which the swarm found at once.
-    if let Some((_, copy)) = copy {
-        if !ctx.is_cut(from, peer) {
-            let endpoint = endpoint.clone();
-            ctx.chaos.spawn(crate::panics::contained(async move {
-                drop(endpoint.send_to_raw(to, TAG, Box::new(copy)).await)
-            }));
+    let envelope = (!fate.lost && !cut).then_some(envelope);
+    Outgoing { to, from, peer, envelope, copy }
+}
+
+impl<T: Send + Sync + 'static> Outgoing<T> {
+    async fn send(self, ctx: &Ctx, endpoint: &Endpoint) {
+        let Outgoing { to, from, peer, envelope, copy } = self;
+        if let Some(envelope) = envelope {
+            // A send that fails (a dead network) is the same as a lost message.
+            drop(endpoint.send_to_raw(to, TAG, Box::new(envelope)).await);
+        }
+        // The copy is made once the original has left the sender, never before: a sender paused
+        // in the middle of its send holds the original, and the network has nothing to copy yet.
+        // A copy of a lost message is a retransmission, and it may arrive.
+        //
+        // The copy is the network's, so it leaves on the world's own node: the sender's send is
+        // over when its original leaves. A sender that awaited the copy too could be paused
+        // between the two, and would then take the original's departure to be after the pause
+        // (see `Worker::handle_sent`): a window no real send has, which the swarm found at once.
+        if let Some(copy) = copy {
+            if !ctx.is_cut(from, peer) {
+                let endpoint = endpoint.clone();
+                ctx.chaos.spawn(crate::panics::contained(async move {
+                    drop(endpoint.send_to_raw(to, TAG, Box::new(copy)).await)
+                }));
+            }
         }
     }
 }
