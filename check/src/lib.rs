@@ -8,10 +8,11 @@
 //! - `always` (safety, checked on every entry): [`one_terminal`], [`no_unexpired_reclaim`],
 //!   [`no_duplicate_effect`], [`adopt_before_repeat`], [`fencing`], [`consistency`],
 //!   [`bounded_batch`], [`bounded_queue`], [`self_fencing`], [`conformance`];
-//! - `eventually` (liveness, judged after the faults heal): [`liveness`], and the two that say no
-//!   work was lost, [`useful_grants`] and [`honest_dead_letters`]. These two follow the history
-//!   line by line like the safety checkers, but a failure of theirs does not stop the world: it
-//!   is kept, and the liveness check reports it (exit status 2);
+//! - `eventually` (liveness, judged after the faults heal): [`liveness`], and the three that say
+//!   no work was lost, [`useful_grants`], [`honest_dead_letters`] and [`heartbeats`] (a worker
+//!   that stays up and connected keeps its leases, judged in the fault phase too). These three
+//!   follow the history line by line like the safety checkers, but a failure of theirs does not
+//!   stop the world: it is kept, and the liveness check reports it (exit status 2);
 //! - `sometimes` (coverage, counted so a sweep shows the interesting situations happened):
 //!   [`coverage`].
 //!
@@ -48,6 +49,7 @@ pub mod consistency;
 pub mod coverage;
 mod facts;
 pub mod fencing;
+pub mod heartbeats;
 pub mod honest_dead_letters;
 pub mod liveness;
 pub mod no_duplicate_effect;
@@ -107,6 +109,9 @@ pub enum Invariant {
     UsefulGrants,
     /// `eventually`: a job dead-letters only with evidence that each of its attempts was genuine.
     HonestDeadLetters,
+    /// `eventually`: a worker that stays up, unpaused and connected keeps every lease it holds by
+    /// its heartbeats, fault phase included.
+    HeartbeatsKeepLeases,
 }
 
 impl Invariant {
@@ -125,7 +130,7 @@ impl Invariant {
     ];
 
     /// Every invariant, safety first.
-    pub const ALL: [Invariant; 13] = [
+    pub const ALL: [Invariant; 14] = [
         Invariant::OneTerminal,
         Invariant::NoUnexpiredReclaim,
         Invariant::NoDuplicateEffect,
@@ -139,6 +144,7 @@ impl Invariant {
         Invariant::Liveness,
         Invariant::UsefulGrants,
         Invariant::HonestDeadLetters,
+        Invariant::HeartbeatsKeepLeases,
     ];
 
     /// The stable snake_case name, as in histories, reports and the command line.
@@ -157,12 +163,19 @@ impl Invariant {
             Invariant::Liveness => "liveness",
             Invariant::UsefulGrants => "useful_grants",
             Invariant::HonestDeadLetters => "honest_dead_letters",
+            Invariant::HeartbeatsKeepLeases => "heartbeats_keep_leases",
         }
     }
 
     /// Whether this is a safety (`always`) invariant rather than liveness (`eventually`).
     pub fn is_safety(self) -> bool {
-        !matches!(self, Invariant::Liveness | Invariant::UsefulGrants | Invariant::HonestDeadLetters)
+        !matches!(
+            self,
+            Invariant::Liveness
+                | Invariant::UsefulGrants
+                | Invariant::HonestDeadLetters
+                | Invariant::HeartbeatsKeepLeases
+        )
     }
 }
 
@@ -256,6 +269,7 @@ pub struct Checkers {
     situations: coverage::Situations,
     useful_grants: useful_grants::UsefulGrants,
     dead_letters: honest_dead_letters::DeadLetters,
+    heartbeats: heartbeats::Heartbeats,
     last_line: usize,
 }
 
@@ -276,6 +290,7 @@ impl Checkers {
             situations: coverage::Situations::default(),
             useful_grants: useful_grants::UsefulGrants::default(),
             dead_letters: honest_dead_letters::DeadLetters::default(),
+            heartbeats: heartbeats::Heartbeats::default(),
             last_line: 0,
         }
     }
@@ -289,6 +304,7 @@ impl Checkers {
         self.situations.observe(&self.facts, entry);
         self.useful_grants.absorb(line, entry);
         self.dead_letters.absorb(line, entry);
+        self.heartbeats.absorb(line, entry);
         self.lookups.absorb(line, entry);
         self.batches.absorb(&self.facts, line, entry);
         self.conformance.absorb(line, entry);
@@ -321,7 +337,13 @@ impl Checkers {
         if let Some(first) = lost.into_iter().flatten().min_by_key(|violation| violation.lines.last().copied()) {
             return Err(first);
         }
+        // A lease its worker's heartbeats did not keep, after the work it cost: a grant unused or
+        // a dead-letter without evidence says what the customer lost, this says why.
+        if let Some(first) = self.heartbeats.first() {
+            return Err(first);
+        }
         self.useful_grants.check(now_us)?;
+        self.heartbeats.check(now_us)?;
         liveness::check(&self.facts, now_us)
     }
 
@@ -385,7 +407,12 @@ mod tests {
         assert_eq!(Invariant::SAFETY.len(), 10);
         assert!(Invariant::SAFETY.contains(&Invariant::Conformance));
         assert!(Invariant::SAFETY.iter().all(|invariant| invariant.is_safety()));
-        let eventually = [Invariant::Liveness, Invariant::UsefulGrants, Invariant::HonestDeadLetters];
+        let eventually = [
+            Invariant::Liveness,
+            Invariant::UsefulGrants,
+            Invariant::HonestDeadLetters,
+            Invariant::HeartbeatsKeepLeases,
+        ];
         for invariant in Invariant::ALL {
             assert_eq!(invariant.is_safety(), !eventually.contains(&invariant), "{invariant}");
             assert_eq!(Invariant::SAFETY.contains(&invariant), invariant.is_safety(), "{invariant}");

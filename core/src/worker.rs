@@ -447,7 +447,14 @@ impl Worker {
                 let op = OpId::for_job(lease.job);
                 let asked = if self.bugs.on(Bug::LeaseCountedFromReply) { now } else { inflight.sent_at };
                 let act_until = (asked + self.config.lease_ttl).saturating_sub(self.config.drift_margin);
-                let next_heartbeat = now + self.config.heartbeat_every;
+                // The first heartbeat is counted from where the lease estimate is: from the
+                // acquire's first send, not from the grant's arrival. An acquire held at the table
+                // (a long poll) or sent again arrives late in its lease; counted from its arrival,
+                // the first renewal could leave after the worker had to self-fence, and a live,
+                // connected worker lost its lease (heartbeats_keep_leases, slow-dependency seed 45:
+                // granted 340 ms into a 557 ms lease, renewed 139 ms later, self-fenced 1 ms
+                // before the renewal's answer).
+                let next_heartbeat = asked + self.config.heartbeat_every;
                 self.held = Some(Held { job: lease.job, epoch: lease.epoch, act_until, next_heartbeat, renew: None });
                 // On a first attempt no earlier holder can have produced an output: skip the lookup.
                 let request = if grant.attempt == 1 {

@@ -881,21 +881,46 @@ fn a_worker_on_a_later_attempt_executes_when_the_ledger_is_empty() {
 
 #[test]
 fn a_worker_heartbeats_every_heartbeat_every_while_it_holds_a_lease() {
-    // Proves heartbeats: Renew goes out heartbeat_every after the grant arrived, and again
-    // heartbeat_every after that, carrying the lease's epoch; poll_timeout names those times.
+    // Proves heartbeats: Renew goes out heartbeat_every after the acquire was sent (where the
+    // worker's estimate of the lease starts), and again heartbeat_every after that, carrying the
+    // lease's epoch; poll_timeout names those times.
     let (mut worker, _execute, _) = worker_holding(worker_config(), 1, 1, t(5));
-    assert_eq!(worker.poll_timeout(), t(305));
-    worker.handle_timeout(t(304));
+    assert_eq!(worker.poll_timeout(), t(300));
+    worker.handle_timeout(t(299));
     assert_eq!(drain_worker(&mut worker), vec![]);
-    worker.handle_timeout(t(305));
+    worker.handle_timeout(t(300));
     let (renew, request) = one_send(drain_worker(&mut worker));
     assert_eq!(request, WorkerRequest::Renew { job: job(1), epoch: Epoch(1) });
-    let renewed = Renewal::Renewed { epoch: Epoch(1), expires_at: t(1_306) };
-    worker.handle_reply(t(306), renew, WorkerReply::Renewed(renewed));
+    let renewed = Renewal::Renewed { epoch: Epoch(1), expires_at: t(1_301) };
+    worker.handle_reply(t(301), renew, WorkerReply::Renewed(renewed));
     assert_eq!(drain_worker(&mut worker), vec![]);
-    assert_eq!(worker.poll_timeout(), t(605));
-    worker.handle_timeout(t(605));
+    assert_eq!(worker.poll_timeout(), t(600));
+    worker.handle_timeout(t(600));
     assert_eq!(one_send(drain_worker(&mut worker)).1, WorkerRequest::Renew { job: job(1), epoch: Epoch(1) });
+}
+
+// Proves the first heartbeat is counted from the acquire's send, not from the grant's arrival: a
+// grant that arrives late (an acquire held at the table, a long poll) is renewed at once when a
+// heartbeat is already due, well before the worker must self-fence (ttl 1000 less a margin of
+// 200 from the acquire's send at 0: 800). Counted from the arrival (650 + 300 = 950), the renewal
+// would leave after the self-fence: heartbeats_keep_leases caught that in slow-dependency seed 45.
+#[test]
+fn a_grant_that_arrives_late_is_renewed_before_its_self_fence() {
+    let config = worker_config();
+    let mut worker = Worker::new(W1, config, Bugs::NONE, t(0)).unwrap();
+    let (acquire, _) = one_send(drain_worker(&mut worker));
+    worker.handle_reply(t(650), acquire, granted(W1, 1, 1, t(650) + config.lease_ttl));
+    let sent: Vec<WorkerRequest> = drain_worker(&mut worker)
+        .into_iter()
+        .filter_map(|action| match action {
+            WorkerAction::Send(_, request) => Some(request),
+            _ => None,
+        })
+        .collect();
+    let (execute, renew) =
+        (WorkerRequest::Execute { op: op(1), epoch: Epoch(1) }, WorkerRequest::Renew { job: job(1), epoch: Epoch(1) });
+    assert_eq!(sent, vec![execute, renew], "the effect, and a heartbeat already due");
+    assert_eq!(worker.act_until(), Some(t(800)));
 }
 
 #[test]
