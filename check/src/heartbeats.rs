@@ -160,20 +160,8 @@ impl Heartbeats {
             Event::Resumed { target } => self.lift(Hold::Down, *target, t_us),
             // A partition of the table from everyone strikes every lease; one between the table
             // and a worker (either way round) strikes that worker's.
-            Event::Partitioned { target, peer } => {
-                let struck = match (target, peer) {
-                    (Node::Table | Node::Ledger, Some(peer)) => *peer,
-                    _ => *target,
-                };
-                self.hold(Hold::Cut, struck, t_us);
-            }
-            Event::Healed { target, peer } => {
-                let struck = match (target, peer) {
-                    (Node::Table | Node::Ledger, Some(peer)) => *peer,
-                    _ => *target,
-                };
-                self.lift(Hold::Cut, struck, t_us);
-            }
+            Event::Partitioned { target, peer } => self.hold(Hold::Cut, cut_off(*target, *peer), t_us),
+            Event::Healed { target, peer } => self.lift(Hold::Cut, cut_off(*target, *peer), t_us),
             // A message lost or held back strikes the worker that sent it or was to get it.
             Event::Lost { target, peer, .. } | Event::Delayed { target, peer, .. } => {
                 for node in [target, peer] {
@@ -200,7 +188,7 @@ impl Heartbeats {
                 break;
             }
             let held = self.held[&(job, epoch)];
-            if !self.excused(&held, now_us) {
+            if !self.excused(&held) {
                 return Err(violation(job, epoch, held, None, now_us, "the table's clock passed its expiry"));
             }
         }
@@ -221,7 +209,7 @@ impl Heartbeats {
     }
 
     fn lost(&mut self, job: JobId, epoch: Epoch, held: Held, line: usize, t_us: u64, how: &str) {
-        if self.first.is_none() && !self.excused(&held, t_us) {
+        if self.first.is_none() && !self.excused(&held) {
             self.first = Some(violation(job, epoch, held, Some(line), t_us, how));
         }
     }
@@ -229,8 +217,9 @@ impl Heartbeats {
     /// Whether the loss is not the heartbeats' to answer for: a lease its owner never showed it
     /// had, one held in a slow fault phase, or one whose owner's process or the table a fault
     /// struck while it was held.
-    fn excused(&self, held: &Held, _t_us: u64) -> bool {
-        if !held.known || held.slow || self.slow {
+    fn excused(&self, held: &Held) -> bool {
+        // A loss in a slow fault phase is of a lease held in it, so `held.slow` covers it.
+        if !held.known || held.slow {
             return true;
         }
         [self.key(held.owner), Node::Table].iter().any(|node| {
@@ -252,27 +241,37 @@ impl Heartbeats {
     fn hold(&mut self, hold: Hold, node: Node, t_us: u64) {
         let node = self.key(node);
         self.last_struck_us.insert(node, t_us);
-        let holds = match hold {
+        *self.holds(hold).entry(node).or_default() += 1;
+    }
+
+    /// The nodes faults of kind `hold` hold now.
+    fn holds(&mut self, hold: Hold) -> &mut BTreeMap<Node, u32> {
+        match hold {
             Hold::Down => &mut self.down,
             Hold::Cut => &mut self.cut,
-        };
-        *holds.entry(node).or_default() += 1;
+        }
     }
 
     /// A fault of kind `hold` that held `node` ended at `t_us`.
     fn lift(&mut self, hold: Hold, node: Node, t_us: u64) {
         let node = self.key(node);
         self.last_struck_us.insert(node, t_us);
-        let holds = match hold {
-            Hold::Down => &mut self.down,
-            Hold::Cut => &mut self.cut,
-        };
+        let holds = self.holds(hold);
         if let Some(count) = holds.get_mut(&node) {
             *count -= 1;
             if *count == 0 {
                 holds.remove(&node);
             }
         }
+    }
+}
+
+/// The node a partition from `target` to `peer` cuts off: the worker when the table (or the
+/// ledger) is cut off from it, the target otherwise (the table, when it is cut off from everyone).
+fn cut_off(target: Node, peer: Option<Node>) -> Node {
+    match (target, peer) {
+        (Node::Table | Node::Ledger, Some(peer)) => peer,
+        _ => target,
     }
 }
 
