@@ -17,7 +17,11 @@
 //!   job's current epoch, or a `batch_stopped` for it), any touch by the batch, except the
 //!   `quarantined` terminal (or its `refused`) of the conflicting job;
 //! - a `terminal` completed for a job whose lookup showed a conflict, with an output other than
-//!   the one the ledger recorded first: that is the overwrite quarantine exists to prevent.
+//!   the one the ledger recorded first: that is the overwrite quarantine exists to prevent;
+//! - after the batch gave up (`gave_up`: a request of it went unanswered through its retries),
+//!   a touch of a lease it had not touched before, other than the job it gave up on: the rest of
+//!   a batch given up waits for the next scan, which lists it again under a new batch. (A touch of
+//!   a lease touched before, or of the job given up on, is a late copy of a request sent before.)
 //!
 //! Three refinements keep late duplicates from raising false alarms. A request retried after a
 //! timeout may reach the table or the ledger twice, and the second copy's answer is ignored by
@@ -66,6 +70,8 @@ struct Batch {
     touched: BTreeMap<JobId, usize>,
     /// The first sign of a conflict, if it met one.
     stop: Option<Stop>,
+    /// Where it gave up, and on which job's request, if it did.
+    gave_up: Option<Stop>,
 }
 
 /// How a line touches a lease of its batch.
@@ -131,6 +137,7 @@ impl Batches {
             if !self.is_the_quarantine(batch, job, &entry.event) {
                 self.after_stop(line, job, batch, touch, &entry.event)?;
             }
+            self.after_give_up(line, job, batch)?;
             if let Touch::Fence { epoch, .. } = touch {
                 self.listed(line, job, epoch, batch)?;
             }
@@ -163,6 +170,9 @@ impl Batches {
             }
             Event::BatchStopped { batch, job, .. } => {
                 self.batches.entry(*batch).or_default().stop.get_or_insert(Stop { line, job: *job });
+            }
+            Event::GaveUp { batch, job } => {
+                self.batches.entry(*batch).or_default().gave_up.get_or_insert(Stop { line, job: *job });
             }
             _ => {}
         }
@@ -220,6 +230,22 @@ impl Batches {
             stop.line
         );
         Err(Violation::at(Invariant::BoundedBatch, Some(job), &[Some(stop.line)], line, message))
+    }
+
+    fn after_give_up(&self, line: usize, job: JobId, batch: BatchId) -> Result<(), Violation> {
+        let Some(known) = self.batches.get(&batch) else { return Ok(()) };
+        let Some(gave_up) = known.gave_up else { return Ok(()) };
+        if job == gave_up.job || known.touched.get(&job).is_some_and(|&first| first < gave_up.line) {
+            return Ok(()); // A late copy of a request sent before it gave up.
+        }
+        let message = format!(
+            "batch {} touched {job} after it gave up on {} at line {}: the rest of a batch given up waits for \
+             the next scan",
+            name(batch),
+            gave_up.job,
+            gave_up.line
+        );
+        Err(Violation::at(Invariant::BoundedBatch, Some(job), &[Some(gave_up.line)], line, message))
     }
 
     fn listed(&self, line: usize, job: JobId, epoch: Epoch, batch: BatchId) -> Result<(), Violation> {
@@ -310,6 +336,23 @@ mod tests {
             history.at(10).granted(job, E1, w(1), 1_010);
         }
         history
+    }
+
+    // A batch gives up on j1's lookup: late copies about j1 pass, a fence of j2, which it had
+    // not touched, is reported at the fence.
+    #[test]
+    fn a_touch_after_a_give_up_fails() {
+        let mut history = three_expired();
+        history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        let gave_up = history.at(1_200).gave_up(batch(1, 0), J1);
+        history.at(1_210).looked_up(J1, E2, None, None, Some(batch(1, 0)));
+        assert!(check_history(&history.entries).is_ok());
+        let fence = history.at(1_220).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::BoundedBatch);
+        assert_eq!(violation.lines, vec![gave_up, fence]);
+        assert!(violation.message.contains("after it gave up on j1"), "{}", violation.message);
     }
 
     // A listing of batch_max leases passes; one of more is reported at the listing.

@@ -29,6 +29,7 @@
 //! | `reclaimer_crashed` | a `crashed` whose target is a reclaimer |
 //! | `grant_released` | a `released`: a worker declined a grant to an acquire it had given up |
 //! | `handed_back_at_shutdown` | an `abandoned` with why `shutdown`: a worker told to stop gave a lease it never ran back |
+//! | `reclaimer_gave_up` | a `gave_up`: a request of a reclaimer's batch went unanswered through its retries |
 //! | `window_*` | the seven protocol windows: see [`super::windows`] |
 //!
 //! A worker holds a lease from its latest `granted` until the job is reclaimed, requeued or ends.
@@ -61,6 +62,7 @@ const WORKER_CRASHED: &str = "worker_crashed";
 const RECLAIMER_CRASHED: &str = "reclaimer_crashed";
 const GRANT_RELEASED: &str = "grant_released";
 const HANDED_BACK_AT_SHUTDOWN: &str = "handed_back_at_shutdown";
+const RECLAIMER_GAVE_UP: &str = "reclaimer_gave_up";
 
 /// Counts of interesting situations ("sometimes" properties), keyed by a stable snake_case name.
 /// The map always holds every name of [`Coverage::SITUATIONS`], zero if not reached.
@@ -99,6 +101,7 @@ impl Coverage {
         GRANT_RELEASED,
         DEAD_LETTERED_FOR_GOOD,
         HANDED_BACK_AT_SHUTDOWN,
+        RECLAIMER_GAVE_UP,
         windows::LIST_TO_FENCE,
         windows::FENCE_TO_LOOKUP,
         windows::RENEW_IN_FLIGHT,
@@ -167,6 +170,7 @@ impl Situations {
             Event::EffectRejected { reason: EffectRejectReason::Fenced, .. } => self.coverage.bump(STALE_EFFECT_FENCED),
             Event::Refused { reason: RefuseReason::StaleEpoch, .. } => self.coverage.bump(STALE_WRITE_REFUSED),
             Event::BatchStopped { .. } => self.coverage.bump(BATCH_STOPPED_ON_CONFLICT),
+            Event::GaveUp { .. } => self.coverage.bump(RECLAIMER_GAVE_UP),
             Event::Granted { job, epoch, owner: Node::Worker(worker), .. } => self.hold(*worker, *job, *epoch),
             Event::Paused { target: Node::Worker(worker), .. } => {
                 if let Some(&lease) = self.holding.get(worker) {
@@ -268,13 +272,14 @@ mod tests {
         let coverage = Coverage::default();
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
         assert!(Coverage::SITUATIONS.iter().all(|name| coverage.0.get(name) == Some(&0)));
-        assert_eq!(Coverage::SITUATIONS.len(), 32);
+        assert_eq!(Coverage::SITUATIONS.len(), 33);
         assert_eq!(Coverage::SITUATIONS[0], "adopted_by_worker");
         assert_eq!(Coverage::SITUATIONS[19], "grant_released");
         assert_eq!(Coverage::SITUATIONS[20], "dead_lettered_for_good");
         assert_eq!(Coverage::SITUATIONS[21], "handed_back_at_shutdown");
-        assert_eq!(Coverage::SITUATIONS[22..29], super::windows::WINDOWS);
-        assert_eq!(Coverage::SITUATIONS[29..], super::windows::BATCH_WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[22], "reclaimer_gave_up");
+        assert_eq!(Coverage::SITUATIONS[23..30], super::windows::WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[30..], super::windows::BATCH_WINDOWS);
     }
 
     // Merging adds counts name by name.
@@ -318,6 +323,8 @@ mod tests {
         history.at(1_520).completed(J1, O7, E2, Some(batch(1, 0)));
         history.at(1_530).looked_up(J2, E2, None, None, Some(batch(1, 0)));
         history.at(1_540).requeued(J2, E2, 1, Some(batch(1, 0)));
+        // The requeue's answer never reached r1 through its retries (the table had requeued it).
+        history.at(1_545).gave_up(batch(1, 0), J2);
         history.at(1_600).resumed(w(2));
         history.at(1_600).abandoned(w(2), J2, E1, AbandonReason::SelfFenced);
         history.at(1_610).refused(J2, E1, RefusedRequest::Renew, RefuseReason::StaleEpoch);
@@ -384,6 +391,7 @@ mod tests {
             ("grant_released", 0),
             ("dead_lettered_for_good", 0),
             ("handed_back_at_shutdown", 0),
+            ("reclaimer_gave_up", 1),
             ("window_list_to_fence", 0),
             ("window_fence_to_lookup", 0),
             ("window_renew_in_flight", 1),

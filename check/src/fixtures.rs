@@ -454,6 +454,11 @@ impl History {
         self.push(reclaimer, Event::BatchStopped { batch, job, identities, untouched: 0 })
     }
 
+    pub fn gave_up(&mut self, batch: BatchId, job: JobId) -> usize {
+        let reclaimer = Node::Reclaimer(batch.reclaimer.0);
+        self.push(reclaimer, Event::GaveUp { batch, job })
+    }
+
     pub fn crashed(&mut self, target: Node, point: Point, job: Option<JobId>) -> usize {
         self.push(Node::World, Event::Crashed { target, point, job })
     }

@@ -819,6 +819,15 @@ pub enum Event {
         /// Listed leases left untouched.
         untouched: usize,
     },
+    /// A reclaimer's request of a batch went unanswered through all its retries: it dropped the
+    /// rest of the batch, and scans again after its interval (node: the reclaimer). The request
+    /// may still have reached the table: silence is not a refusal.
+    GaveUp {
+        /// The batch.
+        batch: BatchId,
+        /// The job whose request went unanswered.
+        job: JobId,
+    },
     /// A node crashed (node: world; `target` names it; `point` is the protocol point).
     Crashed {
         /// The crashed node.
@@ -1020,7 +1029,8 @@ impl Event {
             | Event::AlreadyCompleted { job, .. }
             | Event::Refused { job, .. }
             | Event::Abandoned { job, .. }
-            | Event::BatchStopped { job, .. } => Some(*job),
+            | Event::BatchStopped { job, .. }
+            | Event::GaveUp { job, .. } => Some(*job),
             Event::Run { .. }
             | Event::AcquireEmpty { .. }
             | Event::Listed { .. }

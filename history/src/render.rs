@@ -81,6 +81,7 @@ fn kind(event: &Event) -> &'static str {
         Event::Refused { .. } => "refused",
         Event::Abandoned { .. } => "abandoned",
         Event::BatchStopped { .. } => "BATCH_STOPPED",
+        Event::GaveUp { .. } => "gave_up",
         Event::Crashed { .. } => "crashed",
         Event::Stopping { .. } => "stopping",
         Event::Stopped { .. } => "stopped",
@@ -223,6 +224,9 @@ fn details(event: &Event) -> String {
         Event::Abandoned { job, epoch, why } => format!("{job} {epoch} {why}"),
         Event::BatchStopped { batch: b, job, identities: [x, y], untouched } => {
             format!("{} on {job}: {x} vs {y}, {untouched} leases untouched; ALERT", batch(b))
+        }
+        Event::GaveUp { batch: b, job } => {
+            format!("{} on {job}: no answer through its retries, the rest waits for the next scan", batch(b))
         }
         Event::Crashed { target, point, job } => {
             let job = job.map(|job| format!(" holding {job}")).unwrap_or_default();

@@ -8,7 +8,7 @@
 //! verdict ([`lease_runtime::Output::Recorded`]). A reclaimer process is one [`Runtime::reclaim`].
 //! Both run on a [`StoreClient`] over the run's database, numbering their requests by the
 //! process's life, and write their own lines (`executing`, `adopted`, `abandoned`,
-//! `batch_stopped`) through it, stamped by the database's clock as every other line.
+//! `batch_stopped`, `gave_up`) through it, stamped by the database's clock as every other line.
 //!
 //! Each child dies with the orchestrator (`PR_SET_PDEATHSIG`), ends when its stdin closes, and
 //! bounds its own life besides: none outlives the run's deadline. A worker or reclaimer that ends

@@ -6,8 +6,8 @@
 //! stamped once its transaction holds every lock its decision needs. The lines no store call
 //! writes go into the same log through [`lease_store::TableStore::append`], stamped and ordered
 //! as the store's own: a worker's `executing`, `adopted` and `abandoned` and a reclaimer's
-//! `batch_stopped` from the runtime (`lease_runtime::Client::line`, the runtime's client on a
-//! handle of [`open`]); the dependency's `dependency_failed` and the fault log here ([`Lines`]).
+//! `batch_stopped` and `gave_up` from the runtime (`lease_runtime::Client::line`, the runtime's
+//! client on a handle of [`open`]); the dependency's `dependency_failed` and the fault log here ([`Lines`]).
 //! A worker's `executing` is written before the runtime starts its handler, hence stamped before
 //! the stub's ledger write for that call.
 

@@ -1,7 +1,7 @@
 //! The reclaimer runtime: one [`lease_core::Reclaimer`] machine driven on the same seams as the
 //! workers. The machine scans on its cadence, takes bounded batches, and adopts, requeues,
 //! dead-letters or quarantines; the runtime carries its one request at a time to the
-//! [`crate::Client`], writes its lines (`adopted`, `batch_stopped`) and passes its protocol points.
+//! [`crate::Client`], writes its lines (`adopted`, `batch_stopped`, `gave_up`) and passes its protocol points.
 //! On the shutdown signal it stops at once: a lease it fenced and had not finished with expires,
 //! and is reclaimed again.
 
@@ -173,7 +173,11 @@ impl Runtime {
                 self.client.line(node, stopped).await;
             }
             ReclaimAction::LostRace { .. } => tally.lost_races += 1,
-            ReclaimAction::GaveUp { .. } => tally.gave_up += 1,
+            ReclaimAction::GaveUp { batch, job } => {
+                tally.gave_up += 1;
+                tracing::warn!(reclaimer = options.id.0, batch = batch.seq, job = job.0, "gave up a batch: no answer");
+                self.client.line(node, Event::GaveUp { batch, job }).await;
+            }
         }
         None
     }

@@ -79,11 +79,11 @@ pub trait Client: Send + Sync {
         Box::pin(future::ready(Ok(Vec::new())))
     }
 
-    /// Writes a line of the runtime's own (`executing`, `adopted`, `abandoned`, `batch_stopped`)
-    /// under `node`: lines no table or ledger call writes. Resolves to whether the line is known
-    /// written: `false` if the store failed or could not be reached (it may still have committed),
-    /// and the runtime starts no effect whose `executing` line is not known written. The default
-    /// writes nothing, and says it did.
+    /// Writes a line of the runtime's own (`executing`, `adopted`, `abandoned`, `batch_stopped`,
+    /// `gave_up`) under `node`: lines no table or ledger call writes. Resolves to whether the line
+    /// is known written: `false` if the store failed or could not be reached (it may still have
+    /// committed), and the runtime starts no effect whose `executing` line is not known written.
+    /// The default writes nothing, and says it did.
     fn line(&self, _node: Node, _event: Event) -> BoxFuture<'static, bool> {
         Box::pin(future::ready(true))
     }

@@ -176,8 +176,9 @@ pub(super) async fn reclaimer(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let Some(seams) = Seams::bind(&ctx, node, crate::net::reclaimer_addr(n), clock, incarnation).await else {
         return;
     };
+    let first_batch = (incarnation - 1) << 32;
     let options = ReclaimerOptions {
-        first_batch: (incarnation - 1) << 32,
+        first_batch,
         ..ReclaimerOptions::new(ReclaimerId(n), ctx.params.reclaimer).planting(ctx.bugs)
     };
     let from = ctx.state().history.len();
@@ -219,7 +220,73 @@ pub(super) async fn reclaimer(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         &|e| matches!(e, Event::Reclaimed { reclaimer, .. } if *reclaimer == node),
     );
     audit(node, incarnation, "fences won", tally.fenced, fenced, true);
+    let scans = Scans::of(&ctx.state().history[from..], ReclaimerId(n), first_batch);
+    audit_within(node, incarnation, "scans sent", tally.scans, scans.listed, u64::MAX);
+    audit_within(node, incarnation, "races lost", tally.lost_races, scans.lost_taken, scans.lost);
+    audit(node, incarnation, "batches given up", tally.gave_up, lines(&|e| matches!(e, Event::GaveUp { .. })), false);
     exit(&ctx, node, incarnation).await;
+}
+
+/// What the table's lines say of one reclaimer life's scans and the fences it lost: the lines of
+/// its batches (numbered from `first`, so a late copy of an earlier life's request is not its).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Scans {
+    /// Batches listed: each a scan the reclaimer sent at least once.
+    listed: u64,
+    /// Fences answered with a lost race (or a lease not expired): at most this many were taken,
+    /// since an answer may be lost and a fence sent again is answered again.
+    lost: u64,
+    /// Lost fences the reclaimer is proven to have taken: a fence of a job listed after it, in the
+    /// same batch, came to the table later (a batch given up is dropped, so the reclaimer moved
+    /// past the job on its answer), and no copy of the same fence won (whose answer it may have
+    /// taken instead).
+    lost_taken: u64,
+}
+
+impl Scans {
+    fn of(lines: &[lease_history::Entry], reclaimer: ReclaimerId, first: u64) -> Scans {
+        use std::collections::{BTreeMap, BTreeSet};
+        let ours = |batch: &lease_core::BatchId| batch.reclaimer == reclaimer && batch.seq >= first;
+        // Each batch's listing order, `None` when two copies of its listing listed different leases.
+        let mut orders: BTreeMap<u64, Option<Vec<JobId>>> = BTreeMap::new();
+        let mut lost = 0;
+        let (mut pending, mut taken, mut won) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+        for entry in lines {
+            let (batch, job, lost_race) = match &entry.event {
+                Event::Listed { batch, leases, .. } if ours(batch) => {
+                    let order: Vec<JobId> = leases.iter().map(|listing| listing.job).collect();
+                    let known = orders.entry(batch.seq).or_insert_with(|| Some(order.clone()));
+                    if known.as_ref() != Some(&order) {
+                        *known = None;
+                    }
+                    continue;
+                }
+                Event::Reclaimed { batch, job, .. } if ours(batch) => (batch.seq, *job, false),
+                Event::LostRace { batch, job, .. } | Event::NotExpired { batch, job, .. } if ours(batch) => {
+                    (batch.seq, *job, true)
+                }
+                _ => continue,
+            };
+            if lost_race {
+                lost += 1;
+            } else {
+                won.insert((batch, job));
+            }
+            let Some(Some(order)) = orders.get(&batch) else { continue };
+            let place = |job: JobId| order.iter().position(|listed| *listed == job);
+            let Some(here) = place(job) else { continue };
+            let passed: Vec<_> =
+                pending.iter().filter(|(b, j)| *b == batch && place(*j).is_some_and(|p| p < here)).copied().collect();
+            for key in passed {
+                pending.remove(&key);
+                taken.insert(key);
+            }
+            if lost_race {
+                pending.insert((batch, job));
+            }
+        }
+        Scans { listed: orders.len() as u64, lost, lost_taken: taken.difference(&won).count() as u64 }
+    }
 }
 
 /// One life's seams.
@@ -554,5 +621,71 @@ async fn route(ctx: Arc<Ctx>, endpoint: Arc<Endpoint>, waiting: Waiting, incarna
         if let Some(sender) = waiting.lock().expect("router lock").remove(&envelope.id) {
             let _gone = sender.send(envelope.body);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scans;
+    use lease_core::{BatchId, Epoch, JobId, ReclaimerId};
+    use lease_history::{Entry, Event, Listing, Node};
+
+    fn batch(seq: u64) -> BatchId {
+        BatchId { reclaimer: ReclaimerId(1), seq }
+    }
+
+    fn line(event: Event) -> Entry {
+        Entry { t_us: 0, node: Node::Table, event }
+    }
+
+    fn listed(seq: u64, jobs: &[u64]) -> Entry {
+        let leases = jobs.iter().map(|&job| Listing { job: JobId(job), epoch: Epoch(1), expires_at_us: 0 }).collect();
+        line(Event::Listed { reclaimer: Node::Reclaimer(1), batch: batch(seq), leases })
+    }
+
+    fn lost(seq: u64, job: u64) -> Entry {
+        line(Event::LostRace { job: JobId(job), expected: Epoch(1), current: Epoch(2), batch: batch(seq) })
+    }
+
+    fn won(seq: u64, job: u64) -> Entry {
+        line(Event::Reclaimed {
+            job: JobId(job),
+            epoch: Epoch(1),
+            expires_at_us: 0,
+            new_epoch: Epoch(2),
+            new_expires_at_us: 0,
+            reclaimer: Node::Reclaimer(1),
+            batch: batch(seq),
+        })
+    }
+
+    #[test]
+    fn a_lost_race_counts_as_taken_only_once_the_reclaimer_fenced_a_later_job_of_its_batch() {
+        let lines = [listed(5, &[1, 2, 3]), lost(5, 1), lost(5, 1), won(5, 2), lost(5, 3)];
+        // Job 1's race was lost twice (a fence sent again) and taken once; job 3's answer may
+        // never have arrived.
+        assert_eq!(Scans::of(&lines, ReclaimerId(1), 0), Scans { listed: 1, lost: 3, lost_taken: 1 });
+    }
+
+    #[test]
+    fn a_race_both_lost_and_won_by_copies_of_one_fence_is_not_proven_taken() {
+        let lines = [listed(5, &[1, 2]), lost(5, 1), won(5, 1), lost(5, 2)];
+        assert_eq!(Scans::of(&lines, ReclaimerId(1), 0), Scans { listed: 1, lost: 2, lost_taken: 0 });
+    }
+
+    #[test]
+    fn an_earlier_lifes_batches_and_another_reclaimers_are_not_this_lifes() {
+        let mut other = listed(7, &[1, 2]);
+        if let Event::Listed { batch, .. } = &mut other.event {
+            batch.reclaimer = ReclaimerId(2);
+        }
+        let lines = [listed(3, &[1, 2]), lost(3, 1), lost(3, 2), other, listed(9, &[4]), listed(9, &[4])];
+        assert_eq!(Scans::of(&lines, ReclaimerId(1), 4), Scans { listed: 1, lost: 0, lost_taken: 0 });
+    }
+
+    #[test]
+    fn a_batch_listed_twice_differently_proves_no_order() {
+        let lines = [listed(5, &[1, 2]), listed(5, &[2, 1]), lost(5, 1), lost(5, 2)];
+        assert_eq!(Scans::of(&lines, ReclaimerId(1), 0), Scans { listed: 1, lost: 2, lost_taken: 0 });
     }
 }

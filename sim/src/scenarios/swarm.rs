@@ -26,6 +26,7 @@ pub(super) const DEFINITION: Definition = Definition {
         "dead_lettered",
         "rejected_arrival",
         "grant_released",
+        "reclaimer_gave_up",
         "window_list_to_fence",
         "window_fence_to_lookup",
         "window_renew_in_flight",
