@@ -31,6 +31,10 @@ pub enum Request {
     Produce(u32, OpId, Epoch),
     /// From worker `n`'s runtime: record its handler's output in the ledger, under the epoch.
     Record(u32, OpId, Epoch, OutputId),
+    /// From a worker process's runtime: the outputs several of its slots' handlers made at one
+    /// turn, each a [`Request::Record`] of its slot's. The ledger records them in one transaction
+    /// ([`lease_runtime::Client::record_batch`]): lost, held back or doubled as one message.
+    RecordBatch(Vec<(u32, OpId, Epoch, OutputId)>),
 }
 
 /// A reply to a [`Request`].
@@ -49,6 +53,8 @@ pub enum Reply {
     Produced(Produced),
     /// To a [`Request::Record`]: the ledger's answer.
     Recorded(Apply),
+    /// To a [`Request::RecordBatch`]: the ledger's answer to each record, in order.
+    RecordedBatch(Vec<Apply>),
 }
 
 /// A recording handler's dependency call's answer.

@@ -120,6 +120,48 @@ fn a_batch_reaches_the_table_as_one_message() {
     assert!(batches > 50, "{batches} answers served beside another of their batch in 40 seeds");
 }
 
+// Proves the outputs a process's recording handlers made at one turn reach the ledger as one
+// message, recorded in one transaction (lease-runtime's `Client::record_batch`): in
+// `service-handlers`' batched seeds with recording handlers, the ledger serves batches of records,
+// each of two or more, and answers a batch's records at one time, one line after another.
+#[test]
+fn a_batch_of_records_reaches_the_ledger_as_one_message() {
+    let target = Target::new(Scenario::SERVICE_HANDLERS);
+    let (mut worlds, mut batches, mut records, mut together) = (0, 0, 0, 0);
+    for seed in 0..60 {
+        let params = target.params(seed);
+        let report = target.run(seed);
+        assert!(matches!(report.verdict, Verdict::Held), "seed {seed}: {:?}", report.verdict);
+        if params.batch < 2 || params.table.batch_max < 2 || params.recorders == 0 {
+            assert_eq!(report.events.record_batches, 0, "seed {seed} batches no records");
+            continue;
+        }
+        worlds += 1;
+        batches += report.events.record_batches;
+        records += report.events.records_batched;
+        let recorded = |event: &Event| match event {
+            Event::EffectApplied { from: Node::Worker(w), .. }
+            | Event::EffectRejected { from: Node::Worker(w), .. }
+                if params.records_itself(w % params.workers) =>
+            {
+                Some(w % params.workers)
+            }
+            _ => None,
+        };
+        for pair in report.history.windows(2) {
+            let (Some(a), Some(b)) = (recorded(&pair[0].event), recorded(&pair[1].event)) else { continue };
+            if pair[0].t_us == pair[1].t_us && a == b && pair[0].event.job() != pair[1].event.job() {
+                together += 1;
+            }
+        }
+    }
+    eprintln!("{worlds} worlds: {batches} batches of {records} records, {together} answered together");
+    assert!(worlds >= 5, "only {worlds} of 60 seeds batch records");
+    assert!(batches >= 10, "{batches} batches of records in {worlds} worlds");
+    assert!(records >= 2 * batches, "{records} records in {batches} batches");
+    assert!(together >= batches, "{together} records answered beside another of their process's, {batches} batches");
+}
+
 // Proves the planted batch bugs are caught by the checkers, not by the batches' own code: swept
 // by `large-batches` (processes of 8 to 16 slots, stalled and crashed mid-batch) from eight
 // starting seeds 100,000 apart, each is caught from every start within 200 seeds, by the rule it

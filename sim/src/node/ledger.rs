@@ -54,6 +54,12 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 continue;
             }
             Request::Record(n, op, epoch, output) => Reply::Recorded(apply(&ctx, Node::Worker(n), op, epoch, output)),
+            // One transaction: every record applied at one time, one line after another.
+            Request::RecordBatch(records) => {
+                ctx.served_batch(true, records.len());
+                let apply = |(n, op, epoch, output)| apply(&ctx, Node::Worker(n), op, epoch, output);
+                Reply::RecordedBatch(records.into_iter().map(apply).collect())
+            }
             Request::WorkerBatch(calls)
                 if calls.iter().all(|(_, _, request)| matches!(request, WorkerRequest::Lookup { .. })) =>
             {

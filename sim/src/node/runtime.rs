@@ -512,6 +512,34 @@ impl Client for Wire {
         self.ask(ledger_addr(), id, Request::Record(worker.0, op, epoch, output), take)
     }
 
+    /// One message for each `batch_max` records (as a store's client makes one transaction of
+    /// them all), under a wire id of its own; a record alone goes as [`Client::record`] sends it.
+    /// Lost, every record of it goes unanswered, as a lost record alone does.
+    fn record_batch(&self, records: Vec<(WorkerId, OpId, Epoch, OutputId)>) -> Vec<BoxFuture<'static, Option<Apply>>> {
+        let take = |reply| match reply {
+            Reply::RecordedBatch(answers) => answers,
+            other => panic!("a batch of records got {other:?}"),
+        };
+        let mut answers = Vec::with_capacity(records.len());
+        for chunk in records.chunks(self.ctx.params.table.batch_max.max(1)) {
+            if let [(worker, op, epoch, output)] = *chunk {
+                answers.push(self.record(worker, op, epoch, output));
+                continue;
+            }
+            let chunk: Vec<_> =
+                chunk.iter().map(|&(worker, op, epoch, output)| (worker.0, op, epoch, output)).collect();
+            let count = chunk.len();
+            let id = self.wire_id(self.next_call.fetch_add(1, Ordering::Relaxed));
+            let answered = self.ask(ledger_addr(), id, Request::RecordBatch(chunk), take).shared();
+            answers.extend((0..count).map(|at| {
+                let answered = answered.clone();
+                Box::pin(async move { answered.await.and_then(|answers| answers.get(at).copied()) })
+                    as BoxFuture<'static, Option<Apply>>
+            }));
+        }
+        answers
+    }
+
     fn reclaimer(
         &self,
         reclaimer: ReclaimerId,

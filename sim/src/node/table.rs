@@ -335,6 +335,7 @@ fn serve_batch_or_one(ctx: &Ctx, held: &Parked) -> Vec<WorkerReply> {
 /// each of its requests, in order, under `node` (the table, or the ledger for lookups).
 pub(super) fn serve_batch(ctx: &Ctx, node: Node, calls: &[(u32, u64, WorkerRequest)]) -> Vec<WorkerReply> {
     let now = ctx.now();
+    ctx.served_batch(false, calls.len());
     let mut state = ctx.state();
     let calls: Vec<WorkerCall> = calls.iter().map(|&(n, id, request)| (WorkerId(n), RequestId(id), request)).collect();
     let served = answered(serve_worker_batch(state.durable.store(), now, &calls));
@@ -399,7 +400,8 @@ fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
             let served = answered(serve_worker(table.store(), now, WorkerId(n), RequestId(id), request));
             (Reply::Worker(served.reply), served.event)
         }
-        request @ (Request::Produce(..) | Request::Record(..) | Request::WorkerBatch(..)) => {
+        request
+        @ (Request::Produce(..) | Request::Record(..) | Request::RecordBatch(..) | Request::WorkerBatch(..)) => {
             panic!("harness bug: {request:?} routed to the table")
         }
         Request::Reclaimer(n, request) => {

@@ -22,6 +22,9 @@ pub(crate) struct Ctx {
     pub bugs: Bugs,
     /// Timers armed in the world (sleeps and receive timeouts), for the event counts.
     pub(crate) timers: std::sync::atomic::AtomicU64,
+    /// Batches served (one message, one transaction each), and the requests they carried: worker
+    /// batches, then batches of records, for the event counts.
+    pub(crate) batches: [std::sync::atomic::AtomicU64; 4],
     pub(crate) start: Instant,
     /// madsim's clock, read directly: a read through `Instant::now` takes madsim's `clock_gettime`
     /// override, which looks the runtime up in a thread-local and clones its handle every time.
@@ -89,6 +92,13 @@ impl Ctx {
     /// Counts one armed timer.
     pub fn armed(&self) {
         self.timers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Counts one batch served, of `requests` requests: of records, or a worker batch.
+    pub fn served_batch(&self, records: bool, requests: usize) {
+        let kind = 2 * usize::from(records);
+        self.batches[kind].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.batches[kind + 1].fetch_add(requests as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Locks the world's state.

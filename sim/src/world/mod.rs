@@ -98,6 +98,16 @@ pub struct Events {
     pub timers: u64,
     /// History lines recorded.
     pub history: u64,
+    /// Worker batches served: messages that carried several requests of a kind from one worker
+    /// process's slots, each served in one transaction.
+    pub batches: u64,
+    /// The requests they carried.
+    pub batched: u64,
+    /// Batches of records served: the outputs several slots' handlers made at one turn, recorded
+    /// in one transaction.
+    pub record_batches: u64,
+    /// The records they carried.
+    pub records_batched: u64,
 }
 
 impl Events {
@@ -141,7 +151,7 @@ fn crashed(params: Params, message: String) -> RunReport {
         None => (Vec::new(), Coverage::default(), (0, 0), Plan::of_run(&params, &[], &[])),
     };
     let sim_us = history.last().map_or(0, |entry| entry.t_us);
-    let events = Events { messages: 0, timers: 0, history: history.len() as u64 };
+    let events = Events { history: history.len() as u64, ..Events::default() };
     let verdict = Verdict::Crash(Crash { message });
     RunReport { params, history, verdict, coverage, wasted_grants, sim_us, events, plan }
 }
@@ -199,6 +209,7 @@ fn run_world(params: Params) -> RunReport {
                 params,
                 bugs,
                 timers,
+                batches: Default::default(),
                 start: time.now_instant(),
                 time,
                 chaos,
@@ -211,6 +222,10 @@ fn run_world(params: Params) -> RunReport {
                 messages: madsim::net::NetSim::current().stat().msg_count,
                 timers: ctx.timers.load(std::sync::atomic::Ordering::Relaxed),
                 history: 0,
+                batches: ctx.batches[0].load(std::sync::atomic::Ordering::Relaxed),
+                batched: ctx.batches[1].load(std::sync::atomic::Ordering::Relaxed),
+                record_batches: ctx.batches[2].load(std::sync::atomic::Ordering::Relaxed),
+                records_batched: ctx.batches[3].load(std::sync::atomic::Ordering::Relaxed),
             };
             let mut state = ctx.state();
             let history = std::mem::take(&mut state.history);
