@@ -114,6 +114,7 @@ impl History {
             latency_calm_us: latency_max_us.map(|_| LATENCY_CALM_US),
             pruned_before_us: None,
             worker_processes: None,
+            scan_every_us: None,
             params: String::new(),
         };
         history.push(Node::World, run);

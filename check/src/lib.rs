@@ -8,9 +8,10 @@
 //! - `always` (safety, checked on every entry): [`one_terminal`], [`no_unexpired_reclaim`],
 //!   [`no_duplicate_effect`], [`adopt_before_repeat`], [`fencing`], [`consistency`],
 //!   [`bounded_batch`], [`bounded_queue`], [`self_fencing`], [`conformance`];
-//! - `eventually` (liveness, judged after the faults heal): [`liveness`], and the three that say
+//! - `eventually` (liveness, judged after the faults heal): [`liveness`], the three that say
 //!   no work was lost, [`useful_grants`], [`honest_dead_letters`] and [`heartbeats`] (a worker
-//!   that stays up and connected keeps its leases, judged in the fault phase too). These three
+//!   that stays up and connected keeps its leases, judged in the fault phase too), and
+//!   [`back_off`] (a reclaimer that gave a batch up waits before it scans again). These four
 //!   follow the history line by line like the safety checkers, but a failure of theirs does not
 //!   stop the world: it is kept, and the liveness check reports it (exit status 2);
 //! - `sometimes` (coverage, counted so a sweep shows the interesting situations happened):
@@ -42,6 +43,7 @@
 //! refuses a history without it.
 
 pub mod adopt_before_repeat;
+pub mod back_off;
 pub mod bounded_batch;
 pub mod bounded_queue;
 pub mod conformance;
@@ -112,6 +114,8 @@ pub enum Invariant {
     /// `eventually`: a worker that stays up, unpaused and connected keeps every lease it holds by
     /// its heartbeats, fault phase included.
     HeartbeatsKeepLeases,
+    /// `eventually`: a reclaimer that gave a batch up waits before it lists again.
+    GiveUpBacksOff,
 }
 
 impl Invariant {
@@ -130,7 +134,7 @@ impl Invariant {
     ];
 
     /// Every invariant, safety first.
-    pub const ALL: [Invariant; 14] = [
+    pub const ALL: [Invariant; 15] = [
         Invariant::OneTerminal,
         Invariant::NoUnexpiredReclaim,
         Invariant::NoDuplicateEffect,
@@ -145,6 +149,7 @@ impl Invariant {
         Invariant::UsefulGrants,
         Invariant::HonestDeadLetters,
         Invariant::HeartbeatsKeepLeases,
+        Invariant::GiveUpBacksOff,
     ];
 
     /// The stable snake_case name, as in histories, reports and the command line.
@@ -164,6 +169,7 @@ impl Invariant {
             Invariant::UsefulGrants => "useful_grants",
             Invariant::HonestDeadLetters => "honest_dead_letters",
             Invariant::HeartbeatsKeepLeases => "heartbeats_keep_leases",
+            Invariant::GiveUpBacksOff => "give_up_backs_off",
         }
     }
 
@@ -175,6 +181,7 @@ impl Invariant {
                 | Invariant::UsefulGrants
                 | Invariant::HonestDeadLetters
                 | Invariant::HeartbeatsKeepLeases
+                | Invariant::GiveUpBacksOff
         )
     }
 }
@@ -270,6 +277,7 @@ pub struct Checkers {
     useful_grants: useful_grants::UsefulGrants,
     dead_letters: honest_dead_letters::DeadLetters,
     heartbeats: heartbeats::Heartbeats,
+    back_off: back_off::BackOff,
     last_line: usize,
 }
 
@@ -291,6 +299,7 @@ impl Checkers {
             useful_grants: useful_grants::UsefulGrants::default(),
             dead_letters: honest_dead_letters::DeadLetters::default(),
             heartbeats: heartbeats::Heartbeats::default(),
+            back_off: back_off::BackOff::default(),
             last_line: 0,
         }
     }
@@ -305,6 +314,7 @@ impl Checkers {
         self.useful_grants.absorb(line, entry);
         self.dead_letters.absorb(line, entry);
         self.heartbeats.absorb(line, entry);
+        self.back_off.absorb(line, entry);
         self.lookups.absorb(line, entry);
         self.batches.absorb(&self.facts, line, entry);
         self.conformance.absorb(line, entry);
@@ -340,6 +350,11 @@ impl Checkers {
         // A lease its worker's heartbeats did not keep, after the work it cost: a grant unused or
         // a dead-letter without evidence says what the customer lost, this says why.
         if let Some(first) = self.heartbeats.first() {
+            return Err(first);
+        }
+        // A reclaimer that scanned again at once after it gave up: nothing lost, but a fleet of
+        // them storms the table through an outage.
+        if let Some(first) = self.back_off.first() {
             return Err(first);
         }
         self.useful_grants.check(now_us)?;
@@ -412,6 +427,7 @@ mod tests {
             Invariant::UsefulGrants,
             Invariant::HonestDeadLetters,
             Invariant::HeartbeatsKeepLeases,
+            Invariant::GiveUpBacksOff,
         ];
         for invariant in Invariant::ALL {
             assert_eq!(invariant.is_safety(), !eventually.contains(&invariant), "{invariant}");

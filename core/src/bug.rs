@@ -97,13 +97,18 @@ pub enum Bug {
     /// emptied by the batch's earlier grants is granted the job the batch granted last, again, so
     /// one job is handed to two workers. [`Bug::BATCH`].
     BatchAcquireGrantsTwice,
+    /// A reclaimer that gave a batch up (a request unanswered through its retries) scans again at
+    /// once instead of after its interval: through an outage, every reclaimer of a fleet hammers
+    /// the table it cannot reach with listings, each a transaction. Nothing unsafe is accepted;
+    /// `give_up_backs_off` sees the hurried listing.
+    GiveUpWithoutBackOff,
     /// About one seed in twenty records a second terminal outcome: proves failures get reported.
     Canary,
 }
 
 impl Bug {
     /// Every planted bug, in catalogue order.
-    pub const ALL: [Bug; 21] = [
+    pub const ALL: [Bug; 22] = [
         Bug::ReclaimBoundaryOffByOne,
         Bug::ReclaimByReclaimerClock,
         Bug::CompleteWithoutEpochCheck,
@@ -124,6 +129,7 @@ impl Bug {
         Bug::FenceChecksEpochOnly,
         Bug::HandBackByJobId,
         Bug::DeadLetterIgnoresTerminal,
+        Bug::GiveUpWithoutBackOff,
         Bug::Canary,
     ];
 
@@ -174,6 +180,7 @@ impl Bug {
             Bug::BatchCompleteChecksFirst => "batch-complete-checks-first",
             Bug::BatchRenewUnchecked => "batch-renew-unchecked",
             Bug::BatchAcquireGrantsTwice => "batch-acquire-grants-twice",
+            Bug::GiveUpWithoutBackOff => "give-up-without-back-off",
             Bug::Canary => "canary",
         }
     }
@@ -207,6 +214,7 @@ impl Bug {
             Bug::BatchCompleteChecksFirst => "a batch of completions checked by its first epoch alone",
             Bug::BatchRenewUnchecked => "a batch of renewals extends each job's lease, whoever holds it",
             Bug::BatchAcquireGrantsTwice => "a batch of acquires grants its last job again once the queue is empty",
+            Bug::GiveUpWithoutBackOff => "a reclaimer that gave a batch up scans again at once, not after its interval",
             Bug::Canary => "about one seed in twenty records a second terminal outcome",
         }
     }

@@ -351,7 +351,7 @@ impl Reclaimer {
                 let job = job_of(inflight.request).expect("batch requests name a job");
                 self.actions.push_back(ReclaimAction::GaveUp { batch, job });
                 self.batch = None;
-                self.scan_at = now + self.config.scan_every;
+                self.scan_at = if self.bugs.on(Bug::GiveUpWithoutBackOff) { now } else { now + self.config.scan_every };
             }
         }
         if self.inflight.is_some() {

@@ -42,7 +42,7 @@ use std::str::FromStr;
 /// - 8: the world tells a node to stop (`stopping`), as a deploy does, and says when it has
 ///   exited (`stopped`): a version-7 reader would take the lease a draining worker left to expire
 ///   for one lost without a cause.
-pub const HISTORY_VERSION: u32 = 8;
+pub const HISTORY_VERSION: u32 = 9;
 
 /// The oldest contract version this crate still reads. A version-5 `run` line has none of
 /// version 6's typed fields, so the checkers assume their stated defaults.
@@ -510,6 +510,10 @@ pub enum Event {
         /// batch. Absent: one slot a process.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         worker_processes: Option<u32>,
+        /// How long a reclaimer waits between scans, and after it gave a batch up (`gave_up`),
+        /// by its own clock. Absent: unknown, and no checker judges the wait. Version 9 and later.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scan_every_us: Option<u64>,
         /// The world's shape and timing as `name=value` pairs, for people. No checker reads it
         /// (every fact a checker needs is a field of its own); it may be absent.
         #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -1158,7 +1162,7 @@ mod tests {
         assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
         let older =
             [("", 1), (r#""history_version":2,"#, 2), (r#""history_version":3,"#, 3), (r#""history_version":4,"#, 4)];
-        for (version, found) in older.into_iter().chain([(r#""history_version":9,"#, 9)]) {
+        for (version, found) in older.into_iter().chain([(r#""history_version":10,"#, 10)]) {
             let other = run.replace(r#""history_version":5,"#, version);
             let refused = parse_jsonl(&format!("{other}\n{arrived}\n"));
             assert!(matches!(refused, Err(HistoryError::UnknownVersion { found: f }) if f == found), "{refused:?}");

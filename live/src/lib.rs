@@ -230,6 +230,7 @@ fn export(plan: &LivePlan, store: &mut Handle, out: &Path) -> Result<PathBuf, Fa
             latency_calm_us: None,
             pruned_before_us: None,
             worker_processes: None,
+            scan_every_us: Some(plan.scan_every_us),
             params: plan.params(),
         },
     };

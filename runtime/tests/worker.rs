@@ -1009,6 +1009,25 @@ fn a_linger_gathers_ends_that_come_apart_into_one_batch() {
     assert!(matches!(refused, OptionsError::Linger { .. }), "{refused:?}");
 }
 
+// Proves a batch of no request, or of more than SLOTS_MAX, is refused before anything is asked,
+// with the error that says so, and that SLOTS_MAX itself is a batch the runtime takes.
+#[test]
+fn a_batch_past_slots_max_or_of_nothing_is_refused() {
+    let max = lease_runtime::SLOTS_MAX;
+    for batch in [0, max + 1, 4 * max] {
+        let refused = refused_before_asking(WorkerOptions { batch, ..WorkerOptions::new(slots(2), worker_config()) });
+        assert_eq!(refused, OptionsError::Batch { batch }, "a batch of {batch}");
+    }
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(2);
+    let runtime = runtime(&clock, &client);
+    let handler = |job: Job| future::ready(Ok(output_bytes(job.id, 1)));
+    let options = WorkerOptions { batch: max, ..WorkerOptions::new(slots(2), worker_config()) };
+    let worked = drive(&clock, runtime.work(options, handler, client.all_ended(2))).expect("a batch of SLOTS_MAX runs");
+    assert_eq!(worked.completed, 2, "{worked:?}");
+}
+
 /// The error a runtime with `options` stops with, having asked nothing of a table holding one
 /// queued job (it is still queued).
 fn refused_before_asking(options: WorkerOptions) -> OptionsError {

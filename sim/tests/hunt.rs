@@ -148,6 +148,8 @@ fn expected(bug: Bug) -> &'static [&'static str] {
         // An ended job reopened by a stale failure report: the spec refuses it, and the job ends
         // twice.
         Bug::HandBackByJobId => &["fencing", "one_terminal", "conformance"],
+        // Nothing unsafe: only the hurried listing after the give-up shows it.
+        Bug::GiveUpWithoutBackOff => &["give_up_backs_off"],
         // The late copy of a dead-letter ends the job a second time.
         Bug::DeadLetterIgnoresTerminal => &["one_terminal", "conformance"],
         // The SQL path's own bugs are hunted on SQLite, in `store.rs`.

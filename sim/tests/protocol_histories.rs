@@ -150,6 +150,7 @@ impl Driver {
             latency_calm_us: None,
             pruned_before_us: None,
             worker_processes: None,
+            scan_every_us: None,
             params: String::new(),
         };
         driver.record(Node::World, run);

@@ -529,6 +529,7 @@ pub trait TableStore {
                 latency_calm_us: None,
                 pruned_before_us,
                 worker_processes: None,
+                scan_every_us: None,
                 params: String::new(),
             },
         };

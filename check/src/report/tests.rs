@@ -114,6 +114,7 @@ fn run_line() -> Entry {
             latency_calm_us: None,
             pruned_before_us: None,
             worker_processes: None,
+            scan_every_us: None,
             params: String::new(),
         },
     }

@@ -272,6 +272,7 @@ async fn supervise(ctx: &Arc<Ctx>) -> Verdict {
             latency_calm_us: Some([CALM_LATENCY_US.0, CALM_LATENCY_US.1]),
             pruned_before_us: None,
             worker_processes: (params.slots > 1).then_some(params.workers),
+            scan_every_us: Some(params.reclaimer.scan_every.as_us()),
             params: params.describe(),
         },
     );
