@@ -52,7 +52,7 @@ impl BackOff {
                 self.waiting.insert(entry.node, GaveUp { line, t_us: entry.t_us, seq: batch.seq });
             }
             Event::Crashed { target, .. }
-            | Event::Stopping { target }
+            | Event::Stopping { target, .. }
             | Event::Stopped { target }
             | Event::Restarted { target } => {
                 self.waiting.remove(target);

@@ -13,6 +13,15 @@
 //!   expiry, less the margin, came before a renewal was answered) or `lease_lost` (a renewal was
 //!   refused).
 //!
+//! A worker told to stop (`stopping`, with its `grace_us`) drains, and its exit (`stopped`) keeps
+//! two promises. It waits for the handlers it has running: an exit under half its grace (its clock
+//! may run fast) while a lease it started its effect under has not ended is a loss, reported at
+//! the exit. And it hands back every lease it never started its effect under: such a lease still
+//! held at the exit must end (its release is on its way) before its expiry, or it is a loss; a
+//! fault on its process or the table after the exit (a release lost) excuses it. A lease whose
+//! effect started, left at the grace's end, is not judged: the runtime leaves it to expire by
+//! design, for a reclaimer to look its operation up.
+//!
 //! A loss is excused by a fault that struck the owner or the table while the lease was held:
 //! the owner or the table crashed, stopped, paused (stalls at protocol points are written as
 //! pauses) or partitioned (`partitioned` naming it as target or peer) at any instant between the
@@ -53,6 +62,15 @@ struct Held {
     /// Whether it was held at some instant of a fault phase whose network was slower than the
     /// calm one: messages then come late beyond what the history names line by line.
     slow: bool,
+    /// Whether its owner started its effect under it (`executing`).
+    started: bool,
+    /// Whether its owner exited cleanly (`stopped`) holding it, never having started its effect
+    /// under it, with no fault on it before: a drain hands back (releases) every such lease, so
+    /// the lease must still end before its expiry.
+    exited: bool,
+    /// Whether a fault struck its owner's process or the table after the owner exited holding
+    /// it (a release lost or held back, say): the only excuse an exited lease has left.
+    struck_after_exit: bool,
 }
 
 /// The checker's memory.
@@ -76,6 +94,8 @@ pub(crate) struct Heartbeats {
     /// Whether the fault phase is on and its network slower than the calm one (the `run` line's
     /// `latency_us` reaching above its `latency_calm_us`).
     slow: bool,
+    /// Workers told to stop, each with when and its grace, until they exit.
+    draining: BTreeMap<Node, (u64, Option<u64>)>,
     /// The first unexcused loss.
     first: Option<Violation>,
 }
@@ -111,6 +131,9 @@ impl Heartbeats {
                     renewed_line: None,
                     known: false,
                     slow: self.slow,
+                    started: false,
+                    exited: false,
+                    struck_after_exit: false,
                 };
                 self.held.insert((*job, *epoch), held);
                 self.by_expiry.insert((*expires_at_us, *job, *epoch));
@@ -124,7 +147,15 @@ impl Heartbeats {
                 self.by_expiry.insert((held.expires_at_us, *job, *epoch));
             }
             Event::LookedUp { from, job, epoch, .. } => self.knows(*from, *job, *epoch),
-            Event::Executing { job, epoch, .. } => self.knows(entry.node, *job, *epoch),
+            Event::Executing { job, epoch, .. } => {
+                self.knows(entry.node, *job, *epoch);
+                if let Some(held) = self.held.get_mut(&(*job, *epoch)).filter(|held| held.owner == entry.node) {
+                    held.started = true;
+                }
+            }
+            Event::Stopping { target: target @ Node::Worker(_), grace_us } => {
+                self.draining.insert(*target, (t_us, *grace_us));
+            }
             Event::Terminal { job, epoch, .. }
             | Event::Requeued { job, epoch, .. }
             | Event::Released { job, epoch, .. }
@@ -145,27 +176,64 @@ impl Heartbeats {
                     _ => {}
                 }
             }
+            // A worker that exits cleanly (`stopped`) drained first: it finished or handed back
+            // every lease it held, and a lease it still holds must end before its expiry (the
+            // release is on its way), unless a fault struck it already. Its exit strikes nothing:
+            // a lease it left behind is its own to answer for.
+            Event::Stopped { target: target @ Node::Worker(_) } => {
+                // Told to stop at `since_us`, it may leave a handler running only once half its
+                // grace has passed (its clock may run fast; half is a bound every drain keeps).
+                let early = self.draining.remove(target).and_then(|(since_us, grace_us)| {
+                    grace_us.filter(|&grace_us| t_us - since_us < grace_us / 2).map(|grace_us| (since_us, grace_us))
+                });
+                for (job, epoch) in self.owned_by(*target) {
+                    let held = self.held[&(job, epoch)];
+                    if !held.known || self.excused(&held) {
+                        self.close(job, epoch);
+                    } else if held.started {
+                        // A lease whose effect started is left to expire at the grace's end, by
+                        // design: a reclaimer looks its operation up (lease-runtime's shutdown).
+                        self.close(job, epoch);
+                        if let (Some((since_us, grace_us)), None) = (early, &self.first) {
+                            self.first = Some(left_early(job, epoch, held, line, t_us, since_us, grace_us));
+                        }
+                    } else if let Some(held) = self.held.get_mut(&(job, epoch)) {
+                        held.exited = true;
+                    }
+                }
+            }
             Event::Crashed { target, .. } | Event::Stopped { target } => {
+                self.draining.remove(target);
+                self.strike_exited(*target);
                 self.hold(Hold::Down, *target, t_us);
                 if matches!(target, Node::Worker(_)) {
-                    let gone: Vec<_> =
-                        self.held.iter().filter(|(_, held)| held.owner == *target).map(|(key, _)| *key).collect();
-                    for (job, epoch) in gone {
+                    for (job, epoch) in self.owned_by(*target) {
                         self.close(job, epoch);
                     }
                 }
             }
-            Event::Restarted { target } => self.lift(Hold::Down, *target, t_us),
-            Event::Paused { target, .. } => self.hold(Hold::Down, *target, t_us),
+            Event::Restarted { target } => {
+                self.draining.remove(target);
+                self.lift(Hold::Down, *target, t_us);
+            }
+            Event::Paused { target, .. } => {
+                self.strike_exited(*target);
+                self.hold(Hold::Down, *target, t_us);
+            }
             Event::Resumed { target } => self.lift(Hold::Down, *target, t_us),
             // A partition of the table from everyone strikes every lease; one between the table
             // and a worker (either way round) strikes that worker's.
-            Event::Partitioned { target, peer } => self.hold(Hold::Cut, cut_off(*target, *peer), t_us),
+            Event::Partitioned { target, peer } => {
+                let node = cut_off(*target, *peer);
+                self.strike_exited(node);
+                self.hold(Hold::Cut, node, t_us);
+            }
             Event::Healed { target, peer } => self.lift(Hold::Cut, cut_off(*target, *peer), t_us),
             // A message lost or held back strikes the worker that sent it or was to get it.
             Event::Lost { target, peer, .. } | Event::Delayed { target, peer, .. } => {
                 for node in [target, peer] {
                     if matches!(node, Node::Worker(_)) {
+                        self.strike_exited(*node);
                         let node = self.key(*node);
                         self.last_struck_us.insert(node, t_us);
                     }
@@ -202,6 +270,27 @@ impl Heartbeats {
         }
     }
 
+    /// The leases `owner` holds now.
+    fn owned_by(&self, owner: Node) -> Vec<(JobId, Epoch)> {
+        self.held.iter().filter(|(_, held)| held.owner == owner).map(|(key, _)| *key).collect()
+    }
+
+    /// A fault struck `node` (a worker's process, or the table): the leases left behind by
+    /// workers of that process (every exited lease, when it is the table) have an excuse.
+    fn strike_exited(&mut self, node: Node) {
+        let struck = self.key(node);
+        let processes = self.processes;
+        let key = |owner: Node| match (owner, processes) {
+            (Node::Worker(n), Some(processes)) => Node::Worker(n % processes),
+            _ => owner,
+        };
+        for held in self.held.values_mut().filter(|held| held.exited) {
+            if struck == Node::Table || key(held.owner) == struck {
+                held.struck_after_exit = true;
+            }
+        }
+    }
+
     fn close(&mut self, job: JobId, epoch: Epoch) -> Option<Held> {
         let held = self.held.remove(&(job, epoch))?;
         self.by_expiry.remove(&(held.expires_at_us, job, epoch));
@@ -221,6 +310,10 @@ impl Heartbeats {
         // A loss in a slow fault phase is of a lease held in it, so `held.slow` covers it.
         if !held.known || held.slow {
             return true;
+        }
+        if held.exited {
+            // Judged for the faults before the exit when it exited.
+            return held.struck_after_exit;
         }
         [self.key(held.owner), Node::Table].iter().any(|node| {
             self.down.contains_key(node)
@@ -284,7 +377,30 @@ enum Hold {
     Cut,
 }
 
+/// A worker that exited `t_us - since_us` after it was told to stop, under half its grace, with
+/// its effect under the lease still running (the lease not ended).
+fn left_early(job: JobId, epoch: Epoch, held: Held, line: usize, t_us: u64, since_us: u64, grace_us: u64) -> Violation {
+    let message = format!(
+        "{} exited {}us after it was told to stop, under half its grace of {grace_us}us, while the effect it \
+         started under the lease of {job} {epoch} had not ended, with no fault on it or on the table: a drain \
+         lets the handlers it has running finish within its grace",
+        held.owner,
+        t_us - since_us
+    );
+    Violation::at(Invariant::HeartbeatsKeepLeases, Some(job), &[Some(held.line)], line, message)
+}
+
 fn violation(job: JobId, epoch: Epoch, held: Held, line: Option<usize>, t_us: u64, how: &str) -> Violation {
+    if held.exited {
+        let message = format!(
+            "{} exited holding the lease of {job} under {epoch} (held from t={}us) and never handed it back: the \
+             lease expired at t={}us, seen at t={t_us}us, with no fault on it or on the table; a drain releases \
+             every lease it does not finish",
+            held.owner, held.since_us, held.expires_at_us
+        );
+        let last = line.unwrap_or_else(|| held.renewed_line.unwrap_or(held.line));
+        return Violation::at(Invariant::HeartbeatsKeepLeases, Some(job), &[Some(held.line)], last, message);
+    }
     let message = format!(
         "{} held the lease of {job} under {epoch} from t={}us, renewed to expire at t={}us, and lost it at \
          t={t_us}us ({how}) with no fault on it or on the table: its heartbeats did not keep it",
@@ -414,5 +530,46 @@ mod tests {
         };
         assert_eq!(verdict(&mut story(w(3)), 1_200), Ok(()));
         assert_eq!(verdict(&mut story(w(2)), 1_200).unwrap_err().invariant, Invariant::HeartbeatsKeepLeases);
+    }
+
+    // Proves the drain's two promises with their broken variants. Told to stop with a grace of
+    // 1 000, w1 exits 50 later while the effect it started under j1 still runs: reported at the
+    // exit (a drain that does not wait for its handlers). Exiting after half its grace, it may
+    // leave that lease to expire (a reclaimer looks its operation up). A lease it never started
+    // its effect under must be handed back: left to expire, it is reported at the expiry, and a
+    // release after the exit (the answer on its way) passes.
+    #[test]
+    fn a_drain_waits_for_its_handlers_and_hands_back_what_it_never_started() {
+        let stopping = Event::Stopping { target: w(1), grace_us: Some(1_000) };
+        let started = |exit_us: u64| {
+            let mut story = held_and_renewed_twice();
+            story.at(600).push(Node::World, stopping.clone());
+            let exit = story.at(exit_us).push(Node::World, Event::Stopped { target: w(1) });
+            story.at(1_600).arrived(J2);
+            (story, exit)
+        };
+        let (mut early, exit) = started(650);
+        let violation = verdict(&mut early, 1_700).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::HeartbeatsKeepLeases);
+        assert_eq!(violation.lines, vec![3, exit]);
+        assert!(violation.message.contains("w1 exited 50us after it was told to stop"), "{}", violation.message);
+        assert_eq!(verdict(&mut started(1_150).0, 1_700), Ok(()));
+
+        let unstarted = |released: bool| {
+            let mut story = History::new(4, 10);
+            story.at(0).arrived(J1);
+            story.at(10).granted(J1, E1, w(1), 1_010);
+            story.at(20).looked_up(J1, E1, None, None, None);
+            story.at(600).push(Node::World, stopping.clone());
+            story.at(650).push(Node::World, Event::Stopped { target: w(1) });
+            if released {
+                story.at(660).released(J1, E1);
+            }
+            story.at(1_100).arrived(J2);
+            story
+        };
+        let violation = verdict(&mut unstarted(false), 1_200).unwrap_err();
+        assert!(violation.message.contains("w1 exited holding the lease of j1 under e1"), "{}", violation.message);
+        assert_eq!(verdict(&mut unstarted(true), 1_200), Ok(()));
     }
 }

@@ -116,7 +116,7 @@ impl DeadLetters {
             }
             // A node told to stop is struck from the signal on: what it leaves to expire as it
             // drains is lost to the shutdown, as to a crash.
-            Event::Crashed { target, .. } | Event::Paused { target, .. } | Event::Stopping { target } => {
+            Event::Crashed { target, .. } | Event::Paused { target, .. } | Event::Stopping { target, .. } => {
                 self.fault(line, entry.t_us, Fault::Down(*target))
             }
             Event::Restarted { target } | Event::Resumed { target } => {

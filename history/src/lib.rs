@@ -851,6 +851,10 @@ pub enum Event {
     Stopping {
         /// The node.
         target: Node,
+        /// How long a worker lets the handlers it has running finish before it gives up on
+        /// them, by its own clock (absent: not stated). Version 9 and later.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grace_us: Option<u64>,
     },
     /// A node told to stop has exited (node: world); `restarted` brings it back.
     Stopped {

@@ -236,7 +236,7 @@ fn details(event: &Event) -> String {
             let job = job.map(|job| format!(" holding {job}")).unwrap_or_default();
             format!("{target} stalls at {point}{job}")
         }
-        Event::Stopping { target } => format!("{target} told to stop: it drains, then exits"),
+        Event::Stopping { target, .. } => format!("{target} told to stop: it drains, then exits"),
         Event::Stopped { target } => format!("{target} exited"),
         Event::Restarted { target } | Event::Paused { target, .. } | Event::Resumed { target } => target.to_string(),
         Event::Delayed { target, peer, message, reply, job, len_us } => {

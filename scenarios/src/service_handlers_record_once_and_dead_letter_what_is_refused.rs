@@ -64,7 +64,7 @@ mod tests {
             let mut down = std::collections::BTreeSet::new();
             for entry in &report.history {
                 match &entry.event {
-                    Event::Stopping { target } => {
+                    Event::Stopping { target, .. } => {
                         assert!(stopping.insert(*target), "seed {seed}: {target} told twice: {entry:?}");
                         told += 1;
                     }

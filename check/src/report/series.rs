@@ -580,7 +580,7 @@ fn workers_named(entries: &[Entry]) -> BTreeSet<u32> {
         match &entry.event {
             Event::Granted { owner, .. } | Event::AcquireEmpty { owner } => note(*owner),
             Event::Crashed { target, .. }
-            | Event::Stopping { target }
+            | Event::Stopping { target, .. }
             | Event::Stopped { target }
             | Event::Restarted { target }
             | Event::Paused { target, .. }

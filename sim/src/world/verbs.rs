@@ -101,7 +101,10 @@ impl Ctx {
                 _ => return,
             }
         };
-        self.struck(node, |target| Event::Stopping { target });
+        // A worker's grace is its runtime's (`WorkerOptions::grace`: a lease's ttl unless drawn).
+        let grace_us = matches!(node, Node::Worker(_))
+            .then(|| self.params.shutdown_grace_us.unwrap_or(self.params.table.lease_ttl.as_us()));
+        self.struck(node, |target| Event::Stopping { target, grace_us });
         // The receiver lives as long as the life that listens; a crash since drops both.
         let _ = sender.send(());
     }
