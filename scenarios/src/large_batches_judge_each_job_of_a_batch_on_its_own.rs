@@ -24,6 +24,23 @@ mod tests {
         sweep_holds_and_covers(SCENARIO, 300);
     }
 
+    // Proves a process batches every kind of request that batches: over the first seeds, the
+    // table (the ledger, for lookups) serves batches of acquires, renewals, lookups and
+    // completions, each one message of two or more requests. A runtime that sent one kind alone
+    // would hold every invariant and lose the round trips batching saves.
+    #[test]
+    fn every_kind_of_request_leaves_in_batches() {
+        let mut kinds = [0u64; 5];
+        for seed in 0..20 {
+            let report = crate::prove::scripted(SCENARIO, seed);
+            for (total, seen) in kinds.iter_mut().zip(report.events.batch_kinds) {
+                *total += seen;
+            }
+        }
+        let [acquires, renewals, lookups, completions, _requeues] = kinds;
+        assert!(acquires > 0 && renewals > 0 && lookups > 0 && completions > 0, "batches by kind: {kinds:?}");
+    }
+
     /// One answer of the table to a worker's renewal or completion: its process's batch key
     /// (time, process, kind), the job's epoch as named, whether it was accepted.
     fn answer(event: &Event, processes: u32) -> Option<((u32, bool), JobId, Epoch, bool)> {

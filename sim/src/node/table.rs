@@ -335,7 +335,9 @@ fn serve_batch_or_one(ctx: &Ctx, held: &Parked) -> Vec<WorkerReply> {
 /// each of its requests, in order, under `node` (the table, or the ledger for lookups).
 pub(super) fn serve_batch(ctx: &Ctx, node: Node, calls: &[(u32, u64, WorkerRequest)]) -> Vec<WorkerReply> {
     let now = ctx.now();
-    ctx.served_batch(false, calls.len());
+    if let Some((_, _, first)) = calls.first() {
+        ctx.served_worker_batch(first, calls.len());
+    }
     let mut state = ctx.state();
     let calls: Vec<WorkerCall> = calls.iter().map(|&(n, id, request)| (WorkerId(n), RequestId(id), request)).collect();
     let served = answered(serve_worker_batch(state.durable.store(), now, &calls));

@@ -25,6 +25,9 @@ pub(crate) struct Ctx {
     /// Batches served (one message, one transaction each), and the requests they carried: worker
     /// batches, then batches of records, for the event counts.
     pub(crate) batches: [std::sync::atomic::AtomicU64; 4],
+    /// Worker batches served, by the kind of request they carried (acquires, renewals, lookups,
+    /// completions, requeues), for the event counts.
+    pub(crate) batch_kinds: [std::sync::atomic::AtomicU64; 5],
     pub(crate) start: Instant,
     /// madsim's clock, read directly: a read through `Instant::now` takes madsim's `clock_gettime`
     /// override, which looks the runtime up in a thread-local and clones its handle every time.
@@ -92,6 +95,20 @@ impl Ctx {
     /// Counts one armed timer.
     pub fn armed(&self) {
         self.timers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Counts one worker batch served, of `requests` requests of the kind `first` is.
+    pub fn served_worker_batch(&self, first: &lease_core::WorkerRequest, requests: usize) {
+        use lease_core::WorkerRequest;
+        let kind = match first {
+            WorkerRequest::Acquire => 0,
+            WorkerRequest::Renew { .. } => 1,
+            WorkerRequest::Lookup { .. } => 2,
+            WorkerRequest::Complete { .. } => 3,
+            _ => 4,
+        };
+        self.batch_kinds[kind].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.served_batch(false, requests);
     }
 
     /// Counts one batch served, of `requests` requests: of records, or a worker batch.

@@ -108,6 +108,9 @@ pub struct Events {
     pub record_batches: u64,
     /// The records they carried.
     pub records_batched: u64,
+    /// Worker batches served by the kind of request they carried: acquires, renewals, lookups,
+    /// completions, requeues.
+    pub batch_kinds: [u64; 5],
 }
 
 impl Events {
@@ -210,6 +213,7 @@ fn run_world(params: Params) -> RunReport {
                 bugs,
                 timers,
                 batches: Default::default(),
+                batch_kinds: Default::default(),
                 start: time.now_instant(),
                 time,
                 chaos,
@@ -226,6 +230,7 @@ fn run_world(params: Params) -> RunReport {
                 batched: ctx.batches[1].load(std::sync::atomic::Ordering::Relaxed),
                 record_batches: ctx.batches[2].load(std::sync::atomic::Ordering::Relaxed),
                 records_batched: ctx.batches[3].load(std::sync::atomic::Ordering::Relaxed),
+                batch_kinds: std::array::from_fn(|k| ctx.batch_kinds[k].load(std::sync::atomic::Ordering::Relaxed)),
             };
             let mut state = ctx.state();
             let history = std::mem::take(&mut state.history);
