@@ -146,10 +146,11 @@ impl Heartbeats {
                 held.known = true;
                 self.by_expiry.insert((held.expires_at_us, *job, *epoch));
             }
-            Event::LookedUp { from, job, epoch, .. } => self.knows(*from, *job, *epoch),
+            Event::LookedUp { from, job, epoch, .. } => {
+                self.knows(*from, *job, *epoch);
+            }
             Event::Executing { job, epoch, .. } => {
-                self.knows(entry.node, *job, *epoch);
-                if let Some(held) = self.held.get_mut(&(*job, *epoch)).filter(|held| held.owner == entry.node) {
+                if let Some(held) = self.knows(entry.node, *job, *epoch) {
                     held.started = true;
                 }
             }
@@ -263,11 +264,11 @@ impl Heartbeats {
         Ok(())
     }
 
-    /// `node` showed it has the lease of `job` under `epoch`.
-    fn knows(&mut self, node: Node, job: JobId, epoch: Epoch) {
-        if let Some(held) = self.held.get_mut(&(job, epoch)).filter(|held| held.owner == node) {
-            held.known = true;
-        }
+    /// `node` showed it has the lease of `job` under `epoch`: the lease, when it is `node`'s.
+    fn knows(&mut self, node: Node, job: JobId, epoch: Epoch) -> Option<&mut Held> {
+        let held = self.held.get_mut(&(job, epoch)).filter(|held| held.owner == node)?;
+        held.known = true;
+        Some(held)
     }
 
     /// The leases `owner` holds now.
@@ -278,14 +279,9 @@ impl Heartbeats {
     /// A fault struck `node` (a worker's process, or the table): the leases left behind by
     /// workers of that process (every exited lease, when it is the table) have an excuse.
     fn strike_exited(&mut self, node: Node) {
-        let struck = self.key(node);
-        let processes = self.processes;
-        let key = |owner: Node| match (owner, processes) {
-            (Node::Worker(n), Some(processes)) => Node::Worker(n % processes),
-            _ => owner,
-        };
+        let (struck, processes) = (self.key(node), self.processes);
         for held in self.held.values_mut().filter(|held| held.exited) {
-            if struck == Node::Table || key(held.owner) == struck {
+            if struck == Node::Table || process_of(held.owner, processes) == struck {
                 held.struck_after_exit = true;
             }
         }
@@ -324,10 +320,7 @@ impl Heartbeats {
 
     /// The node a fault of `node` strikes: a worker's process (its first slot), or itself.
     fn key(&self, node: Node) -> Node {
-        match (node, self.processes) {
-            (Node::Worker(n), Some(processes)) => Node::Worker(n % processes),
-            _ => node,
-        }
+        process_of(node, self.processes)
     }
 
     /// A fault of kind `hold` struck `node` at `t_us`, and holds it until lifted.
@@ -356,6 +349,14 @@ impl Heartbeats {
                 holds.remove(&node);
             }
         }
+    }
+}
+
+/// The process `node` runs in, when worker processes run several slots: its first slot's node.
+fn process_of(node: Node, processes: Option<u32>) -> Node {
+    match (node, processes) {
+        (Node::Worker(n), Some(processes)) => Node::Worker(n % processes),
+        _ => node,
     }
 }
 

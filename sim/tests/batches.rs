@@ -5,7 +5,7 @@
 use lease_history::{Event, Node};
 use lease_sim::runner::Target;
 use lease_sim::scenarios::Scenario;
-use lease_sim::world::Verdict;
+use lease_sim::world::{Events, Verdict};
 use std::collections::BTreeMap;
 
 /// The swarm's batched seeds among `0..count`, with their slots.
@@ -133,12 +133,12 @@ fn a_batch_of_records_reaches_the_ledger_as_one_message() {
         let report = target.run(seed);
         assert!(matches!(report.verdict, Verdict::Held), "seed {seed}: {:?}", report.verdict);
         if params.batch < 2 || params.table.batch_max < 2 || params.recorders == 0 {
-            assert_eq!(report.events.record_batches, 0, "seed {seed} batches no records");
+            assert_eq!(report.events.batches[Events::RECORDS], 0, "seed {seed} batches no records");
             continue;
         }
         worlds += 1;
-        batches += report.events.record_batches;
-        records += report.events.records_batched;
+        batches += report.events.batches[Events::RECORDS];
+        records += report.events.batched[Events::RECORDS];
         let recorded = |event: &Event| match event {
             Event::EffectApplied { from: Node::Worker(w), .. }
             | Event::EffectRejected { from: Node::Worker(w), .. }

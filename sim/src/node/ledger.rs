@@ -56,7 +56,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             Request::Record(n, op, epoch, output) => Reply::Recorded(apply(&ctx, Node::Worker(n), op, epoch, output)),
             // One transaction: every record applied at one time, one line after another.
             Request::RecordBatch(records) => {
-                ctx.served_batch(true, records.len());
+                ctx.served_batch(crate::world::Events::RECORDS, records.len());
                 let apply = |(n, op, epoch, output)| apply(&ctx, Node::Worker(n), op, epoch, output);
                 Reply::RecordedBatch(records.into_iter().map(apply).collect())
             }

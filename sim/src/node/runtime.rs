@@ -432,6 +432,36 @@ impl Wire {
     }
 }
 
+impl Wire {
+    /// Sends `calls` to `to` in chunks of `batch_max`, each chunk one message (`batch`) under a
+    /// wire id of its own, answered with one answer per call (`take`); a chunk of one goes as a
+    /// call alone (`alone`). One future per call, in order.
+    fn in_chunks<C: Copy, A: Clone + Send + Sync + 'static>(
+        &self,
+        to: SocketAddr,
+        calls: &[C],
+        alone: impl Fn(C) -> BoxFuture<'static, Option<A>>,
+        batch: impl Fn(&[C]) -> Request,
+        take: fn(Reply) -> Vec<Option<A>>,
+    ) -> Vec<BoxFuture<'static, Option<A>>> {
+        let mut answers = Vec::with_capacity(calls.len());
+        for chunk in calls.chunks(self.ctx.params.table.batch_max.max(1)) {
+            if let [call] = *chunk {
+                answers.push(alone(call));
+                continue;
+            }
+            let id = self.wire_id(self.next_call.fetch_add(1, Ordering::Relaxed));
+            let answered = self.ask(to, id, batch(chunk), take).shared();
+            answers.extend((0..chunk.len()).map(|at| {
+                let answered = answered.clone();
+                Box::pin(async move { answered.await.and_then(|answers| answers.get(at).cloned().flatten()) })
+                    as BoxFuture<'static, Option<A>>
+            }));
+        }
+        answers
+    }
+}
+
 /// Forgets a call's wait when the call ends or is dropped (it timed out), unless a copy sent
 /// again has taken it over.
 struct Forget<'a> {
@@ -482,24 +512,11 @@ impl Client for Wire {
             Reply::WorkerBatch(answers) => answers,
             other => panic!("a worker's batch got {other:?}"),
         };
-        let mut answers = Vec::with_capacity(calls.len());
-        for chunk in calls.chunks(self.ctx.params.table.batch_max.max(1)) {
-            if let [(worker, id, request)] = *chunk {
-                answers.push(self.worker(worker, id, request));
-                continue;
-            }
-            let chunk: Vec<_> =
-                chunk.iter().map(|&(worker, id, request)| (worker.0, self.slot_wire_id(worker, id), request)).collect();
-            let count = chunk.len();
-            let id = self.wire_id(self.next_call.fetch_add(1, Ordering::Relaxed));
-            let answered = self.ask(to, id, Request::WorkerBatch(chunk), take).shared();
-            answers.extend((0..count).map(|at| {
-                let answered = answered.clone();
-                Box::pin(async move { answered.await.and_then(|answers| answers.get(at).cloned().flatten()) })
-                    as BoxFuture<'static, Option<WorkerReply>>
-            }));
-        }
-        answers
+        let batch = |chunk: &[(WorkerId, RequestId, WorkerRequest)]| {
+            let calls = chunk.iter().map(|&(worker, id, request)| (worker.0, self.slot_wire_id(worker, id), request));
+            Request::WorkerBatch(calls.collect())
+        };
+        self.in_chunks(to, &calls, |(worker, id, request)| self.worker(worker, id, request), batch, take)
     }
 
     /// A recording handler's output, to the ledger: each call under a wire id of its own.
@@ -512,32 +529,20 @@ impl Client for Wire {
         self.ask(ledger_addr(), id, Request::Record(worker.0, op, epoch, output), take)
     }
 
-    /// One message for each `batch_max` records (as a store's client makes one transaction of
-    /// them all), under a wire id of its own; a record alone goes as [`Client::record`] sends it.
-    /// Lost, every record of it goes unanswered, as a lost record alone does.
+    /// One message for each `batch_max` records, as [`Client::worker_batch`] sends requests: the
+    /// ledger records them in one transaction.
     fn record_batch(&self, records: Vec<(WorkerId, OpId, Epoch, OutputId)>) -> Vec<BoxFuture<'static, Option<Apply>>> {
         let take = |reply| match reply {
-            Reply::RecordedBatch(answers) => answers,
+            Reply::RecordedBatch(answers) => answers.into_iter().map(Some).collect(),
             other => panic!("a batch of records got {other:?}"),
         };
-        let mut answers = Vec::with_capacity(records.len());
-        for chunk in records.chunks(self.ctx.params.table.batch_max.max(1)) {
-            if let [(worker, op, epoch, output)] = *chunk {
-                answers.push(self.record(worker, op, epoch, output));
-                continue;
-            }
-            let chunk: Vec<_> =
-                chunk.iter().map(|&(worker, op, epoch, output)| (worker.0, op, epoch, output)).collect();
-            let count = chunk.len();
-            let id = self.wire_id(self.next_call.fetch_add(1, Ordering::Relaxed));
-            let answered = self.ask(ledger_addr(), id, Request::RecordBatch(chunk), take).shared();
-            answers.extend((0..count).map(|at| {
-                let answered = answered.clone();
-                Box::pin(async move { answered.await.and_then(|answers| answers.get(at).copied()) })
-                    as BoxFuture<'static, Option<Apply>>
-            }));
-        }
-        answers
+        let batch = |chunk: &[(WorkerId, OpId, Epoch, OutputId)]| {
+            Request::RecordBatch(
+                chunk.iter().map(|&(worker, op, epoch, output)| (worker.0, op, epoch, output)).collect(),
+            )
+        };
+        let alone = |(worker, op, epoch, output)| self.record(worker, op, epoch, output);
+        self.in_chunks(ledger_addr(), &records, alone, batch, take)
     }
 
     fn reclaimer(

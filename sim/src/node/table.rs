@@ -336,7 +336,7 @@ fn serve_batch_or_one(ctx: &Ctx, held: &Parked) -> Vec<WorkerReply> {
 pub(super) fn serve_batch(ctx: &Ctx, node: Node, calls: &[(u32, u64, WorkerRequest)]) -> Vec<WorkerReply> {
     let now = ctx.now();
     if let Some((_, _, first)) = calls.first() {
-        ctx.served_worker_batch(first, calls.len());
+        ctx.served_batch(crate::world::Events::batch_kind(first), calls.len());
     }
     let mut state = ctx.state();
     let calls: Vec<WorkerCall> = calls.iter().map(|&(n, id, request)| (WorkerId(n), RequestId(id), request)).collect();

@@ -22,12 +22,9 @@ pub(crate) struct Ctx {
     pub bugs: Bugs,
     /// Timers armed in the world (sleeps and receive timeouts), for the event counts.
     pub(crate) timers: std::sync::atomic::AtomicU64,
-    /// Batches served (one message, one transaction each), and the requests they carried: worker
-    /// batches, then batches of records, for the event counts.
-    pub(crate) batches: [std::sync::atomic::AtomicU64; 4],
-    /// Worker batches served, by the kind of request they carried (acquires, renewals, lookups,
-    /// completions, requeues), for the event counts.
-    pub(crate) batch_kinds: [std::sync::atomic::AtomicU64; 5],
+    /// Batches served (one message, one transaction each), by kind ([`super::Events::BATCH_KINDS`]),
+    /// and the requests they carried, for the event counts.
+    pub(crate) batches: [[std::sync::atomic::AtomicU64; super::BATCH_KINDS]; 2],
     pub(crate) start: Instant,
     /// madsim's clock, read directly: a read through `Instant::now` takes madsim's `clock_gettime`
     /// override, which looks the runtime up in a thread-local and clones its handle every time.
@@ -97,25 +94,11 @@ impl Ctx {
         self.timers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Counts one worker batch served, of `requests` requests of the kind `first` is.
-    pub fn served_worker_batch(&self, first: &lease_core::WorkerRequest, requests: usize) {
-        use lease_core::WorkerRequest;
-        let kind = match first {
-            WorkerRequest::Acquire => 0,
-            WorkerRequest::Renew { .. } => 1,
-            WorkerRequest::Lookup { .. } => 2,
-            WorkerRequest::Complete { .. } => 3,
-            _ => 4,
-        };
-        self.batch_kinds[kind].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.served_batch(false, requests);
-    }
-
-    /// Counts one batch served, of `requests` requests: of records, or a worker batch.
-    pub fn served_batch(&self, records: bool, requests: usize) {
-        let kind = 2 * usize::from(records);
-        self.batches[kind].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.batches[kind + 1].fetch_add(requests as u64, std::sync::atomic::Ordering::Relaxed);
+    /// Counts one batch served, of `requests` requests of kind `kind`
+    /// ([`super::Events::BATCH_KINDS`]).
+    pub fn served_batch(&self, kind: usize, requests: usize) {
+        self.batches[0][kind].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.batches[1][kind].fetch_add(requests as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Locks the world's state.

@@ -98,22 +98,37 @@ pub struct Events {
     pub timers: u64,
     /// History lines recorded.
     pub history: u64,
-    /// Worker batches served: messages that carried several requests of a kind from one worker
-    /// process's slots, each served in one transaction.
-    pub batches: u64,
-    /// The requests they carried.
-    pub batched: u64,
-    /// Batches of records served: the outputs several slots' handlers made at one turn, recorded
-    /// in one transaction.
-    pub record_batches: u64,
-    /// The records they carried.
-    pub records_batched: u64,
-    /// Worker batches served by the kind of request they carried: acquires, renewals, lookups,
-    /// completions, requeues.
-    pub batch_kinds: [u64; 5],
+    /// Batches served, by kind ([`Events::BATCH_KINDS`]): messages that carried several requests
+    /// of one kind from one worker process's slots, each served in one transaction.
+    pub batches: [u64; BATCH_KINDS],
+    /// The requests those batches carried, by kind.
+    pub batched: [u64; BATCH_KINDS],
 }
 
+/// How many kinds of batch a world counts.
+pub const BATCH_KINDS: usize = 6;
+
 impl Events {
+    /// The kinds of batch, in the order [`Events::batches`] counts them: a worker process's
+    /// requests of one kind, and the outputs its slots' handlers made at one turn.
+    pub const BATCH_KINDS: [&'static str; BATCH_KINDS] =
+        ["acquire", "renew", "lookup", "complete", "requeue", "record"];
+
+    /// The kind of batch whose first request is `first`.
+    pub fn batch_kind(first: &lease_core::WorkerRequest) -> usize {
+        use lease_core::WorkerRequest;
+        match first {
+            WorkerRequest::Acquire => 0,
+            WorkerRequest::Renew { .. } => 1,
+            WorkerRequest::Lookup { .. } => 2,
+            WorkerRequest::Complete { .. } => 3,
+            _ => 4,
+        }
+    }
+
+    /// The kind of a batch of records.
+    pub const RECORDS: usize = 5;
+
     /// Simulated events: messages and timers, the units madsim schedules.
     pub fn simulated(&self) -> u64 {
         self.messages + self.timers
@@ -213,7 +228,6 @@ fn run_world(params: Params) -> RunReport {
                 bugs,
                 timers,
                 batches: Default::default(),
-                batch_kinds: Default::default(),
                 start: time.now_instant(),
                 time,
                 chaos,
@@ -226,11 +240,8 @@ fn run_world(params: Params) -> RunReport {
                 messages: madsim::net::NetSim::current().stat().msg_count,
                 timers: ctx.timers.load(std::sync::atomic::Ordering::Relaxed),
                 history: 0,
-                batches: ctx.batches[0].load(std::sync::atomic::Ordering::Relaxed),
-                batched: ctx.batches[1].load(std::sync::atomic::Ordering::Relaxed),
-                record_batches: ctx.batches[2].load(std::sync::atomic::Ordering::Relaxed),
-                records_batched: ctx.batches[3].load(std::sync::atomic::Ordering::Relaxed),
-                batch_kinds: std::array::from_fn(|k| ctx.batch_kinds[k].load(std::sync::atomic::Ordering::Relaxed)),
+                batches: ctx.batches[0].each_ref().map(|count| count.load(std::sync::atomic::Ordering::Relaxed)),
+                batched: ctx.batches[1].each_ref().map(|count| count.load(std::sync::atomic::Ordering::Relaxed)),
             };
             let mut state = ctx.state();
             let history = std::mem::take(&mut state.history);
