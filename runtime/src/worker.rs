@@ -1213,23 +1213,31 @@ impl<H: Handler> Run<H> {
 
     /// The grace is over (or nothing is left): cancel what still runs, release what can be.
     async fn finish(&mut self) {
-        let mut back = Vec::new();
+        let (mut back, mut left) = (Vec::new(), Vec::new());
         for slot in 0..self.slots.len() {
             let Some((job, epoch)) = self.slots[slot].worker.holding().filter(|_| !self.slots[slot].closed) else {
                 continue;
             };
             self.stop_effect(slot, job, epoch);
             if self.slots[slot].started_lease == Some((job, epoch)) {
-                self.tally.left += 1;
+                left.push(slot);
                 continue;
             }
             back.push((slot, job, epoch));
         }
         // Calls still in flight: releases sent while draining, and acquires, whose grants no
-        // machine takes now: each goes back, unless it is a lease a slot holds (handled above).
+        // machine takes now: each goes back, unless it is a lease a slot holds (handled above);
+        // and completions, sent as the grace ran out (a stall carried the process past it), whose
+        // jobs are then done, not left.
         for done in self.in_flight_at_end().await {
-            let Done::Answer { slot, reply: Some(reply), .. } = done else { continue };
+            let Done::Answer { slot, id, request, reply: Some(reply) } = done else { continue };
             match reply {
+                WorkerReply::Completed(Completion::Completed(_) | Completion::AlreadyCompleted)
+                    if self.slots[slot].worker.awaiting(id) == Some(request) =>
+                {
+                    self.tally.completed += 1;
+                    left.retain(|&held| held != slot);
+                }
                 WorkerReply::Released(Release::Released { .. }) => self.tally.released += 1,
                 WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant)) => {
                     let (job, epoch) = (grant.lease.job, grant.lease.epoch);
@@ -1241,6 +1249,7 @@ impl<H: Handler> Run<H> {
                 _ => {}
             }
         }
+        self.tally.left += left.len() as u64;
         let mut releases = Vec::new();
         for (slot, job, epoch) in back {
             releases.push(self.release_at_end(slot, job, epoch).await);

@@ -30,17 +30,18 @@ use crate::world::ctx::Ctx;
 use futures::channel::oneshot;
 use futures::future::{BoxFuture, FutureExt};
 use lease_core::{
-    Apply, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId, RequestId, Span, Time,
-    WorkerId, WorkerReply, WorkerRequest,
+    Apply, Completion, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId, Release,
+    RequestId, Span, Time, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_history::{AbandonReason, Event, Node, Point};
 use lease_runtime::{
-    Client, Clock, HandlerError, Hook, Job, Metrics, Outcome, Output, ReclaimerOptions, Runtime, WorkerOptions,
+    Cancel, Client, Clock, HandlerError, Hook, Job, Metrics, Outcome, Output, ReclaimerOptions, Runtime, WorkerOptions,
+    SHUTDOWN_RELEASE,
 };
 use madsim::net::Endpoint;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tracing::Instrument;
 
@@ -65,14 +66,46 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let client = Arc::clone(&seams.wire);
     let timeout = ctx.params.worker.request_timeout;
     let records = ctx.params.records_itself(n);
-    let handler = move |job: Job| dependency(Arc::clone(&client), job, timeout, records);
+    // The handlers running, as the simulator sees them: called, not yet returned, and not
+    // cancelled (the runtime fires a handler's signal when it gives the handler up, then drops
+    // it, perhaps a turn later). A process runs at most `handlers` at once.
+    let (limit, running) =
+        (ctx.params.handlers as usize, Arc::new(Mutex::new(Vec::<(Cancel, Arc<AtomicBool>)>::new())));
+    let handler = move |job: Job| {
+        let returned = Arc::new(AtomicBool::new(false));
+        if limit > 0 {
+            let mut running = running.lock().expect("handlers lock");
+            running.retain(|(cancel, returned)| !cancel.is_cancelled() && !returned.load(Ordering::SeqCst));
+            assert!(
+                running.len() < limit,
+                "{node}: a handler for {} starts while {} run, and its options allow {limit} at once",
+                job.id,
+                running.len()
+            );
+            running.push((job.cancel.clone(), Arc::clone(&returned)));
+        }
+        let call = dependency(Arc::clone(&client), job, timeout, records);
+        async move {
+            let outcome = call.await;
+            returned.store(true, Ordering::SeqCst);
+            outcome
+        }
+    };
     let from = ctx.state().history.len();
     let (metrics, started_us) = (Arc::new(Metrics::new()), ctx.now().0);
     let runtime = seams.runtime().with_metrics(Arc::clone(&metrics));
     // A service reads its figures from the runtime: the metrics it was given.
     assert!(Arc::ptr_eq(&runtime.metrics(), &metrics), "{node}: the runtime reads other metrics than it was given");
-    let work = runtime.work(options, handler, ctx.stop_signal(node, incarnation));
+    let (stop, told) = (ctx.stop_signal(node, incarnation), Arc::clone(&seams.wire.told));
+    let work = runtime.work(options, handler, async move {
+        stop.await;
+        told.store(true, Ordering::SeqCst);
+    });
     let tally = work.await.unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
+    if ctx.violated() {
+        // The history stops at a violation: there is nothing left to audit against.
+        return exit(&ctx, node, incarnation).await;
+    }
     let lines = |keep: &dyn Fn(&Event) -> bool| lines_since(&ctx, from, node, keep);
     // What it told its metrics, against its history: a service's dashboard must say what the
     // history says. A grant is told when its slot takes it, so at least every lease the process
@@ -135,6 +168,24 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         &|e| matches!(e, Event::Released { from, .. } if ctx.params.process_of(*from) == node),
     );
     audit(node, incarnation, "leases handed back", tally.released, released, true);
+    // And against what its client handed it and was asked to send.
+    let seen = std::mem::take(&mut *seams.wire.seen.lock().expect("seen lock"));
+    audit(node, incarnation, "releases answered", tally.released, seen.released, false);
+    // Before it is told to stop, a runtime sends a release of its own only for a buffered lease
+    // its machine gave up; after, for leases it hands back too.
+    let own = (seen.own_releases_before_stop, seen.own_releases);
+    audit_within(node, incarnation, "buffered leases handed back", tally.buffer_released, own.0, own.1);
+    // A completion answered is counted once, for the request its machine awaits: not for a copy
+    // answered again, nor for a lease its machine gave up meanwhile.
+    let completed = seen.completed.len() as u64;
+    audit_within(
+        node,
+        incarnation,
+        "completions",
+        tally.completed,
+        completed.saturating_sub(tally.abandoned),
+        completed,
+    );
     exit(&ctx, node, incarnation).await;
 }
 
@@ -187,6 +238,9 @@ pub(super) async fn reclaimer(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     assert!(Arc::ptr_eq(&runtime.metrics(), &metrics), "{node}: the runtime reads other metrics than it was given");
     let reclaim = runtime.reclaim(options, ctx.stop_signal(node, incarnation));
     let tally = reclaim.await.unwrap_or_else(|error| panic!("unworkable parameters: {error}"));
+    if ctx.violated() {
+        return exit(&ctx, node, incarnation).await;
+    }
     // A fence won is counted when the reclaimer takes the answer: at least every one it went on
     // to look up under its new epoch, at most every one the table says it won.
     let (won, taken) = {
@@ -313,6 +367,8 @@ impl Seams {
             waiting,
             crash_after_ack: Mutex::new(None),
             next_call: AtomicU64::new(CALL_IDS),
+            told: Arc::new(AtomicBool::new(false)),
+            seen: Arc::new(Mutex::new(Seen::default())),
         };
         Some(Seams { clock: Arc::new(NodeClock { ctx: Arc::clone(ctx), clock }), wire: Arc::new(wire) })
     }
@@ -373,6 +429,25 @@ struct Wire {
     /// the table may complete the job that a crashed worker acknowledged.
     crash_after_ack: Mutex<Option<(JobId, u64)>>,
     next_call: AtomicU64,
+    /// Set once the runtime has taken its shutdown signal.
+    told: Arc<AtomicBool>,
+    /// What the runtime sent and was answered, for the audit of its tally.
+    seen: Arc<Mutex<Seen>>,
+}
+
+/// What a worker runtime's client was asked to send and handed back in one life, against which
+/// the runtime's tally is audited: a tally a service exports must count what happened.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Releases the runtime sent on its own ([`SHUTDOWN_RELEASE`]).
+    own_releases: u64,
+    /// Of those, the ones sent before it took its shutdown signal.
+    own_releases_before_stop: u64,
+    /// `released` answers handed to it.
+    released: u64,
+    /// The completions answered `completed` or `already_completed` handed to it, by slot and
+    /// request (a batch and a copy sent alone may both be answered).
+    completed: BTreeSet<(WorkerId, RequestId)>,
 }
 
 impl Wire {
@@ -478,8 +553,41 @@ impl Drop for Forget<'_> {
     }
 }
 
-impl Client for Wire {
-    fn worker(
+impl Wire {
+    /// Notes a request the runtime sends, and counts what its answer hands back ([`Seen`]).
+    fn counted(
+        &self,
+        worker: WorkerId,
+        id: RequestId,
+        request: WorkerRequest,
+        call: BoxFuture<'static, Option<WorkerReply>>,
+    ) -> BoxFuture<'static, Option<WorkerReply>> {
+        if let (WorkerRequest::Release { .. }, SHUTDOWN_RELEASE) = (request, id) {
+            let mut seen = self.seen.lock().expect("seen lock");
+            seen.own_releases += 1;
+            seen.own_releases_before_stop += u64::from(!self.told.load(Ordering::SeqCst));
+        }
+        let seen = Arc::clone(&self.seen);
+        Box::pin(call.map(move |reply| {
+            let mut seen = seen.lock().expect("seen lock");
+            match (request, &reply) {
+                (WorkerRequest::Release { .. }, Some(WorkerReply::Released(Release::Released { .. }))) => {
+                    seen.released += 1;
+                }
+                (
+                    WorkerRequest::Complete { .. },
+                    Some(WorkerReply::Completed(Completion::Completed(_) | Completion::AlreadyCompleted)),
+                ) => {
+                    seen.completed.insert((worker, id));
+                }
+                _ => {}
+            }
+            reply
+        }))
+    }
+
+    /// Sends a slot's request, alone, to the node that serves it.
+    fn ask_worker(
         &self,
         worker: WorkerId,
         id: RequestId,
@@ -494,6 +602,17 @@ impl Client for Wire {
             other => panic!("a worker got {other:?}"),
         };
         self.ask(to, self.slot_wire_id(worker, id), Request::Worker(worker.0, request), take)
+    }
+}
+
+impl Client for Wire {
+    fn worker(
+        &self,
+        worker: WorkerId,
+        id: RequestId,
+        request: WorkerRequest,
+    ) -> BoxFuture<'static, Option<WorkerReply>> {
+        self.counted(worker, id, request, self.ask_worker(worker, id, request))
     }
 
     /// One message for each `batch_max` requests of the batch (as a store's client makes one
@@ -516,7 +635,10 @@ impl Client for Wire {
             let calls = chunk.iter().map(|&(worker, id, request)| (worker.0, self.slot_wire_id(worker, id), request));
             Request::WorkerBatch(calls.collect())
         };
-        self.in_chunks(to, &calls, |(worker, id, request)| self.worker(worker, id, request), batch, take)
+        let alone = |(worker, id, request)| self.ask_worker(worker, id, request);
+        let answers = self.in_chunks(to, &calls, alone, batch, take);
+        let calls = calls.into_iter().zip(answers);
+        calls.map(|((worker, id, request), call)| self.counted(worker, id, request, call)).collect()
     }
 
     /// A recording handler's output, to the ledger: each call under a wire id of its own.

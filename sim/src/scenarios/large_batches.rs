@@ -6,7 +6,8 @@
 //!
 //! A scenario of its own, not the swarm's draws, so that every swarm seed keeps its world: the
 //! swarm draws a batch of 2 to 16 slots for half its seeds, among all its other faults; this one
-//! draws only large ones, and the faults aimed at them, and a local buffer for a third of them.
+//! draws only large ones, and the faults aimed at them, a local buffer for a third of them, and
+//! deploys (processes told to stop, which drain and come back) for half.
 
 use super::{Definition, Params};
 use crate::faults::{CrashRates, Fault, StallRates};
@@ -17,7 +18,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// The definition.
 pub(super) const DEFINITION: Definition = Definition {
     name: "large-batches",
-    about: "processes of 8 to 16 slots batching; whole-process stalls before renewals and acks, crashes mid-batch",
+    about:
+        "processes of 8 to 16 slots batching; whole-process stalls before renewals and acks, crashes mid-batch, deploys",
     situations: &[
         "crash_after_effect_adopted",
         "stale_effect_fenced",
@@ -114,5 +116,19 @@ fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     // answer without waiting for the answer to leave: `node::RECEIVES`.)
     if rng.gen_bool(1.0 / 3.0) {
         params.handlers = rng.gen_range(1..params.slots);
+    }
+    // Drawn after the buffer: half the seeds deploy. One to three processes are told to stop
+    // in the fault phase, drain within a grace of up to a lease (their buffers handed back at
+    // once, their handlers let finish), and come back later. Only a runtime that returns is
+    // audited against its history, so without a deploy no buffered process ever was, and a
+    // buffer that miscounted its hand-backs went unseen.
+    if rng.gen_bool(0.5) {
+        params.shutdown_grace_us = Some(rng.gen_range(0..=ttl_us));
+        for _ in 0..rng.gen_range(1..=3) {
+            let node = Node::Worker(rng.gen_range(0..params.workers));
+            let at = rng.gen_range(0..params.fault_phase_us);
+            params.schedule.push((at, Fault::Shutdown { node, down_us: rng.gen_range(ttl_us / 4..=ttl_us) }));
+        }
+        params.schedule.sort_by_key(|&(at, _)| at);
     }
 }
