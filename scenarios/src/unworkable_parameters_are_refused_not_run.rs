@@ -23,6 +23,56 @@ mod tests {
         }
     }
 
+    fn held(name: &str, set: impl Fn(&mut Params)) {
+        let mut params = Scenario::CALM.params(3, None);
+        params.jobs = 3;
+        set(&mut params);
+        let report = world::run(params);
+        assert!(matches!(report.verdict, Verdict::Held), "{name}: {:?}", report.verdict);
+    }
+
+    // The worker runtime's own limits: the simulated worker nodes hand the world's options to
+    // lease-runtime as a service would, and the runtime refuses what cannot work (its
+    // `OptionsError`, raised when a worker process starts), the simulator checking nothing of its
+    // own on this path. Each limit's edge itself runs.
+    #[test]
+    fn the_runtimes_own_limits_are_refused_and_their_edges_run() {
+        let four = |p: &mut Params| {
+            p.slots = 4;
+            p.batch = 4;
+            p.table.batch_max = 4;
+        };
+        refused(
+            "more handlers than slots",
+            |p| {
+                four(p);
+                p.handlers = 5;
+            },
+            "handlers at once",
+        );
+        held("as many handlers as slots", |p| {
+            four(p);
+            p.handlers = 4;
+        });
+        refused("a batch of nothing", |p| p.batch = 0, "batches 1 to");
+        refused("a batch past the most slots", |p| p.batch = lease_runtime::SLOTS_MAX + 1, "batches 1 to");
+        held("a batch of the most slots", |p| p.batch = lease_runtime::SLOTS_MAX);
+        refused("more slots than a runtime drives", |p| p.slots = lease_runtime::SLOTS_MAX as u32 + 1, "slots, not");
+        let half = |p: &Params| Span(p.worker.request_timeout.0 / 2);
+        refused(
+            "a linger past half a request's timeout",
+            |p| {
+                four(p);
+                p.linger = half(p) + Span(1);
+            },
+            "half a request's timeout",
+        );
+        held("a linger of half a request's timeout", |p| {
+            four(p);
+            p.linger = half(p);
+        });
+    }
+
     #[test]
     fn every_unworkable_limit_is_refused() {
         refused("no capacity", |p| p.table.capacity = 0, "capacity");
