@@ -20,6 +20,7 @@ pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod eval;
+pub mod explore;
 pub mod faults;
 pub mod logs;
 pub mod net;

@@ -11,6 +11,7 @@
 
 mod bench;
 mod diagnose;
+mod explore;
 mod hunt;
 mod run;
 mod shrink;
@@ -112,6 +113,33 @@ enum Command {
         /// wall_ms, reproduce}], median_seeds, worst_seeds, escaped}.
         #[arg(long)]
         json: bool,
+    },
+    /// Search over fault plans for what the scenario's draws do not reach: keep every plan that
+    /// reached something new (a situation, an answer and its why, two lines of one job's story),
+    /// mutate the kept ones (shift a fault, aim it at a lease's expiry to the microsecond, add a
+    /// pause or a crash, splice two plans, drop a fault), and compare with the seeds alone in as
+    /// many runs. Deterministic from --seed for a given number of runs; a failure is shrunk and
+    /// written as a plan, with its reproduce line (exit 1).
+    Explore {
+        /// The scenario.
+        #[arg(long, default_value = "swarm")]
+        scenario: String,
+        /// The search's seed; its first runs are the scenario's seeds from here.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// How many runs (the comparison with the seeds alone runs as many again).
+        #[arg(long, default_value_t = 200)]
+        runs: u64,
+        /// Stop after this much wall time, e.g. 60s or 5m (the run count then varies with the
+        /// machine; --runs alone is reproducible).
+        #[arg(long, value_parser = explore::parse_budget)]
+        budget: Option<std::time::Duration>,
+        /// Write every kept plan here (plan-RUN.json), and a failure's shrunk plan.
+        #[arg(long, value_name = "DIR")]
+        corpus: Option<PathBuf>,
+        /// Plant this bug in every run.
+        #[arg(long)]
+        bug: Option<String>,
     },
     /// Measure speed, scaling and memory (run it in release; it takes minutes).
     Bench {
@@ -254,6 +282,13 @@ fn execute(command: Command) -> Result<u8, BadInput> {
             run::run(source, outputs)
         }
         Command::Sweep(args) => sweep::sweep(args),
+        Command::Explore { scenario, seed, runs, budget, corpus, bug } => {
+            if runs == 0 || runs > 1_000_000 {
+                return Err(BadInput("--runs must be from 1 to 1000000".to_string()));
+            }
+            let target = Target::planted(parse_scenario(&scenario)?, parse_bug(bug.as_deref())?);
+            explore::explore(target, seed, runs, budget, corpus)
+        }
         Command::Hunt { from, starts, bugs, store, budget, scenario, threads, json } => {
             let bugs = bugs.iter().map(|bug| parse_bug(Some(bug))).collect::<Result<Vec<_>, _>>()?;
             let plantable = Bug::ALL.into_iter().chain(Bug::STORE).filter(|&bug| store.plants(bug));

@@ -1,0 +1,344 @@
+//! `lease-sim explore`: a coverage-guided search over fault plans.
+//!
+//! A swarm draws its faults blind; some situations need a fault at an exact instant (a pause
+//! that ends one microsecond past a lease's expiry) or two faults in one story, and no draw ever
+//! lands there. The explorer keeps a **corpus** of plans, each kept because its run reached
+//! something no earlier run had, and makes new plans from them by **mutations that are data**:
+//!
+//! - `shift`: move one scheduled fault by up to a lease, either way;
+//! - `aim`: move one scheduled fault onto a lease's expiry in the parent's history, at it, one
+//!   microsecond before or one after;
+//! - `pause-at-expiry` / `crash-at-expiry`: add a pause of the lease owner's process, or a crash
+//!   of a reclaimer, at an expiry (±1 µs);
+//! - `add`: add a pause or a crash of a random node at a random instant of the fault phase;
+//! - `splice`: add the scheduled faults of a second corpus plan;
+//! - `drop`: remove one fault.
+//!
+//! **Coverage** is a set of keys, each a string: a `sometimes` situation or window reached
+//! (`sometimes:NAME`), an answer of the table or the ledger by its kind and why (`answer:refused
+//! complete stale_epoch`, `answer:looked_up found`), and a pair of consecutive lines in one job's
+//! story (`pair:granted>abandoned self_fenced`). A run that adds a key is kept.
+//!
+//! The search starts from the scenario's seeds (a quarter of the runs, at most 32), draws a fresh
+//! seed for a third of the runs after (a mutation keeps its plan's world), and is deterministic
+//! from `--seed` for a given number of runs: one thread, one random stream, every collection
+//! ordered. A failing run ends the search: its plan is shrunk, as a sweep's failures are, and
+//! printed with its reproduce line.
+//!
+//! Its output compares it with the swarm alone in the same number of runs (the seeds from
+//! `--seed` on), and tables each key the explorer reached that the swarm did not, with the run
+//! that first reached it and the mutation that made that run.
+
+use crate::faults::plan::{Plan, Planned};
+use crate::faults::shrink::{self, Shrunk};
+use crate::faults::Fault;
+use crate::runner::Target;
+use crate::world::{self, RunReport, Verdict};
+use lease_history::{Entry, Event, Node};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The share of runs after the first seeds that draw a fresh seed rather than mutate a plan.
+pub const FRESH: f64 = 1.0 / 3.0;
+
+/// The most runs a failure's shrinking may take.
+pub const SHRINK_BUDGET: u64 = 300;
+
+/// One plan kept in the corpus, and what its run reached.
+#[derive(Debug, Clone)]
+pub struct Kept {
+    /// The plan.
+    pub plan: Plan,
+    /// Lease expiries in its run's fault phase, with each lease's owner: where `aim` points.
+    pub expiries: Vec<(u64, Node)>,
+    /// The run (0-based, of the explorer's) that made it.
+    pub run: u64,
+    /// How it was made: `seed N`, or the mutations applied to its parent.
+    pub how: String,
+}
+
+/// What an exploration found.
+#[derive(Debug, Clone)]
+pub struct Explored {
+    /// Runs made.
+    pub runs: u64,
+    /// Every key reached, with the run that first reached it and how that run was made.
+    pub first: BTreeMap<String, (u64, String)>,
+    /// The corpus, in the order kept.
+    pub corpus: Vec<Kept>,
+    /// A failure, shrunk, and the mutation that led to it.
+    pub failure: Option<(Shrunk, String)>,
+}
+
+/// The coverage keys of one run.
+pub fn keys(report: &RunReport) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for (name, count) in &report.coverage.0 {
+        if *count > 0 {
+            keys.insert(format!("sometimes:{name}"));
+        }
+    }
+    let mut last: BTreeMap<u64, String> = BTreeMap::new();
+    for entry in &report.history {
+        let Some(label) = label(entry) else { continue };
+        if matches!(entry.node, Node::Table | Node::Ledger) {
+            keys.insert(format!("answer:{label}"));
+        }
+        if let Some(job) = entry.event.job() {
+            if let Some(before) = last.insert(job.0, label.clone()) {
+                keys.insert(format!("pair:{before}>{label}"));
+            }
+        }
+    }
+    keys
+}
+
+/// A line's kind, with the why of an answer: its refusal's request and reason, its outcome, what
+/// a lookup found, why a lease was abandoned.
+fn label(entry: &Entry) -> Option<String> {
+    let value = serde_json::to_value(&entry.event).ok()?;
+    let kind = value.get("kind")?.as_str()?.to_string();
+    let field = |name: &str| value.get(name).and_then(|v| v.as_str()).map(str::to_string);
+    Some(match &entry.event {
+        Event::Refused { .. } => format!("{kind} {} {}", field("request")?, field("reason")?),
+        Event::Terminal { .. } => format!("{kind} {}", field("outcome")?),
+        Event::Abandoned { .. } => format!("{kind} {}", field("why")?),
+        Event::LookedUp { found, .. } => format!("{kind} {}", if found.is_some() { "found" } else { "nothing" }),
+        _ => kind,
+    })
+}
+
+/// The leases' expiries in `report`'s fault phase, with each lease's owner, in time order.
+fn expiries(report: &RunReport) -> Vec<(u64, Node)> {
+    let phase = report.params.fault_phase_us;
+    let mut found = BTreeSet::new();
+    for entry in &report.history {
+        let (at, owner) = match &entry.event {
+            Event::Granted { expires_at_us, owner, .. } | Event::Regranted { expires_at_us, owner, .. } => {
+                (*expires_at_us, *owner)
+            }
+            Event::Renewed { expires_at_us, from, .. } => (*expires_at_us, *from),
+            Event::Reclaimed { new_expires_at_us, reclaimer, .. } => (*new_expires_at_us, *reclaimer),
+            _ => continue,
+        };
+        if at <= phase {
+            found.insert((at, owner));
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// The process a worker slot runs in (its first slot), in a world of `workers` processes.
+fn process(node: Node, workers: u32) -> Node {
+    match node {
+        Node::Worker(n) => Node::Worker(n % workers.max(1)),
+        other => other,
+    }
+}
+
+/// One mutation of `parent` (see the module doc), drawn from `rng`; `other` is a second corpus
+/// plan for `splice`. `None` when the draw fits nothing in the plan.
+fn mutate(rng: &mut Xoshiro256PlusPlus, parent: &Kept, other: &Kept) -> Option<(Plan, &'static str)> {
+    let mut plan = parent.plan.clone();
+    let w = plan.world;
+    let ttl = w.lease_ttl_us.max(1);
+    let phase = w.fault_phase_us;
+    let scheduled: Vec<usize> =
+        (0..plan.faults.len()).filter(|&i| matches!(plan.faults[i], Planned::Scheduled { .. })).collect();
+    let near = |rng: &mut Xoshiro256PlusPlus, at: u64| (at + rng.gen_range(0..=2) as u64).saturating_sub(1).min(phase);
+    let random_node = |rng: &mut Xoshiro256PlusPlus| match rng.gen_bool(0.7) {
+        true => Node::Worker(rng.gen_range(0..w.workers.max(1))),
+        false => Node::Reclaimer(rng.gen_range(0..w.reclaimers.max(1))),
+    };
+    let what = match rng.gen_range(0..7u32) {
+        0 => {
+            let &i = scheduled.choose(rng)?;
+            let Planned::Scheduled { at_us, fault } = plan.faults[i] else { unreachable!() };
+            let at_us = (at_us as i64 + rng.gen_range(-(ttl as i64)..=ttl as i64)).clamp(0, phase as i64) as u64;
+            plan.faults[i] = Planned::Scheduled { at_us, fault };
+            "shift"
+        }
+        1 => {
+            let &i = scheduled.choose(rng)?;
+            let &(expiry, _) = parent.expiries.choose(rng)?;
+            let Planned::Scheduled { fault, .. } = plan.faults[i] else { unreachable!() };
+            plan.faults[i] = Planned::Scheduled { at_us: near(rng, expiry), fault };
+            "aim"
+        }
+        2 => {
+            let &(expiry, owner) = parent.expiries.choose(rng)?;
+            let node = match owner {
+                Node::Worker(_) => process(owner, w.workers),
+                _ => Node::Worker(rng.gen_range(0..w.workers.max(1))),
+            };
+            // Ends at the expiry (±1 µs): the process wakes to a lease that is just gone.
+            let len_us = rng.gen_range(ttl / 4..=ttl).max(1);
+            let at_us = near(rng, expiry).saturating_sub(len_us);
+            plan.faults.push(Planned::Scheduled { at_us, fault: Fault::Pause { node, len_us } });
+            "pause-at-expiry"
+        }
+        3 => {
+            let &(expiry, _) = parent.expiries.choose(rng)?;
+            let node = Node::Reclaimer(rng.gen_range(0..w.reclaimers.max(1)));
+            let down_us = rng.gen_range(ttl / 4..=ttl).max(1);
+            plan.faults.push(Planned::Scheduled { at_us: near(rng, expiry), fault: Fault::Crash { node, down_us } });
+            "crash-at-expiry"
+        }
+        4 => {
+            let node = random_node(rng);
+            let at_us = rng.gen_range(0..=phase);
+            let len = rng.gen_range(ttl / 8..=ttl * 2).max(1);
+            let fault = match rng.gen_bool(0.5) {
+                true => Fault::Pause { node, len_us: len },
+                false => Fault::Crash { node, down_us: len },
+            };
+            plan.faults.push(Planned::Scheduled { at_us, fault });
+            "add"
+        }
+        5 => {
+            let theirs: Vec<Planned> =
+                other.plan.faults.iter().filter(|f| matches!(f, Planned::Scheduled { .. })).copied().collect();
+            if theirs.is_empty() {
+                return None;
+            }
+            let take = rng.gen_range(1..=theirs.len());
+            plan.faults.extend(theirs.choose_multiple(rng, take).copied());
+            "splice"
+        }
+        _ => {
+            if plan.faults.is_empty() {
+                return None;
+            }
+            let i = rng.gen_range(0..plan.faults.len());
+            plan.faults.remove(i);
+            "drop"
+        }
+    };
+    plan.faults.sort_by_key(Planned::time_us);
+    plan.expect = None;
+    plan.validate().ok()?;
+    Some((plan, what))
+}
+
+/// Explores `target` for `runs` runs from `seed` (see the module doc). `progress` hears after
+/// every run the runs made and the keys reached so far, and stops the search by answering false.
+pub fn explore(target: Target, seed: u64, runs: u64, progress: &mut dyn FnMut(u64, usize) -> bool) -> Explored {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6578_706c_6f72_6521);
+    let mut first: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    let mut corpus: Vec<Kept> = Vec::new();
+    let warm = (runs / 4).clamp(1, 32);
+    let (mut run, mut seeds) = (0, 0);
+    while run < runs {
+        // After the first seeds, a third of the runs are fresh seeds still: a plan's mutations
+        // keep its world (its fleet, its timing), and only a new draw brings another.
+        let fresh = run < warm || corpus.is_empty() || rng.gen_bool(FRESH);
+        let (report, how) = if fresh {
+            let seed = seed.wrapping_add(seeds);
+            seeds += 1;
+            (target.run(seed), format!("seed {seed}"))
+        } else {
+            let parent = &corpus[rng.gen_range(0..corpus.len())];
+            let other = &corpus[rng.gen_range(0..corpus.len())];
+            let mut made = None;
+            for _ in 0..rng.gen_range(1..=3) {
+                let base = made.as_ref().map_or_else(
+                    || parent.clone(),
+                    |(plan, _): &(Plan, String)| Kept { plan: plan.clone(), ..parent.clone() },
+                );
+                if let Some((plan, what)) = mutate(&mut rng, &base, other) {
+                    let how = made.as_ref().map_or(what.to_string(), |(_, how)| format!("{how}+{what}"));
+                    made = Some((plan, how));
+                }
+            }
+            let Some((plan, how)) = made else {
+                run += 1;
+                continue;
+            };
+            let Ok(params) = plan.params() else {
+                run += 1;
+                continue;
+            };
+            (world::run(params), format!("run {} {how}", parent.run))
+        };
+        let reached = keys(&report);
+        let new = reached.iter().filter(|key| !first.contains_key(*key)).count();
+        for key in reached {
+            first.entry(key).or_insert_with(|| (run, how.clone()));
+        }
+        if !matches!(report.verdict, Verdict::Held) {
+            let plan = report.plan.clone();
+            let shrunk = shrink::shrink(plan, report, SHRINK_BUDGET, &mut |_, _, _| {});
+            let failure = shrunk.ok().map(|shrunk| (shrunk, how));
+            return Explored { runs: run + 1, first, corpus, failure };
+        }
+        if new > 0 {
+            let expiries = expiries(&report);
+            corpus.push(Kept { plan: report.plan, expiries, run, how });
+        }
+        run += 1;
+        if !progress(run, first.len()) {
+            break;
+        }
+    }
+    Explored { runs: run, first, corpus, failure: None }
+}
+
+/// The keys the scenario's own draws alone reach in `runs` seeds from `seed`, with the first seed reaching
+/// each.
+pub fn swarm_alone(target: Target, seed: u64, runs: u64) -> BTreeMap<String, u64> {
+    let mut first = BTreeMap::new();
+    for k in 0..runs {
+        let seed = seed.wrapping_add(k);
+        for key in keys(&target.run(seed)) {
+            first.entry(key).or_insert(seed);
+        }
+    }
+    first
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{expiries, mutate, Kept};
+    use crate::faults::plan::Planned;
+    use crate::runner::Target;
+    use crate::scenarios::Scenario;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    // Proves each mutation does what it says, as data: over 400 draws on a swarm seed's plan, an
+    // `aim` puts a fault within a microsecond of a lease's expiry in the parent's run, an
+    // `add` or an `*-at-expiry` adds one fault, a `drop` removes one, every plan made is valid,
+    // and every kind of mutation is drawn.
+    #[test]
+    fn each_mutation_edits_the_plan_as_it_says() {
+        let report = Target::new(Scenario::SWARM).run(3);
+        let parent = Kept { expiries: expiries(&report), plan: report.plan, run: 0, how: "seed 3".into() };
+        assert!(!parent.expiries.is_empty());
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..400 {
+            let Some((plan, what)) = mutate(&mut rng, &parent, &parent) else { continue };
+            plan.validate().expect("a mutated plan is valid");
+            seen.insert(what);
+            let (before, after) = (parent.plan.faults.len(), plan.faults.len());
+            match what {
+                "add" | "pause-at-expiry" | "crash-at-expiry" => assert_eq!(after, before + 1, "{what}"),
+                "drop" => assert_eq!(after + 1, before),
+                "shift" | "aim" => assert_eq!(after, before, "{what}"),
+                "splice" => assert!(after > before),
+                other => panic!("unknown mutation {other}"),
+            }
+            if what == "aim" {
+                let moved: Vec<u64> =
+                    plan.faults.iter().filter(|f| !parent.plan.faults.contains(f)).map(Planned::time_us).collect();
+                assert!(
+                    moved.iter().all(|&at| parent.expiries.iter().any(|&(expiry, _)| at.abs_diff(expiry) <= 1)),
+                    "aimed at {moved:?}, not within 1us of an expiry"
+                );
+            }
+        }
+        assert_eq!(seen.len(), 7, "mutations drawn: {seen:?}");
+    }
+}
