@@ -1227,8 +1227,8 @@ impl<H: Handler> Run<H> {
         }
         // Calls still in flight: releases sent while draining, and acquires, whose grants no
         // machine takes now: each goes back, unless it is a lease a slot holds (handled above);
-        // and completions, sent as the grace ran out (a stall carried the process past it), whose
-        // jobs are then done, not left.
+        // and completions (and requeues), sent as the grace ran out (a stall carried the process
+        // past it), whose jobs are then done, not left.
         for done in self.in_flight_at_end().await {
             let Done::Answer { slot, id, request, reply: Some(reply) } = done else { continue };
             match reply {
@@ -1237,6 +1237,13 @@ impl<H: Handler> Run<H> {
                 {
                     self.tally.completed += 1;
                     left.retain(|&held| held != slot);
+                }
+                // A requeue sent as the grace ran out that dead-lettered its job: the dashboard
+                // counts it, as it would have during the drain.
+                WorkerReply::Requeued(Requeue::DeadLettered(_))
+                    if self.slots[slot].worker.awaiting(id) == Some(request) =>
+                {
+                    self.seams.metrics.count(Count::DeadLetter);
                 }
                 WorkerReply::Released(Release::Released { .. }) => self.tally.released += 1,
                 WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant)) => {

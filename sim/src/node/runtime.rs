@@ -31,7 +31,7 @@ use futures::channel::oneshot;
 use futures::future::{BoxFuture, FutureExt};
 use lease_core::{
     Apply, Completion, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId, Release,
-    RequestId, Span, Time, WorkerId, WorkerReply, WorkerRequest,
+    RequestId, Requeue, Span, Time, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_history::{AbandonReason, Event, Node, Point};
 use lease_runtime::{
@@ -186,6 +186,9 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         completed.saturating_sub(tally.abandoned),
         completed,
     );
+    // Its dashboard's dead-letters likewise: told once for each answer its machines awaited.
+    let dead = seen.dead_lettered.len() as u64;
+    audit_within(node, incarnation, "dead-letters told", told.dead_letters, dead.saturating_sub(tally.abandoned), dead);
     exit(&ctx, node, incarnation).await;
 }
 
@@ -448,6 +451,8 @@ struct Seen {
     /// The completions answered `completed` or `already_completed` handed to it, by slot and
     /// request (a batch and a copy sent alone may both be answered).
     completed: BTreeSet<(WorkerId, RequestId)>,
+    /// The requests answered `dead_lettered` handed to it, likewise.
+    dead_lettered: BTreeSet<(WorkerId, RequestId)>,
 }
 
 impl Wire {
@@ -579,6 +584,9 @@ impl Wire {
                     Some(WorkerReply::Completed(Completion::Completed(_) | Completion::AlreadyCompleted)),
                 ) => {
                     seen.completed.insert((worker, id));
+                }
+                (_, Some(WorkerReply::Requeued(Requeue::DeadLettered(_)))) => {
+                    seen.dead_lettered.insert((worker, id));
                 }
                 _ => {}
             }
