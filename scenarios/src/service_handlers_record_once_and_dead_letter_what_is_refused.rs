@@ -53,6 +53,25 @@ mod tests {
         assert!(refused > 0 && recorded > 0, "{refused} refused for good, {recorded} recorded by a runtime");
     }
 
+    // Over the first seeds: a process that batches and records its handlers' outputs itself
+    // sends them to the ledger in batches (one message, one transaction, for the outputs of one
+    // turn), and a process that does not batch never does. A runtime that sent each record alone
+    // would hold every invariant and spend a round trip a record.
+    #[test]
+    fn batching_recorders_send_their_outputs_in_batches() {
+        let (mut batched_worlds, mut record_batches) = (0, 0);
+        for seed in 0..60 {
+            let params = SCENARIO.params(seed, None);
+            let batching = params.batch > 1 && params.recorders > 0;
+            let report = lease_sim::world::run(params);
+            let batches = report.events.batches[lease_sim::world::Events::RECORDS];
+            assert!(batching || batches == 0, "seed {seed}: {batches} record batches, but no recorder batches");
+            batched_worlds += u64::from(batching);
+            record_batches += batches;
+        }
+        assert!(batched_worlds >= 5 && record_batches >= 10, "{record_batches} record batches in {batched_worlds} worlds");
+    }
+
     // Over the first seeds: every node told to stop exits (or crashes first) and comes back, and
     // some hand a lease they never ran back to the queue; each run holds.
     #[test]
