@@ -54,7 +54,8 @@ pub fn render_line(entry: &Entry) -> String {
         .to_string()
 }
 
-fn kind(event: &Event) -> &'static str {
+/// An event's kind as a trace spells it (`acquire_empty`, `dep_failed`).
+pub fn kind(event: &Event) -> &'static str {
     match event {
         Event::Run { .. } => "run",
         Event::Arrived { .. } => "arrived",

@@ -1057,29 +1057,14 @@ impl<H: Handler> Run<H> {
             return;
         }
         let node = Node::Worker(self.slots[slot].id.0);
-        let point = match (request, reply) {
-            (WorkerRequest::Renew { job, .. }, WorkerReply::Renewed(_)) if awaited => {
-                Some((Point::BeforeRenewReply, job))
-            }
-            (WorkerRequest::Complete { .. }, WorkerReply::Completed(completion)) if awaited => {
-                let done = matches!(completion, Completion::Completed(_) | Completion::AlreadyCompleted);
-                self.tally.completed += u64::from(done);
-                None
-            }
-            _ => None,
-        };
-        if let Some((point, job)) = point {
-            self.hook().at(node, point, Some(job)).await;
+        if let (WorkerRequest::Renew { job, .. }, WorkerReply::Renewed(_), true) = (request, reply, awaited) {
+            self.hook().at(node, Point::BeforeRenewReply, Some(job)).await;
         }
         if awaited {
-            let counted = match reply {
-                WorkerReply::Acquired(Acquired::Granted(_) | Acquired::Regranted(_)) => Some(Count::Grant),
-                WorkerReply::Requeued(Requeue::DeadLettered(_)) => Some(Count::DeadLetter),
-                _ => None,
-            };
-            if let Some(counted) = counted {
-                self.seams.metrics.count(counted);
+            if let WorkerReply::Acquired(Acquired::Granted(_) | Acquired::Regranted(_)) = reply {
+                self.seams.metrics.count(Count::Grant);
             }
+            self.count_settled(reply);
         }
         // Read the clock after any stall: the machine takes the answer when it wakes.
         let now = self.clock().now();
@@ -1175,6 +1160,22 @@ impl<H: Handler> Run<H> {
         self.slots[slot].worker.handle_reply(now, id, reply);
     }
 
+    /// Counts what an answer its machine awaited settled: a job completed (the tally) or
+    /// dead-lettered (the metrics). Whether the job ended.
+    fn count_settled(&mut self, reply: WorkerReply) -> bool {
+        match reply {
+            WorkerReply::Completed(Completion::Completed(_) | Completion::AlreadyCompleted) => {
+                self.tally.completed += 1;
+                true
+            }
+            WorkerReply::Requeued(Requeue::DeadLettered(_)) => {
+                self.seams.metrics.count(Count::DeadLetter);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Says on the history that the slot gives `job`/`epoch` up at shutdown, before it releases
     /// it: `lease-check` accepts a worker's release only of a grant it declined, or one it gave up
     /// so, having never executed under it.
@@ -1231,20 +1232,10 @@ impl<H: Handler> Run<H> {
         // past it), whose jobs are then done, not left.
         for done in self.in_flight_at_end().await {
             let Done::Answer { slot, id, request, reply: Some(reply) } = done else { continue };
+            if self.slots[slot].worker.awaiting(id) == Some(request) && self.count_settled(reply) {
+                left.retain(|&held| held != slot);
+            }
             match reply {
-                WorkerReply::Completed(Completion::Completed(_) | Completion::AlreadyCompleted)
-                    if self.slots[slot].worker.awaiting(id) == Some(request) =>
-                {
-                    self.tally.completed += 1;
-                    left.retain(|&held| held != slot);
-                }
-                // A requeue sent as the grace ran out that dead-lettered its job: the dashboard
-                // counts it, as it would have during the drain.
-                WorkerReply::Requeued(Requeue::DeadLettered(_))
-                    if self.slots[slot].worker.awaiting(id) == Some(request) =>
-                {
-                    self.seams.metrics.count(Count::DeadLetter);
-                }
                 WorkerReply::Released(Release::Released { .. }) => self.tally.released += 1,
                 WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant)) => {
                     let (job, epoch) = (grant.lease.job, grant.lease.epoch);

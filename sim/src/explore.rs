@@ -34,7 +34,7 @@ use crate::faults::shrink::{self, Shrunk};
 use crate::faults::Fault;
 use crate::runner::Target;
 use crate::world::{self, RunReport, Verdict};
-use lease_history::{Entry, Event, Node};
+use lease_history::{Event, Node, OutcomeKind};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -82,7 +82,7 @@ pub fn keys(report: &RunReport) -> BTreeSet<String> {
     }
     let mut last: BTreeMap<u64, String> = BTreeMap::new();
     for entry in &report.history {
-        let Some(label) = label(entry) else { continue };
+        let label = label(&entry.event);
         if matches!(entry.node, Node::Table | Node::Ledger) {
             keys.insert(format!("answer:{label}"));
         }
@@ -97,17 +97,22 @@ pub fn keys(report: &RunReport) -> BTreeSet<String> {
 
 /// A line's kind, with the why of an answer: its refusal's request and reason, its outcome, what
 /// a lookup found, why a lease was abandoned.
-fn label(entry: &Entry) -> Option<String> {
-    let value = serde_json::to_value(&entry.event).ok()?;
-    let kind = value.get("kind")?.as_str()?.to_string();
-    let field = |name: &str| value.get(name).and_then(|v| v.as_str()).map(str::to_string);
-    Some(match &entry.event {
-        Event::Refused { .. } => format!("{kind} {} {}", field("request")?, field("reason")?),
-        Event::Terminal { .. } => format!("{kind} {}", field("outcome")?),
-        Event::Abandoned { .. } => format!("{kind} {}", field("why")?),
+fn label(event: &Event) -> String {
+    let kind = lease_history::render::kind(event);
+    match event {
+        Event::Refused { request, reason, .. } => format!("{kind} {request} {reason}"),
+        Event::Terminal { outcome, .. } => {
+            let outcome = match outcome {
+                OutcomeKind::Completed => "completed",
+                OutcomeKind::DeadLettered => "dead_lettered",
+                OutcomeKind::Quarantined => "quarantined",
+            };
+            format!("{kind} {outcome}")
+        }
+        Event::Abandoned { why, .. } => format!("{kind} {why}"),
         Event::LookedUp { found, .. } => format!("{kind} {}", if found.is_some() { "found" } else { "nothing" }),
-        _ => kind,
-    })
+        _ => kind.to_string(),
+    }
 }
 
 /// The leases' expiries in `report`'s fault phase, with each lease's owner, in time order.
@@ -138,10 +143,16 @@ fn process(node: Node, workers: u32) -> Node {
     }
 }
 
-/// One mutation of `parent` (see the module doc), drawn from `rng`; `other` is a second corpus
-/// plan for `splice`. `None` when the draw fits nothing in the plan.
-fn mutate(rng: &mut Xoshiro256PlusPlus, parent: &Kept, other: &Kept) -> Option<(Plan, &'static str)> {
-    let mut plan = parent.plan.clone();
+/// One mutation of `plan` (see the module doc), drawn from `rng`: `expiries` are its run's (or
+/// its parent's), where `aim` points; `other` is a second corpus plan, for `splice`. `None` when
+/// the draw fits nothing in the plan.
+fn mutate(
+    rng: &mut Xoshiro256PlusPlus,
+    plan: &Plan,
+    expiries: &[(u64, Node)],
+    other: &Plan,
+) -> Option<(Plan, &'static str)> {
+    let mut plan = plan.clone();
     let w = plan.world;
     let ttl = w.lease_ttl_us.max(1);
     let phase = w.fault_phase_us;
@@ -162,13 +173,13 @@ fn mutate(rng: &mut Xoshiro256PlusPlus, parent: &Kept, other: &Kept) -> Option<(
         }
         1 => {
             let &i = scheduled.choose(rng)?;
-            let &(expiry, _) = parent.expiries.choose(rng)?;
+            let &(expiry, _) = expiries.choose(rng)?;
             let Planned::Scheduled { fault, .. } = plan.faults[i] else { unreachable!() };
             plan.faults[i] = Planned::Scheduled { at_us: near(rng, expiry), fault };
             "aim"
         }
         2 => {
-            let &(expiry, owner) = parent.expiries.choose(rng)?;
+            let &(expiry, owner) = expiries.choose(rng)?;
             let node = match owner {
                 Node::Worker(_) => process(owner, w.workers),
                 _ => Node::Worker(rng.gen_range(0..w.workers.max(1))),
@@ -180,7 +191,7 @@ fn mutate(rng: &mut Xoshiro256PlusPlus, parent: &Kept, other: &Kept) -> Option<(
             "pause-at-expiry"
         }
         3 => {
-            let &(expiry, _) = parent.expiries.choose(rng)?;
+            let &(expiry, _) = expiries.choose(rng)?;
             let node = Node::Reclaimer(rng.gen_range(0..w.reclaimers.max(1)));
             let down_us = rng.gen_range(ttl / 4..=ttl).max(1);
             plan.faults.push(Planned::Scheduled { at_us: near(rng, expiry), fault: Fault::Crash { node, down_us } });
@@ -199,7 +210,7 @@ fn mutate(rng: &mut Xoshiro256PlusPlus, parent: &Kept, other: &Kept) -> Option<(
         }
         5 => {
             let theirs: Vec<Planned> =
-                other.plan.faults.iter().filter(|f| matches!(f, Planned::Scheduled { .. })).copied().collect();
+                other.faults.iter().filter(|f| matches!(f, Planned::Scheduled { .. })).copied().collect();
             if theirs.is_empty() {
                 return None;
             }
@@ -241,21 +252,18 @@ pub fn explore(target: Target, seed: u64, runs: u64, progress: &mut dyn FnMut(u6
         } else {
             let parent = &corpus[rng.gen_range(0..corpus.len())];
             let other = &corpus[rng.gen_range(0..corpus.len())];
-            let mut made = None;
+            let (mut plan, mut how) = (parent.plan.clone(), Vec::new());
             for _ in 0..rng.gen_range(1..=3) {
-                let base = made.as_ref().map_or_else(
-                    || parent.clone(),
-                    |(plan, _): &(Plan, String)| Kept { plan: plan.clone(), ..parent.clone() },
-                );
-                if let Some((plan, what)) = mutate(&mut rng, &base, other) {
-                    let how = made.as_ref().map_or(what.to_string(), |(_, how)| format!("{how}+{what}"));
-                    made = Some((plan, how));
+                if let Some((next, what)) = mutate(&mut rng, &plan, &parent.expiries, &other.plan) {
+                    plan = next;
+                    how.push(what);
                 }
             }
-            let Some((plan, how)) = made else {
+            if how.is_empty() {
                 run += 1;
                 continue;
-            };
+            }
+            let how = how.join("+");
             let Ok(params) = plan.params() else {
                 run += 1;
                 continue;
@@ -319,7 +327,7 @@ mod tests {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         let mut seen = std::collections::BTreeSet::new();
         for _ in 0..400 {
-            let Some((plan, what)) = mutate(&mut rng, &parent, &parent) else { continue };
+            let Some((plan, what)) = mutate(&mut rng, &parent.plan, &parent.expiries, &parent.plan) else { continue };
             plan.validate().expect("a mutated plan is valid");
             seen.insert(what);
             let (before, after) = (parent.plan.faults.len(), plan.faults.len());
