@@ -104,6 +104,12 @@ pub enum Bug {
     GiveUpWithoutBackOff,
     /// About one seed in twenty records a second terminal outcome: proves failures get reported.
     Canary,
+    /// A worker runtime whose effects wait in its buffer (fewer handlers than slots) leaves a
+    /// lease its machine gave up there (a pause, renewals cut off) to lapse, instead of releasing
+    /// it: the job waits out the lease and is charged an attempt that never ran. Nothing unsafe
+    /// is accepted; the simulator's audit of the buffer sees the release never sent. Lives in
+    /// `lease-runtime` ([`Bug::RUNTIME`]).
+    BufferKeepsGivenUp,
 }
 
 impl Bug {
@@ -141,6 +147,16 @@ impl Bug {
     /// transaction (`lease_store::serve_worker_batch`), not in the rules: a world whose workers
     /// batch (`slots` and `batch` above 1) on the in-memory table plants them; a SQL store does not.
     pub const BATCH: [Bug; 3] = [Bug::BatchCompleteChecksFirst, Bug::BatchRenewUnchecked, Bug::BatchAcquireGrantsTwice];
+
+    /// The planted bugs that live in the worker runtime (`lease-runtime`), not in the rules or a
+    /// store: a world whose processes buffer their effects (`handlers` fewer than `slots`) plants
+    /// them, on every store.
+    pub const RUNTIME: [Bug; 1] = [Bug::BufferKeepsGivenUp];
+
+    /// Every planted bug: the rules', the SQL path's, the in-memory batches' and the runtime's.
+    pub fn every() -> impl Iterator<Item = Bug> {
+        Bug::ALL.into_iter().chain(Bug::STORE).chain(Bug::BATCH).chain(Bug::RUNTIME)
+    }
 
     /// Whether the bug lives in a store's SQL path only ([`Bug::STORE`]).
     pub fn store_only(self) -> bool {
@@ -182,6 +198,7 @@ impl Bug {
             Bug::BatchAcquireGrantsTwice => "batch-acquire-grants-twice",
             Bug::GiveUpWithoutBackOff => "give-up-without-back-off",
             Bug::Canary => "canary",
+            Bug::BufferKeepsGivenUp => "buffer-keeps-given-up",
         }
     }
 
@@ -216,6 +233,7 @@ impl Bug {
             Bug::BatchAcquireGrantsTwice => "a batch of acquires grants its last job again once the queue is empty",
             Bug::GiveUpWithoutBackOff => "a reclaimer that gave a batch up scans again at once, not after its interval",
             Bug::Canary => "about one seed in twenty records a second terminal outcome",
+            Bug::BufferKeepsGivenUp => "a runtime leaves a lease given up in its buffer to lapse, not released",
         }
     }
 }
@@ -230,19 +248,14 @@ impl fmt::Display for Bug {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown planted bug {0:?}; known bugs: {known}",
-    known = Bug::ALL.iter().chain(&Bug::STORE).chain(&Bug::BATCH).map(|bug| bug.name()).collect::<Vec<_>>().join(", ")
+    known = Bug::every().map(|bug| bug.name()).collect::<Vec<_>>().join(", ")
 )]
 pub struct UnknownBug(pub String);
 
 impl FromStr for Bug {
     type Err = UnknownBug;
     fn from_str(s: &str) -> Result<Bug, UnknownBug> {
-        Bug::ALL
-            .into_iter()
-            .chain(Bug::STORE)
-            .chain(Bug::BATCH)
-            .find(|bug| bug.name() == s)
-            .ok_or_else(|| UnknownBug(s.to_string()))
+        Bug::every().find(|bug| bug.name() == s).ok_or_else(|| UnknownBug(s.to_string()))
     }
 }
 
@@ -288,7 +301,7 @@ mod tests {
     #[test]
     fn every_bug_has_its_own_one_line_description() {
         let mut seen = std::collections::BTreeSet::new();
-        for bug in Bug::ALL.into_iter().chain(Bug::STORE).chain(Bug::BATCH) {
+        for bug in Bug::every() {
             let about = bug.about();
             assert!(!about.is_empty() && !about.contains('\n'), "{bug}: {about:?}");
             assert!(bug.name().len() + about.len() <= 120, "{bug}: {} characters", about.len());

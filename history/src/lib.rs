@@ -379,6 +379,10 @@ pub enum Point {
     BeforeListing,
     /// `at_random`: the fault schedule crashed the node wherever it was.
     AtRandom,
+    /// `buffered`: a worker decided an effect while every handler its process allows was taken;
+    /// the effect waits in the process's buffer, not started (no `executing` line yet). Once its
+    /// lease is given up there, the worker releases it. Only plans strike here.
+    Buffered,
 }
 
 impl Point {
@@ -394,6 +398,7 @@ impl Point {
             Point::AfterListing => "after_listing",
             Point::BeforeListing => "before_listing",
             Point::AtRandom => "at_random",
+            Point::Buffered => "buffered",
         }
     }
 }
@@ -1242,6 +1247,7 @@ mod tests {
             Point::MidReclaim,
             Point::BeforeRenew,
             Point::AtRandom,
+            Point::Buffered,
         ]);
     }
 }

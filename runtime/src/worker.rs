@@ -730,7 +730,12 @@ impl<H: Handler> Run<H> {
         }
         if self.handlers_busy() && self.slots[slot].effect.is_none() {
             match self.still_acting(slot, id, op, epoch) {
-                true => self.buffered.push_back((slot, id, op, epoch)),
+                true => {
+                    self.buffered.push_back((slot, id, op, epoch));
+                    // Buffered: from here, a lease given up before its effect starts is released.
+                    let node = Node::Worker(self.slots[slot].id.0);
+                    self.hook().at(node, Point::Buffered, Some(op.job)).await;
+                }
                 false => self.unstarted.push((slot, op.job, epoch)),
             }
             return;
@@ -789,6 +794,9 @@ impl<H: Handler> Run<H> {
         }
         if self.slots[slot].started_lease == Some((job, epoch)) {
             return; // Its `executing` line may be written: never handed back.
+        }
+        if !draining && self.options.planted.0.on(lease_core::Bug::BufferKeepsGivenUp) {
+            return; // Planted: left to lapse, its job charged an attempt that never ran.
         }
         if self.slots[slot].worker.holding() == Some((job, epoch)) {
             if !draining {
@@ -867,6 +875,11 @@ impl<H: Handler> Run<H> {
         queued.retain(|&(slot, id, op, epoch)| {
             let acting = self.still_acting(slot, id, op, epoch);
             if !acting && buffering {
+                // Decided, but its `executing` line was never sent: it never started, and is
+                // released as a buffered lease is.
+                if self.slots[slot].started_lease == Some((op.job, epoch)) {
+                    self.slots[slot].started_lease = None;
+                }
                 self.unstarted.push((slot, op.job, epoch));
             }
             acting

@@ -107,8 +107,7 @@ fn number_after(text: &str, key: &str) -> u64 {
 fn bugs_lists_each_bug_with_its_description() {
     let (code, stdout, _) = lease_sim(&["bugs"]);
     assert_eq!(code, Some(0));
-    let bugs: Vec<lease_core::Bug> =
-        lease_core::Bug::ALL.into_iter().chain(lease_core::Bug::STORE).chain(lease_core::Bug::BATCH).collect();
+    let bugs: Vec<lease_core::Bug> = lease_core::Bug::every().collect();
     assert_eq!(stdout.lines().count(), bugs.len(), "{stdout}");
     let column = stdout.lines().next().unwrap().find(lease_core::Bug::ALL[0].about()).expect("a description");
     for (line, bug) in stdout.lines().zip(&bugs) {

@@ -106,6 +106,10 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         // The history stops at a violation: there is nothing left to audit against.
         return exit(&ctx, node, incarnation).await;
     }
+    // A lease given up while buffered was released before the runtime returned.
+    if let Some(unpaid) = ctx.unpaid_release(Some((node, incarnation))) {
+        panic!("{unpaid}");
+    }
     let lines = |keep: &dyn Fn(&Event) -> bool| lines_since(&ctx, from, node, keep);
     // What it told its metrics, against its history: a service's dashboard must say what the
     // history says. A grant is told when its slot takes it, so at least every lease the process
@@ -266,6 +270,10 @@ pub(super) async fn reclaimer(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     audit_within(node, incarnation, "fences counted", tally.fenced, taken, won);
     let told = metrics.snapshot();
     audit_within(node, incarnation, "reclaims told", told.reclaims, taken, won);
+    // A lease given up while buffered was released before the runtime returned.
+    if let Some(unpaid) = ctx.unpaid_release(Some((node, incarnation))) {
+        panic!("{unpaid}");
+    }
     let lines = |keep: &dyn Fn(&Event) -> bool| lines_since(&ctx, from, node, keep);
     audit(node, incarnation, "adoptions", tally.adopted, lines(&|e| matches!(e, Event::Adopted { .. })), false);
     let stopped = lines(&|e| matches!(e, Event::BatchStopped { .. }));
@@ -567,10 +575,12 @@ impl Wire {
         request: WorkerRequest,
         call: BoxFuture<'static, Option<WorkerReply>>,
     ) -> BoxFuture<'static, Option<WorkerReply>> {
-        if let (WorkerRequest::Release { .. }, SHUTDOWN_RELEASE) = (request, id) {
+        if let (WorkerRequest::Release { job, epoch }, SHUTDOWN_RELEASE) = (request, id) {
             let mut seen = self.seen.lock().expect("seen lock");
             seen.own_releases += 1;
             seen.own_releases_before_stop += u64::from(!self.told.load(Ordering::SeqCst));
+            // A release a buffered lease given up was owed is paid (the world's `owed_releases`).
+            self.ctx.state().owed_releases.remove(&(Node::Worker(worker.0), job, epoch));
         }
         let seen = Arc::clone(&self.seen);
         Box::pin(call.map(move |reply| {
@@ -694,7 +704,22 @@ impl Client for Wire {
 
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         // The node's own history: written, always.
+        let (job, abandoned) = match event {
+            Event::Executing { job, .. } => (Some(job), None),
+            Event::Abandoned { job, epoch, .. } => (Some(job), Some(epoch)),
+            _ => (None, None),
+        };
         self.ctx.record(node, event);
+        if let Some(job) = job {
+            // A buffered lease leaves the buffer when its effect starts, or when it is given up:
+            // then its runtime owes a release (the world's `owed_releases`).
+            let mut state = self.ctx.state();
+            let buffered = state.buffered.remove(&(node, job)) == Some(self.incarnation);
+            if let (true, Some(epoch)) = (buffered, abandoned) {
+                let line = state.history.len();
+                state.owed_releases.insert((node, job, epoch), (self.incarnation, line));
+            }
+        }
         Box::pin(futures::future::ready(true))
     }
 }
@@ -702,6 +727,9 @@ impl Client for Wire {
 impl Hook for Wire {
     fn at(&self, node: Node, point: Point, job: Option<JobId>) -> BoxFuture<'static, ()> {
         let ctx = Arc::clone(&self.ctx);
+        if let (Point::Buffered, Some(job)) = (point, job) {
+            ctx.state().buffered.insert((node, job), self.incarnation);
+        }
         match ctx.at_point(node, point, job) {
             Some(Dealt::Crash { restart_after_us }) if point == Point::DuringAck => {
                 let job = job.expect("an acknowledgement names its job");

@@ -70,6 +70,13 @@ pub(crate) struct State {
     pub(crate) lease_messages: BTreeMap<LeaseMessage, u32>,
     /// How many messages of each kind about each job (and no lease) went between two nodes.
     pub(crate) job_messages: BTreeMap<JobMessage, u32>,
+    /// The leases a worker runtime holds in its buffer (it passed [`lease_history::Point::Buffered`]
+    /// for the job and has not started the effect), by slot and job, with the process's life.
+    pub(crate) buffered: BTreeMap<(Node, lease_core::JobId), u64>,
+    /// The releases a worker runtime owes: a lease its slot gave up while it was buffered (its
+    /// `abandoned` line), by slot, job and epoch, with the life and the line. Sending the release
+    /// pays it; a crash of the life forgives it. See [`Ctx::owed_releases`].
+    pub(crate) owed_releases: BTreeMap<(Node, lease_core::JobId, lease_core::Epoch), (u64, usize)>,
 }
 
 /// A kind of message about one lease: the request (or its answer) and the lease's job and epoch.
@@ -188,6 +195,28 @@ impl Ctx {
 
     pub(crate) fn violated(&self) -> bool {
         self.state().violation.is_some()
+    }
+
+    /// A release still owed ([`State::owed_releases`]), told as a failure: by the life `only`
+    /// names, or else by any life still current and up (a life that crashed is forgiven: the
+    /// crash may have struck before its release left, and an exited life was audited as it
+    /// returned). A runtime sends the release in the turn that writes the `abandoned` line, so
+    /// one still owed when its life returns, or when the world ends, was never sent.
+    pub(crate) fn unpaid_release(&self, only: Option<(Node, u64)>) -> Option<String> {
+        let state = self.state();
+        let owes = |slot: Node, life: u64| {
+            let process = self.params.process_of(slot);
+            match only {
+                Some(owner) => owner == (process, life),
+                None => state.incarnations.get(&process) == Some(&life) && !state.down.contains_key(&process),
+            }
+        };
+        let (&(slot, job, epoch), &(life, line)) =
+            state.owed_releases.iter().find(|(&(slot, ..), &(life, _))| owes(slot, life))?;
+        Some(format!(
+            "{slot} life {life}: its runtime gave up {job} {epoch} while it waited in the buffer (line {line}), \
+             and never released it"
+        ))
     }
 }
 

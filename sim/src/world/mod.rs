@@ -215,6 +215,8 @@ fn run_world(params: Params) -> RunReport {
         cuts: BTreeSet::new(),
         lease_messages: BTreeMap::new(),
         job_messages: BTreeMap::new(),
+        buffered: BTreeMap::new(),
+        owed_releases: BTreeMap::new(),
     };
     // The root and every task of the world are contained (see `crate::panics`): a panic comes
     // out of `block_on` as a value and unwinds from here, not through madsim, which prints it.
@@ -349,6 +351,12 @@ async fn finish(ctx: &Arc<Ctx>) -> Verdict {
                 }
             }
         }
+    };
+    // A worker runtime releases every lease it gave up in its buffer: a release still owed by a
+    // life that is up was never sent (`Ctx::unpaid_release`).
+    let verdict = match (verdict, ctx.unpaid_release(None)) {
+        (Verdict::Held | Verdict::Liveness(_), Some(message)) => Verdict::Crash(Crash { message }),
+        (verdict, _) => verdict,
     };
     // Kill every node and give the runtime one more tick, so that madsim frees the world.
     let mut ids: Vec<SimNodeId> = ctx.state().nodes.values().copied().collect();

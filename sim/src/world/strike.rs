@@ -109,7 +109,8 @@ impl Ctx {
             | Point::BeforeRenewReply
             | Point::AfterListing
             | Point::BeforeListing
-            | Point::AtRandom => 0.0,
+            | Point::AtRandom
+            | Point::Buffered => 0.0,
         };
         if chance(rng, crash_rate) {
             return Some(Dealt::Crash { restart_after_us });
@@ -123,7 +124,7 @@ impl Ctx {
             Point::BeforeRenewReply => (windows.before_renew_reply, true),
             Point::AfterListing => (windows.after_listing, true),
             Point::MidReclaim => (windows.after_fence, true),
-            Point::AfterEffect | Point::BeforeListing | Point::AtRandom => (0.0, false),
+            Point::AfterEffect | Point::BeforeListing | Point::AtRandom | Point::Buffered => (0.0, false),
         };
         if !chance(rng, stall_rate) {
             return None;
