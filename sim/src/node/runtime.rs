@@ -71,7 +71,19 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     // it, perhaps a turn later). A process runs at most `handlers` at once.
     let (limit, running) =
         (ctx.params.handlers as usize, Arc::new(Mutex::new(Vec::<(Cancel, Arc<AtomicBool>)>::new())));
+    let lease_ttl = ctx.params.table.lease_ttl;
     let handler = move |job: Job| {
+        // The handler is told its lease's deadline, the machine's estimate of expiry less the
+        // margin, on the node's clock: a lease granted or renewed before now, so never more than
+        // a lease from now (it may have passed: a stall at `before_effect` starts an effect late).
+        let now = client.clock.local(client.ctx.now());
+        assert!(
+            job.deadline() > Time::ZERO && job.deadline() <= now + lease_ttl,
+            "{node}: the handler for {} {} is told the deadline {}, at {now} with leases of {lease_ttl}",
+            job.id,
+            job.epoch,
+            job.deadline()
+        );
         let returned = Arc::new(AtomicBool::new(false));
         if limit > 0 {
             let mut running = running.lock().expect("handlers lock");
