@@ -121,10 +121,9 @@ pub struct WorkerOptions {
     /// its machine, taking the time at its turn, still acts on the lease, and a lease its
     /// machine gave up while it waited (self-fenced past its estimate: a pause, or renewals cut
     /// off) is released, back at the queue's head with no attempt counted, never run late. At
-    /// shutdown the buffer is released at once. Not yet swept by the simulator's scenarios: with
-    /// a buffer, `large-batches` loads the simulated table past what it can take (renewals wait
-    /// in its mailbox until their leases self-fence, and grants are wasted), so it stays off by
-    /// default until the table's intake is fixed.
+    /// shutdown the buffer is released at once. The simulator sweeps buffers in `large-batches`
+    /// and `service-handlers` (`handlers=` on the run line), and holds the runtime to its
+    /// release: it passes [`Point::Buffered`] as an effect enters the buffer.
     pub handlers: usize,
 }
 
@@ -209,8 +208,9 @@ pub struct WorkerTally {
     /// Leases held at shutdown whose handler had started: left to expire, for a reclaimer to
     /// adopt the output or requeue the job.
     pub left: u64,
-    /// Buffered jobs ([`WorkerOptions::handlers`]) handed back unrun: their machine gave the
-    /// lease up while they waited (counted as asked; `released` counts the table's yes).
+    /// Jobs handed back unrun: their machine gave the lease up after their effect was decided and
+    /// before it started, while they waited in the buffer ([`WorkerOptions::handlers`]) or in a
+    /// batching turn (counted as asked; `released` counts the table's yes).
     pub buffer_released: u64,
 }
 
@@ -779,9 +779,9 @@ impl<H: Handler> Run<H> {
         }
     }
 
-    /// A lease whose effect was decided but never started (no `executing` line), with a buffer:
-    /// once its machine gave it up while it waited (self-fenced past its estimate: a pause, or
-    /// renewals cut off), it is released (after the machine's `abandoned` line), back at the
+    /// A lease whose effect was decided but never started (no `executing` line): waiting in the
+    /// buffer, or decided in a batching turn whose lines had not left. Once its machine gave it
+    /// up meanwhile (self-fenced past its estimate: a pause, or renewals cut off), it is released (after the machine's `abandoned` line), back at the
     /// queue's head with its attempt undone, not left to expire and cost the job an attempt that
     /// never ran. While draining, a lease still held goes back too, and the slot asks no more.
     /// A release is refused, harmlessly, when the lease is no longer the slot's.
@@ -814,7 +814,7 @@ impl<H: Handler> Run<H> {
     /// handler.
     async fn begin(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch) {
         if !self.decide(slot, id, op, epoch) {
-            if self.options.handlers > 0 && self.slots[slot].effect.is_none() {
+            if self.slots[slot].effect.is_none() {
                 self.unstarted.push((slot, op.job, epoch));
             }
             return;
@@ -871,10 +871,9 @@ impl<H: Handler> Run<H> {
         // Decided during the drain, perhaps before a stall at another slot's point (a pause of
         // the whole process): the machines take the time again, and a lease no longer acted on
         // writes no `executing` line.
-        let buffering = self.options.handlers > 0;
         queued.retain(|&(slot, id, op, epoch)| {
             let acting = self.still_acting(slot, id, op, epoch);
-            if !acting && buffering {
+            if !acting {
                 // Decided, but its `executing` line was never sent: it never started, and is
                 // released as a buffered lease is.
                 if self.slots[slot].started_lease == Some((op.job, epoch)) {

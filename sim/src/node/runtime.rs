@@ -187,8 +187,9 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     // And against what its client handed it and was asked to send.
     let seen = std::mem::take(&mut *seams.wire.seen.lock().expect("seen lock"));
     audit(node, incarnation, "releases answered", tally.released, seen.released, false);
-    // Before it is told to stop, a runtime sends a release of its own only for a buffered lease
-    // its machine gave up; after, for leases it hands back too.
+    // Before it is told to stop, a runtime sends a release of its own only for a lease its
+    // machine gave up after its effect was decided and before it started; after, for leases it
+    // hands back too.
     let own = (seen.own_releases_before_stop, seen.own_releases);
     audit_within(node, incarnation, "buffered leases handed back", tally.buffer_released, own.0, own.1);
     // A completion answered is counted once, for the request its machine awaits: not for a copy
@@ -202,6 +203,8 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         completed.saturating_sub(tally.abandoned),
         completed,
     );
+    // Every output it sent to be recorded, copies included.
+    audit(node, incarnation, "outputs sent to record", tally.recorded, seen.records, false);
     // Its dashboard's dead-letters likewise: told once for each answer its machines awaited.
     let dead = seen.dead_lettered.len() as u64;
     audit_within(node, incarnation, "dead-letters told", told.dead_letters, dead.saturating_sub(tally.abandoned), dead);
@@ -473,6 +476,8 @@ struct Seen {
     completed: BTreeSet<(WorkerId, RequestId)>,
     /// The requests answered `dead_lettered` handed to it, likewise.
     dead_lettered: BTreeSet<(WorkerId, RequestId)>,
+    /// The outputs it asked the client to record ([`Client::record`], each of a batch's).
+    records: u64,
 }
 
 impl Wire {
@@ -616,6 +621,22 @@ impl Wire {
         }))
     }
 
+    /// Sends one output to the ledger to record, under a wire id of its own.
+    fn ask_record(
+        &self,
+        worker: WorkerId,
+        op: OpId,
+        epoch: Epoch,
+        output: OutputId,
+    ) -> BoxFuture<'static, Option<Apply>> {
+        let id = self.wire_id(self.next_call.fetch_add(1, Ordering::Relaxed));
+        let take = |reply| match reply {
+            Reply::Recorded(apply) => apply,
+            other => panic!("a record got {other:?}"),
+        };
+        self.ask(ledger_addr(), id, Request::Record(worker.0, op, epoch, output), take)
+    }
+
     /// Sends a slot's request, alone, to the node that serves it.
     fn ask_worker(
         &self,
@@ -673,12 +694,8 @@ impl Client for Wire {
 
     /// A recording handler's output, to the ledger: each call under a wire id of its own.
     fn record(&self, worker: WorkerId, op: OpId, epoch: Epoch, output: OutputId) -> BoxFuture<'static, Option<Apply>> {
-        let id = self.wire_id(self.next_call.fetch_add(1, Ordering::Relaxed));
-        let take = |reply| match reply {
-            Reply::Recorded(apply) => apply,
-            other => panic!("a record got {other:?}"),
-        };
-        self.ask(ledger_addr(), id, Request::Record(worker.0, op, epoch, output), take)
+        self.seen.lock().expect("seen lock").records += 1;
+        self.ask_record(worker, op, epoch, output)
     }
 
     /// One message for each `batch_max` records, as [`Client::worker_batch`] sends requests: the
@@ -693,7 +710,8 @@ impl Client for Wire {
                 chunk.iter().map(|&(worker, op, epoch, output)| (worker.0, op, epoch, output)).collect(),
             )
         };
-        let alone = |(worker, op, epoch, output)| self.record(worker, op, epoch, output);
+        self.seen.lock().expect("seen lock").records += records.len() as u64;
+        let alone = |(worker, op, epoch, output)| self.ask_record(worker, op, epoch, output);
         self.in_chunks(ledger_addr(), &records, alone, batch, take)
     }
 
