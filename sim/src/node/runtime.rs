@@ -30,8 +30,8 @@ use crate::world::ctx::Ctx;
 use futures::channel::oneshot;
 use futures::future::{BoxFuture, FutureExt};
 use lease_core::{
-    Apply, Completion, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId, Release,
-    RequestId, Requeue, Span, Time, WorkerId, WorkerReply, WorkerRequest,
+    Acquired, Apply, Completion, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId,
+    Release, RequestId, Requeue, Span, Time, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_history::{AbandonReason, Event, Node, Point};
 use lease_runtime::{
@@ -203,6 +203,13 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         completed.saturating_sub(tally.abandoned),
         completed,
     );
+    // A grant that came once it was told to stop is handed back, its attempt undone: it takes
+    // no job then, and a grant left to lapse charges its job an attempt that never ran. (A copy
+    // of a grant it took before, answered again, is not a new one: it acted on that lease.)
+    let unused = seen.granted_after_stop.difference(&seen.acted).copied().collect::<BTreeSet<_>>();
+    if let Some((job, epoch)) = unused.difference(&seen.releases_sent).next() {
+        panic!("{node} life {incarnation}: its runtime was granted {job} {epoch} after it was told to stop, and never released it");
+    }
     // Every output it sent to be recorded, copies included.
     audit(node, incarnation, "outputs sent to record", tally.recorded, seen.records, false);
     // Its dashboard's dead-letters likewise: told once for each answer its machines awaited.
@@ -478,6 +485,12 @@ struct Seen {
     dead_lettered: BTreeSet<(WorkerId, RequestId)>,
     /// The outputs it asked the client to record ([`Client::record`], each of a batch's).
     records: u64,
+    /// The grants handed to it once it had taken its stop signal: it takes no job then.
+    granted_after_stop: BTreeSet<(JobId, Epoch)>,
+    /// The leases it sent a release for (its machines' or its own).
+    releases_sent: BTreeSet<(JobId, Epoch)>,
+    /// The leases it acted on: looked their operation up, or wrote their `executing` line.
+    acted: BTreeSet<(JobId, Epoch)>,
 }
 
 impl Wire {
@@ -592,17 +605,32 @@ impl Wire {
         request: WorkerRequest,
         call: BoxFuture<'static, Option<WorkerReply>>,
     ) -> BoxFuture<'static, Option<WorkerReply>> {
+        match request {
+            WorkerRequest::Release { job, epoch } => {
+                self.seen.lock().expect("seen lock").releases_sent.insert((job, epoch));
+            }
+            WorkerRequest::Lookup { op, epoch } => {
+                self.seen.lock().expect("seen lock").acted.insert((op.job, epoch));
+            }
+            _ => {}
+        }
         if let (WorkerRequest::Release { job, epoch }, SHUTDOWN_RELEASE) = (request, id) {
             let mut seen = self.seen.lock().expect("seen lock");
             seen.own_releases += 1;
             seen.own_releases_before_stop += u64::from(!self.told.load(Ordering::SeqCst));
+
             // A release a buffered lease given up was owed is paid (the world's `owed_releases`).
             self.ctx.state().owed_releases.remove(&(Node::Worker(worker.0), job, epoch));
         }
-        let seen = Arc::clone(&self.seen);
+        let (seen, told) = (Arc::clone(&self.seen), Arc::clone(&self.told));
         Box::pin(call.map(move |reply| {
             let mut seen = seen.lock().expect("seen lock");
             match (request, &reply) {
+                (_, Some(WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant))))
+                    if told.load(Ordering::SeqCst) =>
+                {
+                    seen.granted_after_stop.insert((grant.lease.job, grant.lease.epoch));
+                }
                 (WorkerRequest::Release { .. }, Some(WorkerReply::Released(Release::Released { .. }))) => {
                     seen.released += 1;
                 }
@@ -735,7 +763,10 @@ impl Client for Wire {
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         // The node's own history: written, always.
         let (job, abandoned) = match event {
-            Event::Executing { job, .. } => (Some(job), None),
+            Event::Executing { job, epoch, .. } => {
+                self.seen.lock().expect("seen lock").acted.insert((job, epoch));
+                (Some(job), None)
+            }
             Event::Abandoned { job, epoch, .. } => (Some(job), Some(epoch)),
             _ => (None, None),
         };
