@@ -760,6 +760,14 @@ impl Client for Wire {
         self.ask(to, self.wire_id(id.0), Request::Reclaimer(reclaimer.0, request), take)
     }
 
+    fn lines(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, bool> {
+        // A store writes a batch of lines in one transaction: an empty one is a round trip for
+        // nothing, at every turn of the loop.
+        assert!(!lines.is_empty(), "{}: its runtime writes an empty batch of lines", self.node);
+        let written: Vec<_> = lines.into_iter().map(|(node, event)| self.line(node, event)).collect();
+        Box::pin(futures::future::join_all(written).map(|written| written.into_iter().all(|written| written)))
+    }
+
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         // The node's own history: written, always.
         let (job, abandoned) = match event {
