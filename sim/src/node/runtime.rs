@@ -601,22 +601,29 @@ impl Wire {
         request: WorkerRequest,
         call: BoxFuture<'static, Option<WorkerReply>>,
     ) -> BoxFuture<'static, Option<WorkerReply>> {
-        match request {
-            WorkerRequest::Release { job, epoch } => {
-                self.seen.lock().expect("seen lock").releases_sent.insert((job, epoch));
-            }
-            WorkerRequest::Lookup { op, epoch } => {
-                self.seen.lock().expect("seen lock").acted.insert((op.job, epoch));
-            }
-            _ => {}
+        if let WorkerRequest::Lookup { op, epoch } = request {
+            self.seen.lock().expect("seen lock").acted.insert((op.job, epoch));
         }
-        if let (WorkerRequest::Release { job, epoch }, SHUTDOWN_RELEASE) = (request, id) {
+        if let (WorkerRequest::Release { .. }, SHUTDOWN_RELEASE) = (request, id) {
             let mut seen = self.seen.lock().expect("seen lock");
             seen.own_releases += 1;
             seen.own_releases_before_stop += u64::from(!self.told.load(Ordering::SeqCst));
-            // A release a buffered lease given up was owed is paid (the world's `owed_releases`).
-            self.ctx.state().owed_releases.remove(&(Node::Worker(worker.0), job, epoch));
         }
+        // A release counts as sent once the runtime polls its call (the message then leaves), not
+        // when it asks for it: a call it drops unpolled never reaches the table.
+        let call: BoxFuture<'static, Option<WorkerReply>> = match request {
+            WorkerRequest::Release { job, epoch } => {
+                let (seen, ctx, slot) = (Arc::clone(&self.seen), Arc::clone(&self.ctx), Node::Worker(worker.0));
+                Box::pin(async move {
+                    seen.lock().expect("seen lock").releases_sent.insert((job, epoch));
+                    // A release a buffered lease given up was owed is paid (the world's
+                    // `owed_releases`).
+                    ctx.state().owed_releases.remove(&(slot, job, epoch));
+                    call.await
+                })
+            }
+            _ => call,
+        };
         let (seen, told) = (Arc::clone(&self.seen), Arc::clone(&self.told));
         Box::pin(call.map(move |reply| {
             let mut seen = seen.lock().expect("seen lock");
