@@ -781,7 +781,8 @@ impl<H: Handler> Run<H> {
 
     /// A lease whose effect was decided but never started (no `executing` line): waiting in the
     /// buffer, or decided in a batching turn whose lines had not left. Once its machine gave it
-    /// up meanwhile (self-fenced past its estimate: a pause, or renewals cut off), it is released (after the machine's `abandoned` line), back at the
+    /// up meanwhile (self-fenced past its estimate: a pause, or renewals cut off), it is released
+    /// (after the machine's `abandoned` line), back at the
     /// queue's head with its attempt undone, not left to expire and cost the job an attempt that
     /// never ran. While draining, a lease still held goes back too, and the slot asks no more.
     /// A release is refused, harmlessly, when the lease is no longer the slot's.

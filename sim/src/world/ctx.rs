@@ -75,7 +75,7 @@ pub(crate) struct State {
     pub(crate) buffered: BTreeMap<(Node, lease_core::JobId), u64>,
     /// The releases a worker runtime owes: a lease its slot gave up while it was buffered (its
     /// `abandoned` line), by slot, job and epoch, with the life and the line. Sending the release
-    /// pays it; a crash of the life forgives it. See [`Ctx::owed_releases`].
+    /// pays it; a crash of the life forgives it. See [`Ctx::unpaid_release`].
     pub(crate) owed_releases: BTreeMap<(Node, lease_core::JobId, lease_core::Epoch), (u64, usize)>,
 }
 
