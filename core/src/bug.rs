@@ -110,6 +110,27 @@ pub enum Bug {
     /// is accepted; the simulator's audit of the buffer sees the release never sent. Lives in
     /// `lease-runtime` ([`Bug::RUNTIME`]).
     BufferKeepsGivenUp,
+    /// A worker runtime told to stop drops a grant that answers an acquire it sent before: the
+    /// lease is left to lapse, and its job waits it out and is charged an attempt that never ran.
+    /// Nothing unsafe is accepted; the simulator's audit of grants after the stop sees no release.
+    /// [`Bug::RUNTIME`].
+    StopDropsLateGrants,
+    /// A worker runtime told to stop returns without waiting for the releases it asked for: they
+    /// are dropped unsent, and the leases they would hand back lapse. Nothing unsafe is accepted;
+    /// the simulator counts a release as sent only once the runtime polls its call. [`Bug::RUNTIME`].
+    ShutdownReleasesUnawaited,
+    /// A worker runtime counts a batch of records as one output sent: its tally, and a service's
+    /// dashboard, say fewer records than the ledger was asked for. The simulator audits the tally
+    /// against what its client was asked to record. [`Bug::RUNTIME`].
+    RecordBatchCountedOnce,
+    /// A worker runtime never publishes the lease's deadline to its handler (`Job::deadline`
+    /// reads zero): a handler that bounds its dependency call by it gives up at once, or never.
+    /// The simulator's handler audits the deadline it is told. [`Bug::RUNTIME`].
+    DeadlineUnset,
+    /// A batching worker runtime writes its batch of `executing` lines at every turn, none queued
+    /// or not: a store makes a transaction of nothing at every turn. The simulator's client
+    /// refuses an empty batch. [`Bug::RUNTIME`].
+    LinesEveryTurn,
 }
 
 impl Bug {
@@ -149,9 +170,17 @@ impl Bug {
     pub const BATCH: [Bug; 3] = [Bug::BatchCompleteChecksFirst, Bug::BatchRenewUnchecked, Bug::BatchAcquireGrantsTwice];
 
     /// The planted bugs that live in the worker runtime (`lease-runtime`), not in the rules or a
-    /// store: a world whose processes buffer their effects (`handlers` fewer than `slots`) plants
-    /// them, on every store.
-    pub const RUNTIME: [Bug; 1] = [Bug::BufferKeepsGivenUp];
+    /// store: every world plants them, on every store. Each shows where the runtime's code is
+    /// reached: the buffer (`handlers` fewer than `slots`), batching (`batch` above 1), or a
+    /// graceful stop.
+    pub const RUNTIME: [Bug; 6] = [
+        Bug::BufferKeepsGivenUp,
+        Bug::StopDropsLateGrants,
+        Bug::ShutdownReleasesUnawaited,
+        Bug::RecordBatchCountedOnce,
+        Bug::DeadlineUnset,
+        Bug::LinesEveryTurn,
+    ];
 
     /// Every planted bug: the rules', the SQL path's, the in-memory batches' and the runtime's.
     pub fn every() -> impl Iterator<Item = Bug> {
@@ -199,6 +228,11 @@ impl Bug {
             Bug::GiveUpWithoutBackOff => "give-up-without-back-off",
             Bug::Canary => "canary",
             Bug::BufferKeepsGivenUp => "buffer-keeps-given-up",
+            Bug::StopDropsLateGrants => "stop-drops-late-grants",
+            Bug::ShutdownReleasesUnawaited => "shutdown-releases-unawaited",
+            Bug::RecordBatchCountedOnce => "record-batch-counted-once",
+            Bug::DeadlineUnset => "deadline-unset",
+            Bug::LinesEveryTurn => "lines-every-turn",
         }
     }
 
@@ -234,6 +268,11 @@ impl Bug {
             Bug::GiveUpWithoutBackOff => "a reclaimer that gave a batch up scans again at once, not after its interval",
             Bug::Canary => "about one seed in twenty records a second terminal outcome",
             Bug::BufferKeepsGivenUp => "a runtime leaves a lease given up in its buffer to lapse, not released",
+            Bug::StopDropsLateGrants => "a runtime told to stop leaves a grant that answers afterwards to lapse",
+            Bug::ShutdownReleasesUnawaited => "a runtime told to stop returns before its releases are sent",
+            Bug::RecordBatchCountedOnce => "a runtime counts a batch of records as one output sent",
+            Bug::DeadlineUnset => "a runtime never tells its handler the lease's deadline (it reads zero)",
+            Bug::LinesEveryTurn => "a batching runtime writes its executing lines at every turn, even none",
         }
     }
 }

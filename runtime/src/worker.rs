@@ -515,9 +515,16 @@ impl<H: Handler> Run<H> {
                     self.act(slot, action).await;
                 }
             }
-            let held = &self.slots[slot];
-            held.deadline.store(held.worker.act_until().map_or(0, |at| at.0), Ordering::Relaxed);
+            self.slots[slot].deadline.store(self.deadline_of(slot).map_or(0, |at| at.0), Ordering::Relaxed);
         }
+    }
+
+    /// The deadline `slot`'s handler is told ([`Job::deadline`]): its machine's `act_until`.
+    fn deadline_of(&self, slot: usize) -> Option<Time> {
+        if self.options.planted.0.on(lease_core::Bug::DeadlineUnset) {
+            return None; // Planted: never published, so a handler reads zero.
+        }
+        self.slots[slot].worker.act_until()
     }
 
     /// Whether draining is done: every slot closed, or holding nothing and asking for nothing.
@@ -887,7 +894,13 @@ impl<H: Handler> Run<H> {
         let leaving = self.leaving(EFFECTS, queued.len());
         self.queued_effects = queued.split_off(leaving);
         let written = match *queued.as_slice() {
-            [] => return,
+            [] => {
+                if self.options.planted.0.on(lease_core::Bug::LinesEveryTurn) {
+                    // Planted: the turn's batch of lines is written, none in it.
+                    self.client().lines(Vec::new()).await;
+                }
+                return;
+            }
             [(slot, _, op, epoch)] => {
                 let node = Node::Worker(self.slots[slot].id.0);
                 self.client().line(node, Event::Executing { job: op.job, op, epoch }).await
@@ -937,7 +950,7 @@ impl<H: Handler> Run<H> {
         let payload = self.client().payload(op.job);
         let (handler, deadline) = (Arc::clone(&self.handler), Arc::clone(&self.slots[slot].deadline));
         let worker = self.slots[slot].id;
-        deadline.store(self.slots[slot].worker.act_until().map_or(0, |at| at.0), Ordering::Relaxed);
+        deadline.store(self.deadline_of(slot).map_or(0, |at| at.0), Ordering::Relaxed);
         let (clock, metrics) = (Arc::clone(&self.seams.clock), Arc::clone(&self.seams.metrics));
         let run = async move {
             match payload.await {
@@ -994,7 +1007,9 @@ impl<H: Handler> Run<H> {
             assert!(effect.running.is_none(), "recording while the handler runs");
             records.push((self.slots[slot].id, effect.op, effect.epoch, output));
         }
-        self.tally.recorded += batch.len() as u64;
+        // Planted, the batch is counted as one output sent.
+        let once = self.options.planted.0.on(lease_core::Bug::RecordBatchCountedOnce);
+        self.tally.recorded += if once { 1 } else { batch.len() as u64 };
         let deadline = self.clock().now() + self.options.worker.request_timeout;
         let answers = self.client().record_batch(records);
         assert_eq!(answers.len(), batch.len(), "a client answers each record of a batch");
@@ -1251,6 +1266,9 @@ impl<H: Handler> Run<H> {
             match reply {
                 WorkerReply::Released(Release::Released { .. }) => self.tally.released += 1,
                 WorkerReply::Acquired(Acquired::Granted(grant) | Acquired::Regranted(grant)) => {
+                    if self.options.planted.0.on(lease_core::Bug::StopDropsLateGrants) {
+                        continue; // Planted: the grant is dropped, its lease left to lapse.
+                    }
                     let (job, epoch) = (grant.lease.job, grant.lease.epoch);
                     let held = &self.slots[slot];
                     if held.worker.holding() != Some((job, epoch)) && held.started_lease != Some((job, epoch)) {
@@ -1269,6 +1287,9 @@ impl<H: Handler> Run<H> {
         // Each release as the client answers it, for a request's timeout at most: a release that
         // is not answered by then leaves its lease to expire.
         let timer = self.seams.clock.sleep_until(self.clock().now() + self.options.worker.request_timeout);
+        if self.options.planted.0.on(lease_core::Bug::ShutdownReleasesUnawaited) {
+            return; // Planted: the releases are dropped, never polled, so never sent.
+        }
         let answered: Vec<Option<WorkerReply>> = releases.take_until(timer).collect().await;
         for reply in answered {
             self.tally.released += u64::from(matches!(reply, Some(WorkerReply::Released(Release::Released { .. }))));

@@ -195,28 +195,3 @@ fn the_planted_batch_bugs_are_caught() {
         assert!(!lease_store::StoreKind::Sqlite.plants(bug) && lease_store::StoreKind::Memory.plants(bug), "{bug}");
     }
 }
-
-// Proves the promise of a buffered lease is judged: a runtime whose effects wait in its buffer
-// releases a lease its machine gave up there, so that its job goes back to the queue's head with
-// no attempt charged. Planted, the runtime leaves the lease to lapse; nothing unsafe is accepted,
-// no checker of the history can tell (the history does not say which leases waited in a buffer),
-// and the simulator's audit of the buffer (`Ctx::unpaid_release`) must see the release never
-// sent, a crash of the world, within 200 seeds of `large-batches` from each of eight starts. It
-// lives in the runtime, so every store plants it.
-#[test]
-fn the_planted_buffer_bug_is_caught_by_the_buffer_audit() {
-    use lease_core::Bug;
-    use lease_sim::runner::hunt_from;
-    use std::sync::atomic::AtomicBool;
-    let stop = AtomicBool::new(false);
-    let starts: Vec<u64> = (0..8).map(|k| k * 100_000).collect();
-    let bug = Bug::BufferKeepsGivenUp;
-    let hunted = hunt_from(Target::planted(Scenario::LARGE_BATCHES, Some(bug)), &starts, 200, 2, &stop);
-    for (catch, from) in hunted.catches.iter().zip(&starts) {
-        let found = catch.invariant.unwrap_or_else(|| panic!("{bug} escaped 200 seeds from seed {from}"));
-        assert_eq!(found.name(), "crash", "{bug} from {from} caught by {found}");
-        assert!(catch.seeds_to_failure <= 200);
-    }
-    println!("{bug}: median {} worst {}", hunted.median_seeds, hunted.worst_seeds);
-    assert!(Bug::RUNTIME.iter().all(|&bug| lease_store::StoreKind::Sqlite.plants(bug)));
-}

@@ -158,8 +158,13 @@ fn expected(bug: Bug) -> &'static [&'static str] {
         Bug::BatchCompleteChecksFirst | Bug::BatchRenewUnchecked | Bug::BatchAcquireGrantsTwice => {
             &["fencing", "conformance"]
         }
-        // The runtime's buffer bug is hunted in `batches.rs`: the simulator's audit of the
-        // buffer panics, a crash.
-        Bug::BufferKeepsGivenUp => &["crash"],
+        // The runtime's bugs are hunted in `runtime_bugs.rs`: the simulator's audit of the
+        // runtime panics, a crash.
+        Bug::BufferKeepsGivenUp
+        | Bug::StopDropsLateGrants
+        | Bug::ShutdownReleasesUnawaited
+        | Bug::RecordBatchCountedOnce
+        | Bug::DeadlineUnset
+        | Bug::LinesEveryTurn => &["crash"],
     }
 }

@@ -368,7 +368,7 @@ fn execute(command: Command) -> Result<u8, BadInput> {
                 println!("{:<BUG_NAME_WIDTH$} {} (in a batch on the in-memory table)", bug.name(), bug.about());
             }
             for bug in Bug::RUNTIME {
-                println!("{:<BUG_NAME_WIDTH$} {} (in lease-runtime: a world that buffers)", bug.name(), bug.about());
+                println!("{:<BUG_NAME_WIDTH$} {} (in lease-runtime)", bug.name(), bug.about());
             }
             Ok(0)
         }

@@ -26,7 +26,7 @@ use super::{bind, send, Mailbox};
 use crate::clock::LocalClock;
 use crate::faults::decide::Dealt;
 use crate::net::{ledger_addr, table_addr, wire_id, Produced, Reply, Request, INCARNATION_SHIFT};
-use crate::world::ctx::Ctx;
+use crate::world::ctx::{Ctx, Owed};
 use futures::channel::oneshot;
 use futures::future::{BoxFuture, FutureExt};
 use lease_core::{
@@ -777,18 +777,24 @@ impl Client for Wire {
                 self.seen.lock().expect("seen lock").acted.insert((job, epoch));
                 (Some(job), None)
             }
-            Event::Abandoned { job, epoch, .. } => (Some(job), Some(epoch)),
+            Event::Abandoned { job, epoch, why } => (Some(job), Some((epoch, why))),
             _ => (None, None),
         };
         self.ctx.record(node, event);
         if let Some(job) = job {
             // A buffered lease leaves the buffer when its effect starts, or when it is given up:
-            // then its runtime owes a release (the world's `owed_releases`).
+            // then its runtime owes a release (the world's `owed_releases`). So does a lease it
+            // hands back at shutdown: the `abandoned` line, then the release, in the same turn.
             let mut state = self.ctx.state();
             let buffered = state.buffered.remove(&(node, job)) == Some(self.incarnation);
-            if let (true, Some(epoch)) = (buffered, abandoned) {
+            let owed = match abandoned {
+                Some((_, AbandonReason::Shutdown)) => Some(Owed::HandedBack),
+                Some(_) if buffered => Some(Owed::Buffered),
+                _ => None,
+            };
+            if let (Some(owed), Some((epoch, _))) = (owed, abandoned) {
                 let line = state.history.len();
-                state.owed_releases.insert((node, job, epoch), (self.incarnation, line));
+                state.owed_releases.insert((node, job, epoch), (self.incarnation, line, owed));
             }
         }
         Box::pin(futures::future::ready(true))

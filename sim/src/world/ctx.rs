@@ -73,10 +73,11 @@ pub(crate) struct State {
     /// The leases a worker runtime holds in its buffer (it passed [`lease_history::Point::Buffered`]
     /// for the job and has not started the effect), by slot and job, with the process's life.
     pub(crate) buffered: BTreeMap<(Node, lease_core::JobId), u64>,
-    /// The releases a worker runtime owes: a lease its slot gave up while it was buffered (its
-    /// `abandoned` line), by slot, job and epoch, with the life and the line. Sending the release
-    /// pays it; a crash of the life forgives it. See [`Ctx::unpaid_release`].
-    pub(crate) owed_releases: BTreeMap<(Node, lease_core::JobId, lease_core::Epoch), (u64, usize)>,
+    /// The releases a worker runtime owes: a lease its slot gave up while it was buffered, or
+    /// handed back at shutdown (its `abandoned` line), by slot, job and epoch, with the life, the
+    /// line and which of the two. Sending the release pays it; a crash of the life forgives it.
+    /// See [`Ctx::unpaid_release`].
+    pub(crate) owed_releases: BTreeMap<(Node, lease_core::JobId, lease_core::Epoch), (u64, usize, Owed)>,
 }
 
 /// A kind of message about one lease: the request (or its answer) and the lease's job and epoch.
@@ -211,12 +212,31 @@ impl Ctx {
                 None => state.incarnations.get(&process) == Some(&life) && !state.down.contains_key(&process),
             }
         };
-        let (&(slot, job, epoch), &(life, line)) =
-            state.owed_releases.iter().find(|(&(slot, ..), &(life, _))| owes(slot, life))?;
-        Some(format!(
-            "{slot} life {life}: its runtime gave up {job} {epoch} while it waited in the buffer (line {line}), \
-             and never released it"
-        ))
+        let (&(slot, job, epoch), &(life, line, owed)) =
+            state.owed_releases.iter().find(|(&(slot, ..), &(life, ..))| owes(slot, life))?;
+        let how = match owed {
+            Owed::Buffered => "gave up",
+            Owed::HandedBack => "handed back",
+        };
+        Some(format!("{slot} life {life}: its runtime {how} {job} {epoch} {owed} (line {line}), and never released it"))
+    }
+}
+
+/// Why a worker runtime owes a release ([`State::owed_releases`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owed {
+    /// Its slot gave the lease up while the effect waited in the buffer, never started.
+    Buffered,
+    /// It wrote the lease's `abandoned` line at shutdown: handed back, to be released.
+    HandedBack,
+}
+
+impl std::fmt::Display for Owed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Owed::Buffered => "while it waited in the buffer",
+            Owed::HandedBack => "at shutdown",
+        })
     }
 }
 
