@@ -84,6 +84,8 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
             job.epoch,
             job.deadline()
         );
+        // A handler is called for a lease still acted on: its signal has not fired.
+        assert!(!job.cancel.is_cancelled(), "{node}: the handler for {} {} is called cancelled", job.id, job.epoch);
         let returned = Arc::new(AtomicBool::new(false));
         if limit > 0 {
             let mut running = running.lock().expect("handlers lock");
