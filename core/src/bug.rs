@@ -131,6 +131,11 @@ pub enum Bug {
     /// or not: a store makes a transaction of nothing at every turn. The simulator's client
     /// refuses an empty batch. [`Bug::RUNTIME`].
     LinesEveryTurn,
+    /// A worker runtime told to stop returns without firing the cancellation signal of a handler
+    /// still running when its grace ran out: the handler's future is dropped, and work it started
+    /// elsewhere (a spawned task, a remote call it waits on) never hears that it must stop. The
+    /// simulator checks every handler returned or was cancelled. [`Bug::RUNTIME`].
+    ShutdownLeavesHandlers,
 }
 
 impl Bug {
@@ -173,13 +178,14 @@ impl Bug {
     /// store: every world plants them, on every store. Each shows where the runtime's code is
     /// reached: the buffer (`handlers` fewer than `slots`), batching (`batch` above 1), or a
     /// graceful stop.
-    pub const RUNTIME: [Bug; 6] = [
+    pub const RUNTIME: [Bug; 7] = [
         Bug::BufferKeepsGivenUp,
         Bug::StopDropsLateGrants,
         Bug::ShutdownReleasesUnawaited,
         Bug::RecordBatchCountedOnce,
         Bug::DeadlineUnset,
         Bug::LinesEveryTurn,
+        Bug::ShutdownLeavesHandlers,
     ];
 
     /// Every planted bug: the rules', the SQL path's, the in-memory batches' and the runtime's.
@@ -233,6 +239,7 @@ impl Bug {
             Bug::RecordBatchCountedOnce => "record-batch-counted-once",
             Bug::DeadlineUnset => "deadline-unset",
             Bug::LinesEveryTurn => "lines-every-turn",
+            Bug::ShutdownLeavesHandlers => "shutdown-leaves-handlers",
         }
     }
 
@@ -273,6 +280,7 @@ impl Bug {
             Bug::RecordBatchCountedOnce => "a runtime counts a batch of records as one output sent",
             Bug::DeadlineUnset => "a runtime never tells its handler the lease's deadline (it reads zero)",
             Bug::LinesEveryTurn => "a batching runtime writes its executing lines at every turn, even none",
+            Bug::ShutdownLeavesHandlers => "a runtime told to stop returns without cancelling its running handlers",
         }
     }
 }

@@ -1247,7 +1247,11 @@ impl<H: Handler> Run<H> {
             let Some((job, epoch)) = self.slots[slot].worker.holding().filter(|_| !self.slots[slot].closed) else {
                 continue;
             };
-            self.stop_effect(slot, job, epoch);
+            if self.options.planted.0.on(lease_core::Bug::ShutdownLeavesHandlers) {
+                // Planted: the handler is dropped with the runtime, its signal never fired.
+            } else {
+                self.stop_effect(slot, job, epoch);
+            }
             if self.slots[slot].started_lease == Some((job, epoch)) {
                 left.push(slot);
                 continue;

@@ -165,6 +165,7 @@ fn expected(bug: Bug) -> &'static [&'static str] {
         | Bug::ShutdownReleasesUnawaited
         | Bug::RecordBatchCountedOnce
         | Bug::DeadlineUnset
-        | Bug::LinesEveryTurn => &["crash"],
+        | Bug::LinesEveryTurn
+        | Bug::ShutdownLeavesHandlers => &["crash"],
     }
 }

@@ -1,7 +1,7 @@
 //! The planted bugs that live in `lease-runtime` ([`Bug::RUNTIME`]): mistakes that accept nothing
 //! unsafe, so that no checker of the history can see them, yet cost a service something real (a
 //! job charged an attempt that never ran, a lease left to lapse, a dashboard that lies, a handler
-//! told no deadline, a transaction of nothing at every turn). The simulator audits the runtime it
+//! told no deadline, a transaction of nothing at every turn, a handler never told to stop). The simulator audits the runtime it
 //! sweeps (docs/testing.md, "The simulator audits the runtime it sweeps"), and each audit must
 //! catch its bug, as a crash of the world that names what the runtime did, within the seed budget
 //! from every start. Each lives in the runtime, so every store plants it.
@@ -31,6 +31,8 @@ fn hunted_by(bug: Bug) -> (Scenario, &'static str) {
         Bug::RecordBatchCountedOnce => (Scenario::SERVICE_HANDLERS, "outputs sent to record"),
         Bug::DeadlineUnset => (Scenario::SERVICE_HANDLERS, "is told the deadline 0"),
         Bug::LinesEveryTurn => (Scenario::SERVICE_HANDLERS, "writes an empty batch of lines"),
+        // A deploy whose grace runs out while a handler runs: long stalls of whole processes.
+        Bug::ShutdownLeavesHandlers => (Scenario::LARGE_BATCHES, "returned with a handler running, never cancelled"),
         other => panic!("{other} is not a runtime bug"),
     }
 }

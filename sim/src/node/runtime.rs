@@ -71,6 +71,7 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     // it, perhaps a turn later). A process runs at most `handlers` at once.
     let (limit, running) =
         (ctx.params.handlers as usize, Arc::new(Mutex::new(Vec::<(Cancel, Arc<AtomicBool>)>::new())));
+    let handlers = Arc::clone(&running);
     let lease_ttl = ctx.params.table.lease_ttl;
     let handler = move |job: Job| {
         // The handler is told its lease's deadline, the machine's estimate of expiry less the
@@ -87,17 +88,16 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         // A handler is called for a lease still acted on: its signal has not fired.
         assert!(!job.cancel.is_cancelled(), "{node}: the handler for {} {} is called cancelled", job.id, job.epoch);
         let returned = Arc::new(AtomicBool::new(false));
-        if limit > 0 {
-            let mut running = running.lock().expect("handlers lock");
-            running.retain(|(cancel, returned)| !cancel.is_cancelled() && !returned.load(Ordering::SeqCst));
-            assert!(
-                running.len() < limit,
-                "{node}: a handler for {} starts while {} run, and its options allow {limit} at once",
-                job.id,
-                running.len()
-            );
-            running.push((job.cancel.clone(), Arc::clone(&returned)));
-        }
+        let mut running = running.lock().expect("handlers lock");
+        running.retain(|(cancel, returned)| !cancel.is_cancelled() && !returned.load(Ordering::SeqCst));
+        assert!(
+            limit == 0 || running.len() < limit,
+            "{node}: a handler for {} starts while {} run, and its options allow {limit} at once",
+            job.id,
+            running.len()
+        );
+        running.push((job.cancel.clone(), Arc::clone(&returned)));
+        drop(running);
         let call = dependency(Arc::clone(&client), job, timeout, records);
         async move {
             let outcome = call.await;
@@ -124,6 +124,14 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     if let Some(unpaid) = ctx.unpaid_release(Some((node, incarnation))) {
         panic!("{unpaid}");
     }
+    // Every handler it called returned, or was told its lease was given up: a handler dropped
+    // with its signal unfired never hears that the work it started must stop.
+    let unfinished = handlers
+        .lock()
+        .expect("handlers lock")
+        .iter()
+        .any(|(cancel, returned)| !cancel.is_cancelled() && !returned.load(Ordering::SeqCst));
+    assert!(!unfinished, "{node} life {incarnation}: its runtime returned with a handler running, never cancelled");
     let lines = |keep: &dyn Fn(&Event) -> bool| lines_since(&ctx, from, node, keep);
     // What it told its metrics, against its history: a service's dashboard must say what the
     // history says. A grant is told when its slot takes it, so at least every lease the process
