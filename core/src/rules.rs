@@ -148,29 +148,26 @@ impl Rules {
         Some(Decision::write(Acquired::Granted(Grant { lease, attempt: attempts }), record, Place::Stay))
     }
 
-    /// The answer to `request` if it is a copy of the request that got `owner`'s `last` grant
-    /// (whose job's record is `record`); `None` for any other request, a fresh acquire. The same
-    /// grant again while it stands (the job is leased to `owner` under the grant's epoch and the
-    /// lease has not expired by the table's clock): [`Acquired::Regranted`]. Else nothing,
-    /// [`Acquired::Spent`]: a request is granted a job once.
-    pub fn copy_answer(
+    /// The grant `request` already got, if it is `owner`'s `last` (whose job's record is
+    /// `record`), and still stands: the job is leased to `owner` under the grant's epoch and the
+    /// lease has not expired by the table's clock.
+    pub fn standing_grant(
         &self,
         now: Time,
         owner: WorkerId,
         request: RequestId,
         last: &LastGrant,
         record: &JobRecord,
-    ) -> Option<Acquired> {
+    ) -> Option<Grant> {
         if last.request != request {
             return None;
         }
-        let spent = Acquired::Spent { job: last.job, epoch: last.epoch };
-        let Some(lease) = record.lease() else { return Some(spent) };
+        let lease = record.lease()?;
         if lease.owner != Owner::Worker(owner) || lease.epoch != last.epoch || now >= lease.expires_at {
-            return Some(spent);
+            return None;
         }
         // The lease is the grant's, so no grant of the job came since: the attempt is the grant's.
-        Some(Acquired::Regranted(Grant { lease, attempt: record.attempts }))
+        Some(Grant { lease, attempt: record.attempts })
     }
 
     /// Extends a lease, only for its current epoch and only before it expires.

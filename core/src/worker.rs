@@ -464,8 +464,7 @@ impl Worker {
                 };
                 self.act(now, request);
             }
-            // A spent copy is answered only to a copy of a request already answered: nothing.
-            (WorkerRequest::Acquire, WorkerReply::Acquired(Acquired::Empty | Acquired::Spent { .. })) => {
+            (WorkerRequest::Acquire, WorkerReply::Acquired(Acquired::Empty)) => {
                 self.acquire_at = now + self.config.idle_backoff;
             }
             (WorkerRequest::Lookup { op, epoch }, WorkerReply::Looked(lookup)) => match lookup {

@@ -43,8 +43,7 @@ pub enum Rule {
     /// The table's answer to an acquire: the oldest queued job under the next epoch, or
     /// `acquire_empty` when none is queued.
     GrantOldestQueued,
-    /// `regranted` only repeats the owner's live lease, unchanged; `acquire_spent` names the
-    /// owner's last grant, once it no longer stands.
+    /// `regranted` only repeats the owner's live lease, unchanged.
     RegrantAnswer,
     /// The table's answer to a renewal.
     RenewAnswer,
@@ -187,7 +186,7 @@ impl Rule {
         match request {
             R::Enqueue { .. } => Rule::ArrivalAnswer,
             R::Acquire { .. } => Rule::GrantOldestQueued,
-            R::Reacquire { .. } | R::SpentCopy { .. } => Rule::RegrantAnswer,
+            R::Reacquire { .. } => Rule::RegrantAnswer,
             R::Renew { .. } => Rule::RenewAnswer,
             R::Complete { .. } => Rule::CompleteAnswer,
             R::Requeue { .. } => Rule::RequeueAnswer,
