@@ -233,6 +233,11 @@ impl History {
         self.push(Node::Table, Event::AcquireEmpty { owner })
     }
 
+    /// The table answers a copy of `owner`'s acquire that got `job` under `epoch` with nothing.
+    pub fn acquire_spent(&mut self, owner: Node, job: JobId, epoch: Epoch) -> usize {
+        self.push(Node::Table, Event::AcquireSpent { owner, job, epoch })
+    }
+
     pub fn renewed(&mut self, job: JobId, epoch: Epoch, expires_at_us: u64) -> usize {
         let from = self.from(job, epoch, None);
         if let Some(lease) = self.leases.get_mut(&job).filter(|(live, _)| *live == epoch) {

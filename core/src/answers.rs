@@ -179,6 +179,17 @@ pub enum Acquired {
     Regranted(Grant),
     /// Nothing is queued.
     Empty,
+    /// Nothing, again: a copy of the request that got this worker's last grant, `job` under
+    /// `epoch`, which no longer stands (the worker completed, released or handed it back, or it
+    /// expired). The worker had its answer; a copy delivered late (a duplicated message, a retry
+    /// held past its first answer) must not take a second job, whose answer nobody waits for and
+    /// whose lease would lapse unused, its attempt charged.
+    Spent {
+        /// The job of the grant the request got.
+        job: JobId,
+        /// Its epoch.
+        epoch: Epoch,
+    },
 }
 
 /// Why the table refused to act for a request.

@@ -148,26 +148,29 @@ impl Rules {
         Some(Decision::write(Acquired::Granted(Grant { lease, attempt: attempts }), record, Place::Stay))
     }
 
-    /// The grant `request` already got, if it is `owner`'s `last` (whose job's record is
-    /// `record`), and still stands: the job is leased to `owner` under the grant's epoch and the
-    /// lease has not expired by the table's clock.
-    pub fn standing_grant(
+    /// The answer to `request` if it is a copy of the request that got `owner`'s `last` grant
+    /// (whose job's record is `record`); `None` for any other request, a fresh acquire. The same
+    /// grant again while it stands (the job is leased to `owner` under the grant's epoch and the
+    /// lease has not expired by the table's clock): [`Acquired::Regranted`]. Else nothing,
+    /// [`Acquired::Spent`]: a request is granted a job once.
+    pub fn copy_answer(
         &self,
         now: Time,
         owner: WorkerId,
         request: RequestId,
         last: &LastGrant,
         record: &JobRecord,
-    ) -> Option<Grant> {
+    ) -> Option<Acquired> {
         if last.request != request {
             return None;
         }
-        let lease = record.lease()?;
+        let spent = Acquired::Spent { job: last.job, epoch: last.epoch };
+        let Some(lease) = record.lease() else { return Some(spent) };
         if lease.owner != Owner::Worker(owner) || lease.epoch != last.epoch || now >= lease.expires_at {
-            return None;
+            return Some(spent);
         }
         // The lease is the grant's, so no grant of the job came since: the attempt is the grant's.
-        Some(Grant { lease, attempt: record.attempts })
+        Some(Acquired::Regranted(Grant { lease, attempt: record.attempts }))
     }
 
     /// Extends a lease, only for its current epoch and only before it expires.

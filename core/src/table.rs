@@ -123,14 +123,16 @@ impl LeaseTable {
     /// (the job is leased to `owner` under the grant's epoch, and the lease has not expired by the
     /// table's clock), is answered with the same grant: [`Acquired::Regranted`]. Its first answer
     /// was lost, and a second job would leave the first leased to a worker that never heard of
-    /// it. Anything else is a fresh acquire, as [`LeaseTable::acquire`]. The table remembers one
-    /// grant per worker, the last.
+    /// it. Once the grant no longer stands, a copy gets nothing ([`Acquired::Spent`]): the worker
+    /// had its answer, and a second job would wait out a lease nobody holds. Anything else is a
+    /// fresh acquire, as [`LeaseTable::acquire`]. The table remembers one grant per worker, the
+    /// last.
     pub fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, TableError> {
         self.advance(now)?;
         if let Some(last) = self.last_grants.get(&owner) {
             let record = self.jobs.get(&last.job).expect("a granted job is known");
-            if let Some(grant) = self.rules.standing_grant(now, owner, request, last, record) {
-                return Ok(Acquired::Regranted(grant));
+            if let Some(answer) = self.rules.copy_answer(now, owner, request, last, record) {
+                return Ok(answer);
             }
         }
         let acquired = self.grant_oldest(now, owner);
@@ -268,7 +270,7 @@ impl LeaseTable {
         while grants.len() < want {
             match self.grant_oldest(now, owner) {
                 Acquired::Granted(grant) | Acquired::Regranted(grant) => grants.push(grant),
-                Acquired::Empty => break,
+                Acquired::Empty | Acquired::Spent { .. } => break,
             }
         }
         Ok(grants)

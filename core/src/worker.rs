@@ -464,7 +464,8 @@ impl Worker {
                 };
                 self.act(now, request);
             }
-            (WorkerRequest::Acquire, WorkerReply::Acquired(Acquired::Empty)) => {
+            // A spent copy is answered only to a copy of a request already answered: nothing.
+            (WorkerRequest::Acquire, WorkerReply::Acquired(Acquired::Empty | Acquired::Spent { .. })) => {
                 self.acquire_at = now + self.config.idle_backoff;
             }
             (WorkerRequest::Lookup { op, epoch }, WorkerReply::Looked(lookup)) => match lookup {

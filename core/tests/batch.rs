@@ -85,7 +85,7 @@ fn run(table: &mut LeaseTable, now: Time, call: &Call, batched: bool) -> String 
                 for _ in 0..*want {
                     match table.acquire(now, owner).unwrap() {
                         Acquired::Granted(grant) => grants.push(grant),
-                        Acquired::Regranted(_) => unreachable!("a fresh acquire regrants nothing"),
+                        Acquired::Regranted(_) | Acquired::Spent { .. } => unreachable!("a fresh acquire is no copy"),
                         Acquired::Empty => break,
                     }
                 }

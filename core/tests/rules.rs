@@ -260,28 +260,35 @@ fn the_same_request_id_from_another_worker_is_a_fresh_acquire() {
 }
 
 #[test]
-fn a_retried_acquire_whose_grant_no_longer_stands_is_a_fresh_acquire() {
+fn a_copy_of_an_acquire_whose_grant_no_longer_stands_gets_nothing() {
     // Proves a regrant only of a lease that is still the worker's, under the grant's epoch, and
-    // unexpired: after the lease expired (not yet reclaimed), after it was reclaimed, requeued
-    // and granted again, and after the job was completed, a retried copy gets a fresh acquire.
+    // unexpired, and that a copy of the request once its grant is spent takes no second job,
+    // though one is queued: after the lease expired (not yet reclaimed), after it was reclaimed,
+    // requeued and granted again, and after the job was completed. A new request is a fresh
+    // acquire, and gets the queued job.
     let mut table = table();
     enqueue(&mut table, t(0), 1);
     let Acquired::Granted(first) = acquire_for(&mut table, t(0), W1, 7) else { panic!("no grant") };
+    enqueue(&mut table, t(1), 2);
     assert_eq!(acquire_for(&mut table, t(99), W1, 7), Acquired::Regranted(first));
-    // Expired by the table's clock: not a grant anyone can use any more.
-    assert_eq!(acquire_for(&mut table, t(100), W1, 7), Acquired::Empty);
+    // Expired by the table's clock: not a grant anyone can use any more, and job 2 stays queued.
+    let spent = Acquired::Spent { job: job(1), epoch: Epoch(1) };
+    assert_eq!(acquire_for(&mut table, t(100), W1, 7), spent);
     assert_eq!(table.lease(job(1)), Some(first.lease));
-    // Reclaimed and requeued, then granted to worker 2: worker 1's retry is fresh, and finds nothing.
+    assert_eq!(table.lease(job(2)), None);
+    // Reclaimed and requeued behind job 2, which worker 2's fresh request gets: worker 1's copy
+    // is still spent, and job 1 stays queued.
     let ours = reclaim(&mut table, t(100), first.lease, R1);
     assert!(matches!(table.requeue(t(101), job(1), ours.epoch).unwrap(), Requeue::Requeued { .. }));
     let Acquired::Granted(second) = acquire_for(&mut table, t(102), W2, 1) else { panic!("no grant") };
-    assert_eq!(second.lease.epoch, Epoch(3));
-    assert_eq!(acquire_for(&mut table, t(103), W1, 7), Acquired::Empty);
-    // Completed: worker 2's retried copy is fresh, and gets the next job, not the finished one.
-    assert!(matches!(table.complete(t(104), job(1), Epoch(3), out(5)).unwrap(), Completion::Completed(_)));
-    enqueue(&mut table, t(105), 2);
-    let Acquired::Granted(third) = acquire_for(&mut table, t(106), W2, 1) else { panic!("no grant") };
-    assert_eq!(third.lease.job, job(2));
+    assert_eq!((second.lease.job, second.lease.epoch), (job(2), Epoch(1)));
+    assert_eq!(acquire_for(&mut table, t(103), W1, 7), spent);
+    // Completed: worker 2's copy of request 1 gets nothing, not job 1; its next request gets job 1.
+    assert!(matches!(table.complete(t(104), job(2), Epoch(1), out(5)).unwrap(), Completion::Completed(_)));
+    assert_eq!(acquire_for(&mut table, t(105), W2, 1), Acquired::Spent { job: job(2), epoch: Epoch(1) });
+    assert_eq!(table.lease(job(1)), None);
+    let Acquired::Granted(third) = acquire_for(&mut table, t(106), W2, 2) else { panic!("no grant") };
+    assert_eq!((third.lease.job, third.lease.epoch), (job(1), Epoch(3)));
 }
 
 #[test]

@@ -69,6 +69,7 @@ pub fn acquired(owner: Node, answer: &Acquired) -> Event {
         Acquired::Granted(grant) => grant_line(grant, false),
         Acquired::Regranted(grant) => grant_line(grant, true),
         Acquired::Empty => Event::AcquireEmpty { owner },
+        Acquired::Spent { job, epoch } => Event::AcquireSpent { owner, job: *job, epoch: *epoch },
     }
 }
 
@@ -227,7 +228,7 @@ pub fn writer(event: &Event) -> Node {
 /// there, and the report reads the polls); a store's log is the history without them.
 pub fn is_written(event: &Event) -> bool {
     match event {
-        Event::AcquireEmpty { .. } => false,
+        Event::AcquireEmpty { .. } | Event::AcquireSpent { .. } => false,
         Event::Listed { leases, .. } => !leases.is_empty(),
         _ => true,
     }

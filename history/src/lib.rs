@@ -577,6 +577,17 @@ pub enum Event {
         /// The worker that asked.
         owner: Node,
     },
+    /// The table answered a copy of a worker's acquire with nothing: the request already got the
+    /// worker's last grant, `job` under `epoch`, which no longer stands (used, or expired). A
+    /// request is granted a job once.
+    AcquireSpent {
+        /// The worker that asked.
+        owner: Node,
+        /// The job of the grant the request got.
+        job: JobId,
+        /// Its epoch.
+        epoch: Epoch,
+    },
     /// The table extended a lease.
     Renewed {
         /// The worker that asked.
@@ -1043,7 +1054,8 @@ impl Event {
             | Event::Refused { job, .. }
             | Event::Abandoned { job, .. }
             | Event::BatchStopped { job, .. }
-            | Event::GaveUp { job, .. } => Some(*job),
+            | Event::GaveUp { job, .. }
+            | Event::AcquireSpent { job, .. } => Some(*job),
             Event::Run { .. }
             | Event::AcquireEmpty { .. }
             | Event::Listed { .. }

@@ -63,6 +63,7 @@ pub fn kind(event: &Event) -> &'static str {
         Event::Duplicate { .. } => "duplicate",
         Event::Regranted { .. } => "regranted",
         Event::AcquireEmpty { .. } => "acquire_empty",
+        Event::AcquireSpent { .. } => "acquire_spent",
         Event::Listed { .. } => "listed",
         Event::NotExpired { .. } => "not_expired",
         Event::Granted { .. } => "granted",
@@ -153,6 +154,9 @@ fn details(event: &Event) -> String {
             format!("{job} {epoch} to {owner} again, expires {} (attempt {attempt})", ms(*expires_at_us))
         }
         Event::AcquireEmpty { owner } => format!("nothing for {owner}"),
+        Event::AcquireSpent { owner, job, epoch } => {
+            format!("nothing for {owner}: a copy of the acquire that got {job} {epoch}, which is spent")
+        }
         Event::Listed { batch: b, leases, .. } => {
             let mut out = format!("{}:", batch(b));
             if leases.is_empty() {

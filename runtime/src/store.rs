@@ -24,7 +24,10 @@
 //! **Requests.** Every worker and reclaimer request is served by [`lease_store::serve_worker`]
 //! and [`lease_store::serve_reclaimer`], the one mapping from a request to its store call; a
 //! worker's request ids are numbered by the client's life ([`lease_store::life_request`]), so a
-//! process that restarts with the same worker ids gets no grant of its previous life. A store
+//! process that restarts with the same worker ids gets no grant of its previous life, and no
+//! answer meant for one (a copy of an acquire whose grant is spent gets nothing). A life is one
+//! [`crate::Runtime::work`] call: its machines number their requests from 0, so a worker loop
+//! started again in the same process takes a new life ([`StoreClient::with_life`]). A store
 //! error is no answer to the runtime (the machine sends the request again); the client counts it
 //! and keeps the last ([`StoreClient::errors`]).
 

@@ -420,7 +420,10 @@ async fn shutdown_hands_back_the_grants_it_never_ran(opened: Opened) {
         }
     };
     assert_eq!(runtime.reclaim(reclaimer(), requeued).await.unwrap().fenced, 2);
-    let slow = Meddling { slow_lookups: Duration::from_secs(2), ..Meddling::new(&client) };
+    // The process starts again: a new life, whose requests its store tells apart from the first
+    // life's (a copy of an acquire the first life's grant answered gets nothing).
+    let again = client.with_life(2);
+    let slow = Meddling { slow_lookups: Duration::from_secs(2), ..Meddling::new(&again) };
     let slow_lookups = Runtime::new(Arc::new(clock), Arc::new(slow));
     let options = WorkerOptions { grace: Span::from_ms(100), ..WorkerOptions::new(slots(2), worker_config()) };
     let worked = slow_lookups.work(options, handler, tokio::time::sleep(Duration::from_millis(50))).await.unwrap();

@@ -343,8 +343,8 @@ impl Op<'_> {
         };
         if let (Some(request), Some(last)) = (request, last) {
             let (_, record) = self.known(tx, last.job)?;
-            if let Some(grant) = self.rules.standing_grant(self.now, owner, request, &last, &record) {
-                return Ok(Acquired::Regranted(grant));
+            if let Some(answer) = self.rules.copy_answer(self.now, owner, request, &last, &record) {
+                return Ok(answer);
             }
         }
         let Some(head) = tx.head()? else { return Ok(Acquired::Empty) };
@@ -369,7 +369,7 @@ impl Op<'_> {
                     self.log(tx, answers::acquired(Node::Worker(owner.0), &Acquired::Granted(grant)))?;
                     grants.push(grant);
                 }
-                Acquired::Empty => break,
+                Acquired::Empty | Acquired::Spent { .. } => break,
             }
         }
         Ok(grants)

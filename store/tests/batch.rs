@@ -108,7 +108,7 @@ fn run(store: &mut dyn Store, now: Time, call: &Call, batched: bool) -> String {
             for _ in 0..*want {
                 match store.acquire(now, owner).unwrap() {
                     Acquired::Granted(grant) => grants.push(grant),
-                    Acquired::Regranted(_) => unreachable!("a fresh acquire regrants nothing"),
+                    Acquired::Regranted(_) | Acquired::Spent { .. } => unreachable!("a fresh acquire is no copy"),
                     Acquired::Empty => break,
                 }
             }
@@ -356,7 +356,7 @@ fn postgres_batches_run_beside_acquires_and_single_calls() {
                                 .unwrap()
                             {
                                 Acquired::Granted(grant) => grants.push(grant),
-                                Acquired::Regranted(_) => unreachable!("every request is new"),
+                                Acquired::Regranted(_) | Acquired::Spent { .. } => unreachable!("every request is new"),
                                 Acquired::Empty => break,
                             }
                         }

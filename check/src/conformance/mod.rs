@@ -43,7 +43,8 @@ pub enum Rule {
     /// The table's answer to an acquire: the oldest queued job under the next epoch, or
     /// `acquire_empty` when none is queued.
     GrantOldestQueued,
-    /// `regranted` only repeats the owner's live lease, unchanged.
+    /// `regranted` only repeats the owner's live lease, unchanged; `acquire_spent` names the
+    /// owner's last grant, once it no longer stands.
     RegrantAnswer,
     /// The table's answer to a renewal.
     RenewAnswer,
@@ -186,7 +187,7 @@ impl Rule {
         match request {
             R::Enqueue { .. } => Rule::ArrivalAnswer,
             R::Acquire { .. } => Rule::GrantOldestQueued,
-            R::Reacquire { .. } => Rule::RegrantAnswer,
+            R::Reacquire { .. } | R::SpentCopy { .. } => Rule::RegrantAnswer,
             R::Renew { .. } => Rule::RenewAnswer,
             R::Complete { .. } => Rule::CompleteAnswer,
             R::Requeue { .. } => Rule::RequeueAnswer,

@@ -15,6 +15,7 @@
 //! | enqueue | known: `duplicate`; backlog = capacity: `rejected`; else `arrived`, backlog + 1 |
 //! | acquire (workers only) | oldest queued job: `granted`, epoch + 1, expiry t + ttl, attempt + 1; none: `acquire_empty` |
 //! | retried acquire | the owner's live lease on the job, unchanged: `regranted` |
+//! | copy of an acquire whose grant is spent | the owner's last grant, no longer its live lease (used, or t >= expiry): `acquire_spent`; still live: `regranted` |
 //! | renew | stale epoch, not leased, terminal, expired (t >= expiry), in that order: `refused`; else `renewed` to t + ttl |
 //! | complete | stale epoch: refused; completed with it: `already_completed`, with another: refused `conflict`; other terminal, queued: refused; leased (expired or not): completed |
 //! | requeue | stale epoch, queued, terminal: refused; attempts >= attempts_max: dead-lettered; else `requeued` to the back of the queue |
@@ -52,6 +53,9 @@ pub(super) enum TableRequest {
     Acquire { owner: Node },
     /// A retried copy of an acquire whose grant of `job` still stands.
     Reacquire { owner: Node, job: JobId },
+    /// A copy of the acquire that got the owner's last grant, `job` under `epoch`, answered once
+    /// that grant no longer stands.
+    SpentCopy { owner: Node, job: JobId, epoch: Epoch },
     /// Extend a lease.
     Renew { job: JobId, epoch: Epoch },
     /// Complete a job; the output is not on a refusal's line.
@@ -76,6 +80,7 @@ impl TableRequest {
         match self {
             TableRequest::Enqueue { job }
             | TableRequest::Reacquire { job, .. }
+            | TableRequest::SpentCopy { job, .. }
             | TableRequest::Renew { job, .. }
             | TableRequest::Complete { job, .. }
             | TableRequest::Requeue { job, .. }
@@ -94,6 +99,9 @@ impl fmt::Display for TableRequest {
             TableRequest::Enqueue { job } => write!(f, "enqueue {job}"),
             TableRequest::Acquire { owner } => write!(f, "acquire by {owner}"),
             TableRequest::Reacquire { owner, job } => write!(f, "retried acquire by {owner} holding {job}"),
+            TableRequest::SpentCopy { owner, job, epoch } => {
+                write!(f, "copy of {owner}'s acquire that got {job} {epoch}")
+            }
             TableRequest::Renew { job, epoch } => write!(f, "renew {job} {epoch}"),
             TableRequest::Complete { job, epoch, output: Some(output) } => write!(f, "complete {job} {epoch} {output}"),
             TableRequest::Complete { job, epoch, output: None } => write!(f, "complete {job} {epoch}"),
@@ -124,6 +132,8 @@ pub(super) enum TableAnswer {
     Regranted { epoch: Epoch, expires_at_us: u64, attempt: u32 },
     /// A retried acquire whose owner holds no live lease on the job: there is nothing to regrant.
     NotHeld,
+    /// `acquire_spent`: nothing, to a copy of an acquire whose grant no longer stands.
+    Spent,
     /// `renewed` until the new expiry.
     Renewed { expires_at_us: u64 },
     /// `refused`, for this reason.
@@ -166,6 +176,7 @@ impl fmt::Display for TableAnswer {
                 write!(f, "regranted {epoch}, expires {expires_at_us}us (attempt {attempt})")
             }
             TableAnswer::NotHeld => f.write_str("no live lease of the owner to regrant"),
+            TableAnswer::Spent => f.write_str("acquire_spent"),
             TableAnswer::Renewed { expires_at_us } => write!(f, "renewed to {expires_at_us}us"),
             TableAnswer::Refused(reason) => write!(f, "refused {reason}"),
             TableAnswer::Completed => f.write_str("terminal completed"),
@@ -208,6 +219,9 @@ pub(super) fn read_table(event: &Event) -> Option<(TableRequest, TableAnswer)> {
             A::Granted { job: *job, epoch: *epoch, expires_at_us: *expires_at_us, attempt: *attempt },
         ),
         Event::AcquireEmpty { owner } => (R::Acquire { owner: *owner }, A::AcquireEmpty),
+        Event::AcquireSpent { owner, job, epoch } => {
+            (R::SpentCopy { owner: *owner, job: *job, epoch: *epoch }, A::Spent)
+        }
         Event::Regranted { job, epoch, owner, expires_at_us, attempt } => (
             R::Reacquire { owner: *owner, job: *job },
             A::Regranted { epoch: *epoch, expires_at_us: *expires_at_us, attempt: *attempt },
@@ -308,6 +322,8 @@ pub(super) struct Table {
     expiries: BTreeSet<(u64, JobId)>,
     /// Accepted, non-terminal jobs.
     backlog: usize,
+    /// Each worker's last grant, the one a copy of its acquire may name as spent.
+    last_grants: BTreeMap<Node, (JobId, Epoch)>,
 }
 
 impl Table {
@@ -322,7 +338,9 @@ impl Table {
                 None if self.backlog >= limits.capacity => (A::Rejected, None),
                 None => (A::Arrived { backlog: self.backlog.saturating_add(1) }, None),
             },
-            TableRequest::Acquire { owner } | TableRequest::Reacquire { owner, .. }
+            TableRequest::Acquire { owner }
+            | TableRequest::Reacquire { owner, .. }
+            | TableRequest::SpentCopy { owner, .. }
                 if !matches!(owner, Node::Worker(_)) =>
             {
                 (A::Misuse("only workers acquire leases"), None)
@@ -346,6 +364,21 @@ impl Table {
                         (A::Regranted { epoch, expires_at_us, attempt: known.attempts }, Some(known.line))
                     }
                     _ => (A::NotHeld, Some(known.line)),
+                }
+            }
+            TableRequest::SpentCopy { owner, job, epoch } => {
+                let Some(known) = job_of(job) else { return (A::Misuse("an unknown job"), None) };
+                if self.last_grants.get(&owner) != Some(&(job, epoch)) {
+                    return (A::Misuse("not the owner's last grant"), Some(known.line));
+                }
+                match known.standing {
+                    Standing::Leased(lease)
+                        if lease.owner == owner && lease.epoch == epoch && t_us < lease.expires_at_us =>
+                    {
+                        let (epoch, expires_at_us) = (lease.epoch, lease.expires_at_us);
+                        (A::Regranted { epoch, expires_at_us, attempt: known.attempts }, Some(known.line))
+                    }
+                    _ => (A::Spent, Some(known.line)),
                 }
             }
             TableRequest::Renew { job, epoch } => {
@@ -460,6 +493,7 @@ impl Table {
                 self.backlog += 1;
             }
             (TableRequest::Acquire { owner }, &A::Granted { job, epoch, expires_at_us, attempt }) => {
+                self.last_grants.insert(owner, (job, epoch));
                 self.lease(line, job, Lease { owner, epoch, expires_at_us });
                 if let Some(granted) = self.jobs.get_mut(&job) {
                     granted.attempts = attempt;

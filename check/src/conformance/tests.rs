@@ -4,7 +4,7 @@
 use super::super::fixtures::*;
 use super::super::{check_history, Invariant, Violation};
 use super::{Conformance, Rule};
-use lease_core::{JobId, OpId};
+use lease_core::{Epoch, JobId, OpId};
 use lease_history::{
     AbandonReason, EffectRejectReason, Entry, Event, Listing, Node, Point, RefuseReason, RefusedRequest,
 };
@@ -575,6 +575,42 @@ fn retried_copies_pass() {
     story.at(1_540).refused_in(J1, E2, RefusedRequest::Requeue, RefuseReason::NotLeased, Some(batch(1, 0)));
     assert_eq!(conformance(&story.entries), Ok(()));
     assert!(check_history(&story.entries).is_ok(), "{:?}", check_history(&story.entries));
+}
+
+// Proves a request is granted a job once: a copy of w1's acquire, answered after w1 completed
+// the job it got, gets nothing (`acquire_spent`) though j2 waits, and after the lease expired
+// unused, too. Broken variants, each caught by `regrant_answer` at the copy's line: nothing while
+// the grant still stands (the rules regrant it), and nothing naming a grant that was not w1's last.
+#[test]
+fn a_copy_of_an_acquire_whose_grant_is_spent_gets_nothing() {
+    let story = |spent_at: u64, named: (JobId, Epoch)| {
+        let mut story = History::new(2, 2);
+        story.at(0).arrived(J1);
+        story.at(0).arrived(J2);
+        story.at(10).granted(J1, E1, w(1), 1_010);
+        story.at(12).granted(J2, E1, w(2), 1_012);
+        if spent_at < 40 {
+            let line = story.at(spent_at).acquire_spent(w(1), named.0, named.1);
+            return (story, line);
+        }
+        story.at(20).executing(w(1), J1, E1);
+        story.at(30).applied(J1, E1, O7);
+        story.at(40).completed(J1, O7, E1, None);
+        let line = story.at(spent_at).acquire_spent(w(1), named.0, named.1);
+        (story, line)
+    };
+    let (done, _) = story(50, (J1, E1));
+    assert_eq!(conformance(&done.entries), Ok(()));
+    // Expired unused, at its expiry: spent too (w2's lease of j2 is the only other).
+    let mut expired = History::new(2, 2);
+    expired.at(0).arrived(J1);
+    expired.at(10).granted(J1, E1, w(1), 1_010);
+    expired.at(1_010).acquire_spent(w(1), J1, E1);
+    assert_eq!(conformance(&expired.entries), Ok(()));
+    let (standing, line) = story(15, (J1, E1));
+    assert_rule_alone(&standing, Rule::RegrantAnswer, line);
+    let (not_last, line) = story(50, (J2, E1));
+    assert_rule_alone(&not_last, Rule::RegrantAnswer, line);
 }
 
 // Proves a completion is fenced by the epoch only: a worker whose lease expired, and was not

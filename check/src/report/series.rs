@@ -578,7 +578,9 @@ fn workers_named(entries: &[Entry]) -> BTreeSet<u32> {
         };
         note(entry.node);
         match &entry.event {
-            Event::Granted { owner, .. } | Event::AcquireEmpty { owner } => note(*owner),
+            Event::Granted { owner, .. } | Event::AcquireEmpty { owner } | Event::AcquireSpent { owner, .. } => {
+                note(*owner)
+            }
             Event::Crashed { target, .. }
             | Event::Stopping { target, .. }
             | Event::Stopped { target }
