@@ -280,17 +280,19 @@ impl Model {
     }
 
     /// A retried request whose grant is the worker's last and still its live, unexpired lease
-    /// gets that grant again; anything else is a fresh acquire, remembered when it grants.
+    /// gets that grant again; once that grant no longer stands, the same request gets nothing
+    /// (spent); any other request is a fresh acquire, remembered when it grants.
     fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Answer<Acquired> {
         self.clock(now)?;
-        if let Some(&(last, job, epoch)) = self.last_grants.get(&owner) {
+        if let Some(&(_, job, epoch)) = self.last_grants.get(&owner).filter(|(last, ..)| *last == request) {
             let record = &self.jobs[&job];
             if let State::Leased(lease) = record.state {
                 let standing = lease.owner == Owner::Worker(owner) && lease.epoch == epoch && now < lease.expires_at;
-                if last == request && standing {
+                if standing {
                     return Ok(Acquired::Regranted(Grant { lease, attempt: record.attempts }));
                 }
             }
+            return Ok(Acquired::Spent { job, epoch });
         }
         let acquired = self.acquire(now, owner)?;
         if let Acquired::Granted(grant) = acquired {
