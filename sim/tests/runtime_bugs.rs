@@ -22,11 +22,11 @@ const BUDGET: u64 = 200;
 fn hunted_by(bug: Bug) -> (Scenario, &'static str) {
     match bug {
         // Only a buffer (fewer handlers than slots) holds a lease its machine may give up there.
-        Bug::BufferKeepsGivenUp => (Scenario::LARGE_BATCHES, "while it waited in the buffer (line"),
+        Bug::BufferKeepsGivenUp => (Scenario::LARGE_BATCHES, "given up while it waited in the buffer (line"),
         // Deploys stop processes gracefully: a grant answered after the stop, and leases handed
         // back, each owe a release.
         Bug::StopDropsLateGrants => (Scenario::SERVICE_HANDLERS, "after it was told to stop, and never released it"),
-        Bug::ShutdownReleasesUnawaited => (Scenario::SERVICE_HANDLERS, "at shutdown (line"),
+        Bug::ShutdownReleasesUnawaited => (Scenario::SERVICE_HANDLERS, "handed back at shutdown (line"),
         // Recording handlers' outputs go to the ledger in batches when a process batches.
         Bug::RecordBatchCountedOnce => (Scenario::SERVICE_HANDLERS, "outputs sent to record"),
         Bug::DeadlineUnset => (Scenario::SERVICE_HANDLERS, "is told the deadline 0"),

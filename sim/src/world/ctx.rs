@@ -214,11 +214,7 @@ impl Ctx {
         };
         let (&(slot, job, epoch), &(life, line, owed)) =
             state.owed_releases.iter().find(|(&(slot, ..), &(life, ..))| owes(slot, life))?;
-        let how = match owed {
-            Owed::Buffered => "gave up",
-            Owed::HandedBack => "handed back",
-        };
-        Some(format!("{slot} life {life}: its runtime {how} {job} {epoch} {owed} (line {line}), and never released it"))
+        Some(format!("{slot} life {life}: its runtime never released {job} {epoch}, {owed} (line {line})"))
     }
 }
 
@@ -234,8 +230,8 @@ pub(crate) enum Owed {
 impl std::fmt::Display for Owed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Owed::Buffered => "while it waited in the buffer",
-            Owed::HandedBack => "at shutdown",
+            Owed::Buffered => "given up while it waited in the buffer",
+            Owed::HandedBack => "handed back at shutdown",
         })
     }
 }
