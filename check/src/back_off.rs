@@ -93,8 +93,9 @@ mod tests {
 
     const SCAN_EVERY_US: u64 = 250;
 
-    /// r1 lists j1 in r1#0, wins its fence, finds nothing, and requeues it; the requeue's answer
-    /// never reaches it through its retries, and it gives up at 1_300.
+    /// w1 crashes with j1's grant; r1 lists j1 in r1#0, wins its fence, finds nothing, and
+    /// requeues it; the requeue's answer never reaches it through its retries, and it gives up
+    /// at 1_300.
     fn gave_up() -> (History, usize) {
         let mut history = History::new(2, 3);
         if let Event::Run { scan_every_us, .. } = &mut history.entries[0].event {
@@ -102,6 +103,7 @@ mod tests {
         }
         history.at(0).arrived(J1);
         history.at(10).granted(J1, E1, w(1), 1_010);
+        history.at(20).crashed(w(1), Point::AtRandom, None);
         history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010)]);
         history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         history.at(1_020).looked_up(J1, E2, None, None, Some(batch(1, 0)));

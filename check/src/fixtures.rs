@@ -469,6 +469,24 @@ impl History {
         self.push(Node::World, Event::Crashed { target, point, job })
     }
 
+    /// The network lost the answer to `target`'s `message` request about `job`, on its way from
+    /// the table.
+    pub fn lost_reply(&mut self, target: Node, message: lease_history::MessageKind, job: Option<JobId>) -> usize {
+        self.push(Node::World, Event::Lost { target: Node::Table, peer: target, message, reply: true, job })
+    }
+
+    /// The network held the answer to `target`'s `message` request about `job` back for
+    /// `len_us`, on its way from the table.
+    pub fn delayed_reply(
+        &mut self,
+        target: Node,
+        message: lease_history::MessageKind,
+        job: Option<JobId>,
+        len_us: u64,
+    ) -> usize {
+        self.push(Node::World, Event::Delayed { target: Node::Table, peer: target, message, reply: true, job, len_us })
+    }
+
     pub fn paused(&mut self, target: Node) -> usize {
         self.push(Node::World, Event::Paused { target, point: None, job: None })
     }

@@ -32,12 +32,13 @@
 //! long job while every safety invariant holds. pg-boss #238 and #579, and River #682, are this
 //! bug in production.
 //!
-//! Unlike [`crate::useful_grants`], this checker judges the fault phase too: a fault excuses only
-//! the leases it touched, named in the history, not the whole phase. This is a liveness property
+//! Like [`crate::useful_grants`], this checker judges the fault phase too: a fault excuses only
+//! the leases it touched, named in the history ([`crate::strikes`]), not the whole phase. This is a liveness property
 //! (exit status 2): nothing wrong was accepted, but a job's attempt was wasted by the runtime
 //! itself. The first unexcused loss is reported by the liveness check.
 
 use super::{Invariant, Violation};
+use crate::strikes::Strikes;
 use lease_core::{Epoch, JobId};
 use lease_history::{AbandonReason, Entry, Event, Node, RefusedRequest};
 use std::collections::{BTreeMap, BTreeSet};
@@ -80,20 +81,8 @@ pub(crate) struct Heartbeats {
     held: BTreeMap<(JobId, Epoch), Held>,
     /// The same leases, by expiry.
     by_expiry: BTreeSet<(u64, JobId, Epoch)>,
-    /// Worker processes, when each runs several slots (the `run` line's `worker_processes`):
-    /// a fault of a process is a fault of every slot, and a batch's message is named by its
-    /// first slot only.
-    processes: Option<u32>,
-    /// Nodes (worker processes, the table) a crash, stop or pause holds now, with how many.
-    down: BTreeMap<Node, u32>,
-    /// Nodes a partition holds now, with how many: all of them end with the fault phase.
-    cut: BTreeMap<Node, u32>,
-    /// When a fault last struck each node (its start or end, or a message of its lost or held
-    /// back).
-    last_struck_us: BTreeMap<Node, u64>,
-    /// Whether the fault phase is on and its network slower than the calm one (the `run` line's
-    /// `latency_us` reaching above its `latency_calm_us`).
-    slow: bool,
+    /// The faults struck so far, by node.
+    strikes: Strikes,
     /// Workers told to stop, each with when and its grace, until they exit.
     draining: BTreeMap<Node, (u64, Option<u64>)>,
     /// The first unexcused loss.
@@ -111,17 +100,13 @@ impl Heartbeats {
             self.lost(job, epoch, held, line, entry.t_us, "the table's clock passed its expiry");
         }
         let t_us = entry.t_us;
+        // A worker's clean exit strikes nothing, and is judged below before its process is down.
+        if !matches!(entry.event, Event::Stopped { target: Node::Worker(_) }) {
+            for node in self.strikes.absorb(entry) {
+                self.strike_exited(node);
+            }
+        }
         match &entry.event {
-            Event::Run { worker_processes, latency_us, latency_calm_us, .. } => {
-                self.processes = worker_processes.filter(|&n| n > 0);
-                self.slow = matches!((latency_us, latency_calm_us), (Some([_, max]), Some([_, calm])) if max > calm);
-            }
-            Event::FaultsHealed {} => {
-                self.slow = false;
-                for node in std::mem::take(&mut self.cut).into_keys() {
-                    self.last_struck_us.insert(node, t_us);
-                }
-            }
             Event::Granted { job, epoch, owner: owner @ Node::Worker(_), expires_at_us, .. } => {
                 let held = Held {
                     line,
@@ -130,7 +115,7 @@ impl Heartbeats {
                     expires_at_us: *expires_at_us,
                     renewed_line: None,
                     known: false,
-                    slow: self.slow,
+                    slow: self.strikes.slow(),
                     started: false,
                     exited: false,
                     struck_after_exit: false,
@@ -205,8 +190,6 @@ impl Heartbeats {
             }
             Event::Crashed { target, .. } | Event::Stopped { target } => {
                 self.draining.remove(target);
-                self.strike_exited(*target);
-                self.hold(Hold::Down, *target, t_us);
                 if matches!(target, Node::Worker(_)) {
                     for (job, epoch) in self.owned_by(*target) {
                         self.close(job, epoch);
@@ -215,30 +198,6 @@ impl Heartbeats {
             }
             Event::Restarted { target } => {
                 self.draining.remove(target);
-                self.lift(Hold::Down, *target, t_us);
-            }
-            Event::Paused { target, .. } => {
-                self.strike_exited(*target);
-                self.hold(Hold::Down, *target, t_us);
-            }
-            Event::Resumed { target } => self.lift(Hold::Down, *target, t_us),
-            // A partition of the table from everyone strikes every lease; one between the table
-            // and a worker (either way round) strikes that worker's.
-            Event::Partitioned { target, peer } => {
-                let node = cut_off(*target, *peer);
-                self.strike_exited(node);
-                self.hold(Hold::Cut, node, t_us);
-            }
-            Event::Healed { target, peer } => self.lift(Hold::Cut, cut_off(*target, *peer), t_us),
-            // A message lost or held back strikes the worker that sent it or was to get it.
-            Event::Lost { target, peer, .. } | Event::Delayed { target, peer, .. } => {
-                for node in [target, peer] {
-                    if matches!(node, Node::Worker(_)) {
-                        self.strike_exited(*node);
-                        let node = self.key(*node);
-                        self.last_struck_us.insert(node, t_us);
-                    }
-                }
             }
             _ => {}
         }
@@ -279,9 +238,10 @@ impl Heartbeats {
     /// A fault struck `node` (a worker's process, or the table): the leases left behind by
     /// workers of that process (every exited lease, when it is the table) have an excuse.
     fn strike_exited(&mut self, node: Node) {
-        let (struck, processes) = (self.key(node), self.processes);
+        let strikes = &self.strikes;
+        let struck = strikes.key(node);
         for held in self.held.values_mut().filter(|held| held.exited) {
-            if struck == Node::Table || process_of(held.owner, processes) == struck {
+            if struck == Node::Table || strikes.key(held.owner) == struck {
                 held.struck_after_exit = true;
             }
         }
@@ -311,71 +271,8 @@ impl Heartbeats {
             // Judged for the faults before the exit when it exited.
             return held.struck_after_exit;
         }
-        [self.key(held.owner), Node::Table].iter().any(|node| {
-            self.down.contains_key(node)
-                || self.cut.contains_key(node)
-                || self.last_struck_us.get(node).is_some_and(|&at| at >= held.since_us)
-        })
+        [held.owner, Node::Table].into_iter().any(|node| self.strikes.struck_since(node, held.since_us))
     }
-
-    /// The node a fault of `node` strikes: a worker's process (its first slot), or itself.
-    fn key(&self, node: Node) -> Node {
-        process_of(node, self.processes)
-    }
-
-    /// A fault of kind `hold` struck `node` at `t_us`, and holds it until lifted.
-    fn hold(&mut self, hold: Hold, node: Node, t_us: u64) {
-        let node = self.key(node);
-        self.last_struck_us.insert(node, t_us);
-        *self.holds(hold).entry(node).or_default() += 1;
-    }
-
-    /// The nodes faults of kind `hold` hold now.
-    fn holds(&mut self, hold: Hold) -> &mut BTreeMap<Node, u32> {
-        match hold {
-            Hold::Down => &mut self.down,
-            Hold::Cut => &mut self.cut,
-        }
-    }
-
-    /// A fault of kind `hold` that held `node` ended at `t_us`.
-    fn lift(&mut self, hold: Hold, node: Node, t_us: u64) {
-        let node = self.key(node);
-        self.last_struck_us.insert(node, t_us);
-        let holds = self.holds(hold);
-        if let Some(count) = holds.get_mut(&node) {
-            *count -= 1;
-            if *count == 0 {
-                holds.remove(&node);
-            }
-        }
-    }
-}
-
-/// The process `node` runs in, when worker processes run several slots: its first slot's node.
-fn process_of(node: Node, processes: Option<u32>) -> Node {
-    match (node, processes) {
-        (Node::Worker(n), Some(processes)) => Node::Worker(n % processes),
-        _ => node,
-    }
-}
-
-/// The node a partition from `target` to `peer` cuts off: the worker when the table (or the
-/// ledger) is cut off from it, the target otherwise (the table, when it is cut off from everyone).
-fn cut_off(target: Node, peer: Option<Node>) -> Node {
-    match (target, peer) {
-        (Node::Table | Node::Ledger, Some(peer)) => peer,
-        _ => target,
-    }
-}
-
-/// What holds a node while a fault lasts.
-#[derive(Debug, Clone, Copy)]
-enum Hold {
-    /// A crash, stop or pause: until it restarts or resumes.
-    Down,
-    /// A partition: until it heals, or the fault phase ends.
-    Cut,
 }
 
 /// A worker that exited `t_us - since_us` after it was told to stop, under half its grace, with

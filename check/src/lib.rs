@@ -58,6 +58,7 @@ pub mod no_duplicate_effect;
 pub mod no_unexpired_reclaim;
 pub mod one_terminal;
 pub mod self_fencing;
+mod strikes;
 pub mod useful_grants;
 pub mod windows;
 
@@ -107,7 +108,8 @@ pub enum Invariant {
     Conformance,
     /// `eventually`: after the faults heal, every accepted job reaches a terminal outcome.
     Liveness,
-    /// `eventually`: every grant made after the faults heal is acted on before its lease expires.
+    /// `eventually`: every grant is acted on before its lease expires, unless a fault named in the
+    /// history lost it.
     UsefulGrants,
     /// `eventually`: a job dead-letters only with evidence that each of its attempts was genuine.
     HonestDeadLetters,
@@ -337,9 +339,9 @@ impl Checkers {
     }
 
     /// Liveness, after the faults healed, at `now_us`. Lost work is reported first, as the
-    /// cause of what follows: the earliest of an unused grant made after the heal
+    /// cause of what follows: the earliest of an unused grant no fault excuses
     /// ([`useful_grants`]) and a dead-letter without evidence ([`honest_dead_letters`]) found so
-    /// far; then a grant made after the heal whose lease expired unused by `now_us`; then
+    /// far; then a grant no fault excuses whose lease expired unused by `now_us`; then
     /// [`liveness`]: every accepted (`arrived`) job has a `terminal` entry (the message lists up
     /// to 5 unfinished jobs and says how many there are).
     pub fn check_liveness(&self, now_us: u64) -> Result<(), Violation> {

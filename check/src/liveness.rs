@@ -59,6 +59,7 @@ mod tests {
             arrivals.push(history.at(0).arrived(JobId(job)));
         }
         history.at(10).granted(JobId(1), E1, w(1), 1_010);
+        history.at(15).executing(w(1), JobId(1), E1);
         history.at(20).applied(JobId(1), E1, O7);
         history.at(30).completed(JobId(1), O7, E1, None);
         let mut checkers = Checkers::new();

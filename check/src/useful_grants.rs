@@ -1,4 +1,4 @@
-//! `eventually` useful_grants: after the faults heal, every grant is acted on.
+//! `eventually` useful_grants: every grant is acted on, unless a fault named in the history lost it.
 //!
 //! A grant hands a worker a job. The worker acts on it when it asks the ledger about the job (a
 //! `looked_up` whose `from` is the grant's owner, under the grant's epoch) or starts the effect
@@ -14,17 +14,23 @@
 //! when the history ends first, by the time of the check.
 //!
 //! This is a liveness property (exit status 2), not safety: nothing wrong was accepted, but the
-//! run lost work. Grants made before `faults_healed` are exempt, because faults legitimately
-//! waste them (a worker crashes with its grant in flight, a reply is lost), and so is a grant
-//! made after it to a worker still down from a crash of the fault phase (`crashed`, not yet
-//! `restarted`): its acquire was sent before it died, and the fault wasted it; so is a grant to a
-//! worker whose process is still paused by the fault phase (`paused`, not yet `resumed`: a slot
-//! whose acquire was in flight when another slot of its process stalled), which cannot take it
-//! before the pause ends, and may then find it expired; the figure
-//! `wasted_grants` ([`crate::figures::Figures`]) counts those too, with the same [`Grants`]
-//! tracker.
+//! run lost work. The fault phase is judged too, as [`crate::heartbeats`] judges it: faults
+//! legitimately waste grants (a worker crashes with its grant in flight, an answer or a decline
+//! is lost), but only the fault the history names excuses a grant, never the phase. A grant is
+//! excused when its owner's process was down (crashed or stopped, not yet `restarted`; paused,
+//! not yet `resumed`: a slot whose acquire was in flight when another slot of its process
+//! stalled) when it was granted, or when a fault struck the owner's process, the table or the
+//! ledger between the grant and the loss ([`crate::strikes`]: a crash, stop, pause or partition
+//! in force, or a message to or from the owner lost, or held back until within a round trip of
+//! the expiry: one delivered with time to spare keeps nothing from a worker, which declines a
+//! grant answering an acquire it gave up). A grant lost with no fault
+//! named is a runtime that let an answer fall on the floor: an acquire answered twice, a grant
+//! answered after its worker stopped listening and never declined. The figure `wasted_grants`
+//! ([`crate::figures::Figures`]) counts every unused grant, excused or not, with the same
+//! [`Grants`] tracker.
 
 use super::{Invariant, Violation};
+use crate::strikes::Strikes;
 use lease_core::{Epoch, JobId};
 use lease_history::{Entry, Event, Node};
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +40,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Grant {
     /// The `granted` line.
     pub line: usize,
+    /// When it was granted.
+    pub since_us: u64,
     /// The job.
     pub job: JobId,
     /// The grant's epoch.
@@ -44,16 +52,9 @@ pub struct Grant {
     pub expires_at_us: u64,
     /// Whether it was granted after `faults_healed`.
     pub after_heal: bool,
-    /// Whether its owner was down (crashed, not yet restarted) or paused (not yet resumed) when
-    /// it was granted.
+    /// Whether its owner's process was down (crashed or stopped, not yet restarted) or paused
+    /// (not yet resumed) when it was granted.
     pub owner_down: bool,
-}
-
-impl Grant {
-    /// Whether the checker judges it: granted after the heal, to a worker that was up.
-    pub fn judged(&self) -> bool {
-        self.after_heal && !self.owner_down
-    }
 }
 
 /// A grant whose lease expired unused.
@@ -63,6 +64,8 @@ pub struct Unused {
     pub grant: Grant,
     /// The first line at or past its expiry; none when the history ended first.
     pub seen_line: Option<usize>,
+    /// Whether a fault named in the history excuses it (see the module documentation).
+    pub excused: bool,
 }
 
 /// Follows every worker grant until it is acted on or its lease expires: the memory shared by
@@ -70,12 +73,8 @@ pub struct Unused {
 #[derive(Debug, Clone, Default)]
 pub struct Grants {
     healed: bool,
-    /// Nodes crashed and not yet restarted.
-    down: BTreeSet<Node>,
-    /// Nodes paused and not yet resumed, with how many pauses hold each: a stall at a protocol
-    /// point can overlap a scheduled pause of the same process, and the end of one (the heal
-    /// ends a scheduled pause) leaves the other holding it (large-batches seed 1109).
-    paused: BTreeMap<Node, u32>,
+    /// The faults struck so far: what excuses a grant lost.
+    strikes: Strikes,
     /// Grants not yet acted on, by job and epoch.
     open: BTreeMap<(JobId, Epoch), Grant>,
     /// The same grants, by expiry, so that each line finds the expired ones in O(log n).
@@ -97,38 +96,21 @@ impl Grants {
             }
             self.by_expiry.pop_first();
             let grant = self.open.remove(&(job, epoch)).expect("every expiry indexes an open grant");
-            unused(Unused { grant, seen_line: Some(line) });
+            unused(Unused { grant, seen_line: Some(line), excused: self.excused(&grant) });
         }
+        self.strikes.absorb(entry);
         match &entry.event {
             Event::FaultsHealed {} => self.healed = true,
-            Event::Crashed { target, .. } | Event::Stopped { target } => {
-                // A crash ends whatever pause held the process: it is down until it restarts.
-                self.paused.remove(target);
-                self.down.insert(*target);
-            }
-            Event::Restarted { target } => {
-                self.down.remove(target);
-            }
-            Event::Paused { target, .. } => {
-                *self.paused.entry(*target).or_default() += 1;
-            }
-            Event::Resumed { target } => {
-                if let Some(held) = self.paused.get_mut(target) {
-                    *held -= 1;
-                    if *held == 0 {
-                        self.paused.remove(target);
-                    }
-                }
-            }
             Event::Granted { job, epoch, owner, expires_at_us, .. } => {
                 let grant = Grant {
                     line,
+                    since_us: entry.t_us,
                     job: *job,
                     epoch: *epoch,
                     owner: *owner,
                     expires_at_us: *expires_at_us,
                     after_heal: self.healed,
-                    owner_down: self.down.contains(owner) || self.paused.contains_key(owner),
+                    owner_down: self.strikes.down(*owner),
                 };
                 self.open.insert((*job, *epoch), grant);
                 self.by_expiry.insert((*expires_at_us, *job, *epoch));
@@ -146,6 +128,16 @@ impl Grants {
             Event::Executing { job, epoch, .. } => self.acted(entry.node, *job, *epoch),
             _ => {}
         }
+    }
+
+    /// Whether a fault named so far excuses `grant`, lost now: its owner's process was down when
+    /// it was granted, or a fault could have kept the process, the table or the ledger from
+    /// acting on it before its expiry ([`Strikes::kept_from`]).
+    pub fn excused(&self, grant: &Grant) -> bool {
+        grant.owner_down
+            || [grant.owner, Node::Table, Node::Ledger]
+                .into_iter()
+                .any(|node| self.strikes.kept_from(node, grant.since_us, grant.expires_at_us))
     }
 
     /// The open grants whose lease expired by `now_us`: unused, if the history ends here.
@@ -190,7 +182,7 @@ impl UsefulGrants {
         let (first, wasted) = (&mut self.first, &mut self.wasted);
         self.grants.observe(line, entry, |unused| {
             count(wasted, &unused.grant);
-            if unused.grant.judged() && first.is_none() {
+            if !unused.excused && first.is_none() {
                 *first = Some(violation(unused));
             }
         });
@@ -214,9 +206,10 @@ impl UsefulGrants {
         if let Some(violation) = &self.first {
             return Err(violation.clone());
         }
-        let late = self.grants.expired_by(now_us).filter(|grant| grant.judged()).min_by_key(|grant| grant.line);
+        let grants = &self.grants;
+        let late = grants.expired_by(now_us).filter(|grant| !grants.excused(grant)).min_by_key(|grant| grant.line);
         match late {
-            Some(grant) => Err(violation(Unused { grant: *grant, seen_line: None })),
+            Some(grant) => Err(violation(Unused { grant: *grant, seen_line: None, excused: false })),
             None => Ok(()),
         }
     }
@@ -242,7 +235,7 @@ mod tests {
     use super::super::fixtures::*;
     use super::super::{check_history, Invariant};
     use super::{wasted, UsefulGrants};
-    use lease_history::AbandonReason;
+    use lease_history::{AbandonReason, MessageKind};
 
     /// A healed history in which w1 is granted j1 after the heal, and nothing more yet.
     fn granted_after_heal() -> (History, usize) {
@@ -460,21 +453,58 @@ mod tests {
         assert_eq!((violation.invariant, violation.lines.first()), (Invariant::UsefulGrants, Some(&granted)));
     }
 
-    // Grants made before the heal are exempt from the check, but counted as wasted; a regrant
-    // is the same grant, not a second one.
+    // An answer held back but delivered with time to spare excuses nothing: its worker, which
+    // gave the acquire up, declines the grant (a release) before the lease expires. One held back
+    // to within a round trip of the expiry does: the worker could not act on it in time.
     #[test]
-    fn grants_before_the_heal_are_exempt_but_counted() {
-        let mut history = History::new(2, 2);
-        history.at(0).arrived(J1);
-        history.at(10).granted(J1, E1, w(1), 1_010);
-        history.at(20).regranted(J1, E1, w(1), 1_010);
-        history.at(1_010).faults_healed();
-        history.reclaim_j1_and_grant_it_to_w2();
-        history.at(1_050).regranted(J1, E3, w(2), 2_040);
-        history.at(1_055).looked_up(J1, E3, None, None, None);
-        history.at(1_060).executing(w(2), J1, E3);
-        history.at(1_070).applied(J1, E3, O7);
-        history.at(1_080).completed(J1, O7, E3, None);
+    fn a_grant_held_back_is_excused_only_when_it_comes_too_late() {
+        let story = |len_us: u64| {
+            let mut history = History::new(2, 2);
+            history.at(0).arrived(J1);
+            let granted = history.at(10).granted(J1, E1, w(1), 1_010);
+            history.at(10).delayed_reply(w(1), MessageKind::Acquire, None, len_us);
+            history.at(1_010).faults_healed();
+            history.reclaim_j1_and_grant_it_to_w2();
+            history.at(1_055).looked_up(J1, E3, None, None, None);
+            history.at(1_060).executing(w(2), J1, E3);
+            history.at(1_070).applied(J1, E3, O7);
+            history.at(1_080).completed(J1, O7, E3, None);
+            (history, granted)
+        };
+        let (history, granted) = story(300);
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!((violation.invariant, violation.lines.first()), (Invariant::UsefulGrants, Some(&granted)));
+        let (history, _) = story(1_000);
+        check_history(&history.entries).unwrap_or_else(|violation| panic!("{violation}"));
+    }
+
+    // A grant made before the heal is judged too, and counted as wasted: unused with no fault
+    // named, it is lost work; the answer lost on its way to w1 excuses it. A regrant is the same
+    // grant, not a second one.
+    #[test]
+    fn grants_before_the_heal_are_excused_only_by_a_fault_named() {
+        let story = |lost: bool| {
+            let mut history = History::new(2, 2);
+            history.at(0).arrived(J1);
+            let granted = history.at(10).granted(J1, E1, w(1), 1_010);
+            history.at(20).regranted(J1, E1, w(1), 1_010);
+            if lost {
+                history.at(25).lost_reply(w(1), MessageKind::Acquire, None);
+            }
+            history.at(1_010).faults_healed();
+            history.reclaim_j1_and_grant_it_to_w2();
+            history.at(1_050).regranted(J1, E3, w(2), 2_040);
+            history.at(1_055).looked_up(J1, E3, None, None, None);
+            history.at(1_060).executing(w(2), J1, E3);
+            history.at(1_070).applied(J1, E3, O7);
+            history.at(1_080).completed(J1, O7, E3, None);
+            (history, granted)
+        };
+        let (history, granted) = story(false);
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!((violation.invariant, violation.lines.first()), (Invariant::UsefulGrants, Some(&granted)));
+        assert_eq!(wasted(&history.entries), (1, 0));
+        let (history, _) = story(true);
         assert!(check_history(&history.entries).is_ok());
         assert_eq!(wasted(&history.entries), (1, 0));
     }
