@@ -72,6 +72,10 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     let (limit, running) =
         (ctx.params.handlers as usize, Arc::new(Mutex::new(Vec::<(Cancel, Arc<AtomicBool>)>::new())));
     let handlers = Arc::clone(&running);
+    // Every handler's signal, called in this life: how many fired is how many the runtime
+    // cancelled.
+    let signals = Arc::new(Mutex::new(Vec::<Cancel>::new()));
+    let called = Arc::clone(&signals);
     let lease_ttl = ctx.params.table.lease_ttl;
     let handler = move |job: Job| {
         // The handler is told its lease's deadline, the machine's estimate of expiry less the
@@ -88,6 +92,7 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         // A handler is called for a lease still acted on: its signal has not fired.
         assert!(!job.cancel.is_cancelled(), "{node}: the handler for {} {} is called cancelled", job.id, job.epoch);
         let returned = Arc::new(AtomicBool::new(false));
+        called.lock().expect("signals lock").push(job.cancel.clone());
         let mut running = running.lock().expect("handlers lock");
         running.retain(|(cancel, returned)| !cancel.is_cancelled() && !returned.load(Ordering::SeqCst));
         assert!(
@@ -132,6 +137,13 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         .iter()
         .any(|(cancel, returned)| !cancel.is_cancelled() && !returned.load(Ordering::SeqCst));
     assert!(!unfinished, "{node} life {incarnation}: its runtime returned with a handler running, never cancelled");
+    // It counts a handler cancelled when it fires the handler's signal, once a handler.
+    let fired = signals.lock().expect("signals lock").iter().filter(|cancel| cancel.is_cancelled()).count();
+    assert_eq!(
+        tally.cancelled, fired as u64,
+        "{node} life {incarnation}: its runtime counted {} handlers cancelled, and fired {fired} handlers' signals",
+        tally.cancelled
+    );
     let lines = |keep: &dyn Fn(&Event) -> bool| lines_since(&ctx, from, node, keep);
     // What it told its metrics, against its history: a service's dashboard must say what the
     // history says. A grant is told when its slot takes it, so at least every lease the process
