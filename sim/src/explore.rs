@@ -11,6 +11,9 @@
 //! - `pause-at-expiry` / `crash-at-expiry`: add a pause of the lease owner's process, or a crash
 //!   of a reclaimer, at an expiry (±1 µs);
 //! - `add`: add a pause or a crash of a random node at a random instant of the fault phase;
+//! - `hold`: hold a message the plan already strikes (lost, held back or doubled) for one to two
+//!   leases instead: its sender's request has long timed out when it arrives, and the lease it
+//!   acts under is gone;
 //! - `splice`: add the scheduled faults of a second corpus plan;
 //! - `drop`: remove one fault.
 //!
@@ -29,9 +32,10 @@
 //! `--seed` on), and tables each key the explorer reached that the swarm did not, with the run
 //! that first reached it and the mutation that made that run.
 
+use crate::faults::decide::{Dealt, Keyed, Site};
 use crate::faults::plan::{Plan, Planned};
 use crate::faults::shrink::{self, Shrunk};
-use crate::faults::Fault;
+use crate::faults::{Fault, WindowFaults};
 use crate::runner::Target;
 use crate::world::{self, RunReport, Verdict};
 use lease_history::{Event, Node, OutcomeKind};
@@ -163,7 +167,7 @@ fn mutate(
         true => Node::Worker(rng.gen_range(0..w.workers.max(1))),
         false => Node::Reclaimer(rng.gen_range(0..w.reclaimers.max(1))),
     };
-    let what = match rng.gen_range(0..7u32) {
+    let what = match rng.gen_range(0..8u32) {
         0 => {
             let &i = scheduled.choose(rng)?;
             let Planned::Scheduled { at_us, fault } = plan.faults[i] else { unreachable!() };
@@ -217,6 +221,23 @@ fn mutate(
             let take = rng.gen_range(1..=theirs.len());
             plan.faults.extend(theirs.choose_multiple(rng, take).copied());
             "splice"
+        }
+        6 => {
+            // A message the plan already strikes (lost, held back, doubled), held past a lease
+            // instead: its visit is one the run makes.
+            let messages: Vec<Keyed> = plan
+                .faults
+                .iter()
+                .filter_map(|fault| match fault {
+                    Planned::Keyed(keyed) if matches!(keyed.visit.site, Site::Message { .. }) => Some(*keyed),
+                    _ => None,
+                })
+                .collect();
+            let &keyed = messages.choose(rng)?;
+            let dealt = Dealt::Delay { len_us: WindowFaults::draw_past_lease_us(ttl, rng) };
+            plan.faults.retain(|fault| !matches!(fault, Planned::Keyed(k) if k.visit == keyed.visit));
+            plan.faults.push(Planned::Keyed(Keyed { dealt, ..keyed }));
+            "hold"
         }
         _ => {
             if plan.faults.is_empty() {
@@ -309,6 +330,7 @@ pub fn swarm_alone(target: Target, seed: u64, runs: u64) -> BTreeMap<String, u64
 #[cfg(test)]
 mod tests {
     use super::{expiries, mutate, Kept};
+    use crate::faults::decide::{Dealt, Keyed};
     use crate::faults::plan::Planned;
     use crate::runner::Target;
     use crate::scenarios::Scenario;
@@ -335,8 +357,23 @@ mod tests {
                 "add" | "pause-at-expiry" | "crash-at-expiry" => assert_eq!(after, before + 1, "{what}"),
                 "drop" => assert_eq!(after + 1, before),
                 "shift" | "aim" => assert_eq!(after, before, "{what}"),
+                // The message's other faults at that visit make way for the hold.
+                "hold" => assert!(after <= before, "{what}"),
                 "splice" => assert!(after > before),
                 other => panic!("unknown mutation {other}"),
+            }
+            if what == "hold" {
+                let ttl = parent.plan.world.lease_ttl_us;
+                let held: Vec<u64> = plan
+                    .faults
+                    .iter()
+                    .filter(|f| !parent.plan.faults.contains(f))
+                    .filter_map(|f| match f {
+                        Planned::Keyed(Keyed { dealt: Dealt::Delay { len_us }, .. }) => Some(*len_us),
+                        _ => None,
+                    })
+                    .collect();
+                assert!(matches!(held[..], [len] if len > ttl && len <= 2 * ttl), "held {held:?}, ttl {ttl}");
             }
             if what == "aim" {
                 let moved: Vec<u64> =
@@ -347,6 +384,6 @@ mod tests {
                 );
             }
         }
-        assert_eq!(seen.len(), 7, "mutations drawn: {seen:?}");
+        assert_eq!(seen.len(), 8, "mutations drawn: {seen:?}");
     }
 }

@@ -232,6 +232,9 @@ pub(crate) struct Drawn {
     /// Faults on single messages: kept apart, so that holding a message back never shifts a
     /// crash or a dependency draw.
     pub wire: Xoshiro256PlusPlus,
+    /// Messages held past a lease: a stream of its own, drawn only in a world that deals them,
+    /// so that a seed drawn before they existed keeps every other message's fate.
+    pub late: Xoshiro256PlusPlus,
     /// Strikes the scenario scripts, each fired once.
     pub script: Vec<Scripted>,
     /// Jobs whose first call writes a rival output.
@@ -257,6 +260,7 @@ impl Decisions {
         let drawn = Drawn {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x0c4a_05e5),
             wire: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x3e55_a9e5),
+            late: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x1a7e_1ea5),
             script: script.to_vec(),
             rival_jobs: rival_jobs.iter().copied().collect(),
         };

@@ -265,6 +265,11 @@ pub struct WindowFaults {
     /// Chance a worker's call to the dependency is held so that it reaches the ledger after its
     /// lease expired, within one scan of the expiry: where a reclaimer fences and looks up.
     pub effect_at_boundary: f64,
+    /// Chance a message is held back longer than a whole lease, one to two of them: a request
+    /// queued behind a slow proxy, or a segment waiting out a TCP retransmission timeout. Its
+    /// sender's request has long timed out when it arrives, and the lease it acts under has
+    /// expired, been reclaimed and maybe granted again.
+    pub past_lease_rate: f64,
     /// The upper end of a near draw: the drift margin.
     pub near_us: u64,
     /// The upper end of a far draw: ttl/4.
@@ -279,6 +284,12 @@ impl WindowFaults {
     pub fn draw_late_gap_us(&self, rng: &mut impl Rng) -> u64 {
         let near = self.near_us.max(WINDOW_FAULT_MIN_US);
         rng.gen_range(near..=(2 * self.far_us).max(near))
+    }
+
+    /// A hold past a lease of `lease_us`: one to two lease lengths.
+    pub fn draw_past_lease_us(lease_us: u64, rng: &mut impl Rng) -> u64 {
+        let lease_us = lease_us.max(WINDOW_FAULT_MIN_US);
+        rng.gen_range(lease_us + 1..=2 * lease_us)
     }
 
     /// A hold-back, gap or stall length: up to the drift margin two times in three, else up to

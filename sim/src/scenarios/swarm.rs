@@ -134,6 +134,11 @@ pub(super) fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
         params.slots = batch;
         params.batch = batch as usize;
     }
+    // Drawn after that: a fifth of the seeds hold a message now and then past a whole lease (a
+    // request queued behind a slow proxy, a TCP retransmission), which no window's hold reaches.
+    if rng.gen_bool(0.2) {
+        params.windows.past_lease_rate = rng.gen_range(0.000_5..0.005);
+    }
 }
 
 /// The window faults: single messages held back or doubled (`messages`), and short stalls and

@@ -5,7 +5,7 @@
 
 use super::ctx::{Ctx, State};
 use crate::faults::decide::{Dealt, Drawn, Keyed, Question, Site, Visit};
-use crate::faults::{Point, Strike};
+use crate::faults::{Point, Strike, WindowFaults};
 use lease_core::{Epoch, JobId};
 use lease_history::Node;
 use rand::Rng;
@@ -223,7 +223,13 @@ impl Ctx {
     /// acknowledgement of a job (`hand_back`) may also get a late copy. Nothing during the heal.
     pub(crate) fn message_fate(&self, site: Site, hand_back: bool) -> Fate {
         let windows = self.params.windows;
-        let rates = [self.params.loss_rate, windows.delay_rate, windows.duplicate_rate, windows.hand_back_copy];
+        let rates = [
+            self.params.loss_rate,
+            windows.delay_rate,
+            windows.duplicate_rate,
+            windows.hand_back_copy,
+            windows.past_lease_rate,
+        ];
         if self.state().decisions.drawn.is_some() && rates.iter().all(|&rate| rate <= 0.0) {
             return Fate::default();
         }
@@ -232,9 +238,17 @@ impl Ctx {
         let lost = self.ask(visit, Question::Lose, |ctx, draw| {
             chance(&mut draw.drawn.wire, ctx.params.loss_rate).then_some(Dealt::Lose)
         });
+        let lease_us = self.params.table.lease_ttl.as_us();
         let delay = self.ask(visit, Question::Delay, |_, draw| {
             let wire = &mut draw.drawn.wire;
-            chance(wire, windows.delay_rate).then(|| Dealt::Delay { len_us: windows.draw_len_us(wire) })
+            let held = chance(wire, windows.delay_rate).then(|| windows.draw_len_us(wire));
+            // Past a lease: from its own stream, after the window's hold, added to it.
+            let late = &mut draw.drawn.late;
+            let past = chance(late, windows.past_lease_rate).then(|| WindowFaults::draw_past_lease_us(lease_us, late));
+            match (held, past) {
+                (None, None) => None,
+                (held, past) => Some(Dealt::Delay { len_us: held.unwrap_or(0) + past.unwrap_or(0) }),
+            }
         });
         let copy = self.ask(visit, Question::Duplicate, |ctx, draw| {
             // A hand-back of a job out of attempts is a dead-letter on its way: whenever the seed
