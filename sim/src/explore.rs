@@ -339,12 +339,13 @@ mod tests {
 
     // Proves each mutation does what it says, as data: over 400 draws on a swarm seed's plan, an
     // `aim` puts a fault within a microsecond of a lease's expiry in the parent's run, an
-    // `add` or an `*-at-expiry` adds one fault, a `drop` removes one, every plan made is valid,
-    // and every kind of mutation is drawn.
+    // `add` or an `*-at-expiry` adds one fault, a `drop` removes one, a `hold` makes one message
+    // fault a hold of one to two leases, every plan made is valid, and every kind of mutation is
+    // drawn (seed 11's plan strikes messages, for `hold` to pick).
     #[test]
     fn each_mutation_edits_the_plan_as_it_says() {
-        let report = Target::new(Scenario::SWARM).run(3);
-        let parent = Kept { expiries: expiries(&report), plan: report.plan, run: 0, how: "seed 3".into() };
+        let report = Target::new(Scenario::SWARM).run(11);
+        let parent = Kept { expiries: expiries(&report), plan: report.plan, run: 0, how: "seed 11".into() };
         assert!(!parent.expiries.is_empty());
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         let mut seen = std::collections::BTreeSet::new();
