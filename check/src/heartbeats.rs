@@ -33,7 +33,7 @@
 //! bug in production.
 //!
 //! Like [`crate::useful_grants`], this checker judges the fault phase too: a fault excuses only
-//! the leases it touched, named in the history ([`crate::strikes`]), not the whole phase. This is a liveness property
+//! the leases it touched, named in the history (`check/src/strikes.rs`), not the whole phase. This is a liveness property
 //! (exit status 2): nothing wrong was accepted, but a job's attempt was wasted by the runtime
 //! itself. The first unexcused loss is reported by the liveness check.
 

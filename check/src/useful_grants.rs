@@ -20,7 +20,7 @@
 //! excused when its owner's process was down (crashed or stopped, not yet `restarted`; paused,
 //! not yet `resumed`: a slot whose acquire was in flight when another slot of its process
 //! stalled) when it was granted, or when a fault struck the owner's process, the table or the
-//! ledger between the grant and the loss ([`crate::strikes`]: a crash, stop, pause or partition
+//! ledger between the grant and the loss (`check/src/strikes.rs`: a crash, stop, pause or partition
 //! in force, or a message to or from the owner lost, or held back until within a round trip of
 //! the expiry: one delivered with time to spare keeps nothing from a worker, which declines a
 //! grant answering an acquire it gave up). A grant lost with no fault
@@ -132,7 +132,7 @@ impl Grants {
 
     /// Whether a fault named so far excuses `grant`, lost now: its owner's process was down when
     /// it was granted, or a fault could have kept the process, the table or the ledger from
-    /// acting on it before its expiry ([`Strikes::kept_from`]).
+    /// acting on it before its expiry (`Strikes::kept_from`).
     pub fn excused(&self, grant: &Grant) -> bool {
         grant.owner_down
             || [grant.owner, Node::Table, Node::Ledger]
