@@ -453,6 +453,14 @@ mod tests {
         assert_eq!((violation.invariant, violation.lines.first()), (Invariant::UsefulGrants, Some(&granted)));
     }
 
+    /// w2, granted j1 under e3, looks it up, runs it and completes it.
+    fn w2_runs_j1(history: &mut History) {
+        history.at(1_055).looked_up(J1, E3, None, None, None);
+        history.at(1_060).executing(w(2), J1, E3);
+        history.at(1_070).applied(J1, E3, O7);
+        history.at(1_080).completed(J1, O7, E3, None);
+    }
+
     // An answer held back but delivered with time to spare excuses nothing: its worker, which
     // gave the acquire up, declines the grant (a release) before the lease expires. One held back
     // to within a round trip of the expiry does: the worker could not act on it in time.
@@ -465,10 +473,7 @@ mod tests {
             history.at(10).delayed_reply(w(1), MessageKind::Acquire, None, len_us);
             history.at(1_010).faults_healed();
             history.reclaim_j1_and_grant_it_to_w2();
-            history.at(1_055).looked_up(J1, E3, None, None, None);
-            history.at(1_060).executing(w(2), J1, E3);
-            history.at(1_070).applied(J1, E3, O7);
-            history.at(1_080).completed(J1, O7, E3, None);
+            w2_runs_j1(&mut history);
             (history, granted)
         };
         let (history, granted) = story(300);
@@ -494,10 +499,7 @@ mod tests {
             history.at(1_010).faults_healed();
             history.reclaim_j1_and_grant_it_to_w2();
             history.at(1_050).regranted(J1, E3, w(2), 2_040);
-            history.at(1_055).looked_up(J1, E3, None, None, None);
-            history.at(1_060).executing(w(2), J1, E3);
-            history.at(1_070).applied(J1, E3, O7);
-            history.at(1_080).completed(J1, O7, E3, None);
+            w2_runs_j1(&mut history);
             (history, granted)
         };
         let (history, granted) = story(false);
