@@ -11,7 +11,8 @@
 //! times out is sent again under the same id (each is idempotent, an acquire included: the table
 //! answers a retried acquire whose grant stands with the same grant), so the first answer to any
 //! of its copies counts. An acquire is sent again under its id only while a grant answering the
-//! new copy could still be used, counted from the first copy; after that it is asked afresh.
+//! new copy could still be kept (used, with a renewal's round trip to spare), counted from the
+//! first copy; after that it is asked afresh.
 
 use crate::answers::{Acquired, Completion, ConfigError, Lease, Release, Renewal, Requeue};
 use crate::bug::{Bug, Bugs};
@@ -49,7 +50,10 @@ impl WorkerConfig {
 
     /// The longest the table may hold an acquire open: a grant made later, whose answer then takes
     /// up to a round trip (`request_timeout`) to arrive, could reach the worker after it stopped
-    /// acting on it. [`WorkerConfig::validate`] demands `acquire_wait` below it.
+    /// acting on it. [`WorkerConfig::validate`] demands `acquire_wait` below it. It is also how
+    /// long after an acquire's first copy a grant still arrives in time to be kept: with a
+    /// renewal's round trip left before the worker must self-fence; a copy of the acquire goes out
+    /// again only while its answer would come by then.
     pub fn acquire_hold_max(&self) -> Span {
         Span(self.grant_usable_for().0.saturating_sub(self.request_timeout.0))
     }
@@ -544,10 +548,15 @@ impl Worker {
             // Send it again under the same id, so that whichever answer comes first is taken.
             // `sent_at` stays that of the first send: the lease estimate stays conservative. So an
             // acquire goes out again only while a grant answering the new copy would arrive in time
-            // to be used; past that it is asked afresh (below), under a new id counted from now.
+            // to be kept: with a renewal's round trip left before the worker must self-fence.
+            // Past that it is asked afresh (below), under a new id counted from now. (Once only
+            // "in time to be used": the swarm's seed 700599 had a copy sent 148 ms into a 221 ms
+            // estimate granted after a long poll; the grant came 13 ms before the self-fence, the
+            // effect started, and the worker fenced itself with its renewal's answer on the way,
+            // a live, connected worker losing its lease: heartbeats_keep_leases.)
             let answered_by = now + self.timeout(inflight.request);
-            let usable_until = inflight.sent_at + self.config.grant_usable_for();
-            if inflight.request != WorkerRequest::Acquire || answered_by < usable_until {
+            let keepable_until = inflight.sent_at + self.config.acquire_hold_max();
+            if inflight.request != WorkerRequest::Acquire || answered_by <= keepable_until {
                 self.actions.push_back(WorkerAction::Send(inflight.id, inflight.request));
                 self.main = Some(InFlight { deadline: answered_by, departed: true, ..inflight });
             } else {

@@ -1095,6 +1095,29 @@ fn a_worker_sends_an_acquire_again_under_its_id_only_while_a_grant_to_the_copy_c
 }
 
 #[test]
+fn a_worker_sends_an_acquire_again_only_while_a_grant_to_the_copy_leaves_a_renewal_to_spare() {
+    // Proves a copy goes out only if its grant could still be kept, not merely used: with ttl
+    // 1000 and margin 200 a grant is usable until 800 after the first copy, and with a round trip
+    // of 100 kept only if it comes by 700. The worker waits 360 for an answer (a hold of 260 plus
+    // the round trip): at 360 a grant to a new copy would come by 720, in time to act on for 80
+    // and too late to renew (swarm seed 700599 lost a lease so). So it asks afresh, under a new
+    // id counted from 360; with the hold one less (359, by 718, still too late) likewise, and at
+    // 350 (by 700) it sends the copy.
+    for (hold, again) in [(260, false), (259, false), (250, true)] {
+        let config = WorkerConfig { request_timeout: Span(100), acquire_wait: Span(hold), ..worker_config() };
+        let mut worker = Worker::new(W1, config, Bugs::NONE, t(0)).unwrap();
+        let (first, _) = one_send(drain_worker(&mut worker));
+        let timeout = t(100 + hold);
+        assert_eq!(worker.poll_timeout(), timeout);
+        worker.handle_timeout(timeout);
+        let (id, request) = one_send(drain_worker(&mut worker));
+        assert_eq!(request, WorkerRequest::Acquire);
+        assert_eq!(id == first, again, "hold {hold}: sent again under its id: {}", id == first);
+        assert_eq!(worker.awaiting(first).is_some(), again, "hold {hold}");
+    }
+}
+
+#[test]
 fn a_worker_acts_on_a_regrant_as_on_the_grant_it_repeats() {
     // Proves a regrant (the answer to a retried acquire whose grant stands) is taken as the grant:
     // on attempt 2 the worker looks up under its epoch, and self-fences counting from the first
