@@ -30,6 +30,7 @@
 //! | `grant_released` | a `released`: a worker declined a grant to an acquire it had given up |
 //! | `handed_back_at_shutdown` | an `abandoned` with why `shutdown`: a worker told to stop gave a lease it never ran back |
 //! | `reclaimer_gave_up` | a `gave_up`: a request of a reclaimer's batch went unanswered through its retries |
+//! | `reclaim_storm` | a `refused` quarantine from a reclaimer whose fence of the job another reclaimer took since (`reclaimed` of the first's epoch): the first found the conflict, then stalled past its own lease |
 //! | `window_*` | the seven protocol windows: see [`super::windows`] |
 //!
 //! A worker holds a lease from its latest `granted` until the job is reclaimed, requeued or ends.
@@ -37,7 +38,9 @@
 use super::facts::Facts;
 use super::windows::{self, Windows};
 use lease_core::{Epoch, JobId};
-use lease_history::{AbandonReason, EffectRejectReason, Entry, Event, Node, OutcomeKind, Point, RefuseReason};
+use lease_history::{
+    AbandonReason, EffectRejectReason, Entry, Event, Node, OutcomeKind, Point, RefuseReason, RefusedRequest,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 const ADOPTED_BY_WORKER: &str = "adopted_by_worker";
@@ -63,6 +66,7 @@ const RECLAIMER_CRASHED: &str = "reclaimer_crashed";
 const GRANT_RELEASED: &str = "grant_released";
 const HANDED_BACK_AT_SHUTDOWN: &str = "handed_back_at_shutdown";
 const RECLAIMER_GAVE_UP: &str = "reclaimer_gave_up";
+const RECLAIM_STORM: &str = "reclaim_storm";
 
 /// Counts of interesting situations ("sometimes" properties), keyed by a stable snake_case name.
 /// The map always holds every name of [`Coverage::SITUATIONS`], zero if not reached.
@@ -102,6 +106,7 @@ impl Coverage {
         DEAD_LETTERED_FOR_GOOD,
         HANDED_BACK_AT_SHUTDOWN,
         RECLAIMER_GAVE_UP,
+        RECLAIM_STORM,
         windows::LIST_TO_FENCE,
         windows::FENCE_TO_LOOKUP,
         windows::RENEW_IN_FLIGHT,
@@ -149,6 +154,10 @@ pub(crate) struct Situations {
     paused: BTreeMap<u32, (JobId, Epoch)>,
     /// Jobs whose node crashed right after their effect was accepted, not yet adopted.
     crashed_after_effect: BTreeSet<JobId>,
+    /// The reclaimer of each fence (a job's lease at an epoch a `reclaimed` gave).
+    fenced_by: BTreeMap<(JobId, Epoch), Node>,
+    /// Fences another reclaimer took from their reclaimer, with that first reclaimer.
+    fence_taken: BTreeMap<(JobId, Epoch), Node>,
     /// The protocol windows' detectors.
     windows: Windows,
 }
@@ -168,7 +177,14 @@ impl Situations {
             Event::LostRace { .. } => self.coverage.bump(RECLAIMER_LOST_RACE),
             Event::NotExpired { .. } => self.coverage.bump(FENCE_NOT_EXPIRED),
             Event::EffectRejected { reason: EffectRejectReason::Fenced, .. } => self.coverage.bump(STALE_EFFECT_FENCED),
-            Event::Refused { reason: RefuseReason::StaleEpoch, .. } => self.coverage.bump(STALE_WRITE_REFUSED),
+            Event::Refused { from, job, epoch, request, reason, .. } => {
+                if *reason == RefuseReason::StaleEpoch {
+                    self.coverage.bump(STALE_WRITE_REFUSED);
+                }
+                if *request == RefusedRequest::Quarantine && self.fence_taken.get(&(*job, *epoch)) == Some(from) {
+                    self.coverage.bump(RECLAIM_STORM);
+                }
+            }
             Event::BatchStopped { .. } => self.coverage.bump(BATCH_STOPPED_ON_CONFLICT),
             Event::GaveUp { .. } => self.coverage.bump(RECLAIMER_GAVE_UP),
             Event::Granted { job, epoch, owner: Node::Worker(worker), .. } => self.hold(*worker, *job, *epoch),
@@ -178,8 +194,12 @@ impl Situations {
                 }
             }
             Event::Resumed { target: Node::Worker(worker) } => self.resumed(facts, *worker, entry.t_us),
-            Event::Reclaimed { job, batch, .. } => {
+            Event::Reclaimed { job, batch, epoch, new_epoch, reclaimer, .. } => {
                 self.coverage.bump(RECLAIMED);
+                if let Some(&first) = self.fenced_by.get(&(*job, *epoch)).filter(|&first| first != reclaimer) {
+                    self.fence_taken.insert((*job, *epoch), first);
+                }
+                self.fenced_by.insert((*job, *new_epoch), *reclaimer);
                 let so_far = facts.batch(*batch).map_or(0, |batch| batch.reclaimed);
                 let batch_max = facts.limits().batch_max;
                 if batch_max >= 2 && so_far + 1 == batch_max {
@@ -272,14 +292,15 @@ mod tests {
         let coverage = Coverage::default();
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
         assert!(Coverage::SITUATIONS.iter().all(|name| coverage.0.get(name) == Some(&0)));
-        assert_eq!(Coverage::SITUATIONS.len(), 33);
+        assert_eq!(Coverage::SITUATIONS.len(), 34);
         assert_eq!(Coverage::SITUATIONS[0], "adopted_by_worker");
         assert_eq!(Coverage::SITUATIONS[19], "grant_released");
         assert_eq!(Coverage::SITUATIONS[20], "dead_lettered_for_good");
         assert_eq!(Coverage::SITUATIONS[21], "handed_back_at_shutdown");
         assert_eq!(Coverage::SITUATIONS[22], "reclaimer_gave_up");
-        assert_eq!(Coverage::SITUATIONS[23..30], super::windows::WINDOWS);
-        assert_eq!(Coverage::SITUATIONS[30..], super::windows::BATCH_WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[23], "reclaim_storm");
+        assert_eq!(Coverage::SITUATIONS[24..31], super::windows::WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[31..], super::windows::BATCH_WINDOWS);
     }
 
     // Merging adds counts name by name.
@@ -392,6 +413,7 @@ mod tests {
             ("dead_lettered_for_good", 0),
             ("handed_back_at_shutdown", 0),
             ("reclaimer_gave_up", 1),
+            ("reclaim_storm", 0),
             ("window_list_to_fence", 0),
             ("window_fence_to_lookup", 0),
             ("window_renew_in_flight", 1),
@@ -408,6 +430,48 @@ mod tests {
             assert_eq!(coverage.get(name), count, "{name}");
         }
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
+    }
+
+    // A reclaim storm is counted on a quarantine refused to a reclaimer whose fence another
+    // reclaimer took: r1 fences j1 at e2 and stalls past that lease; r2 takes e2 (to e3), and
+    // r1, awake, finds the conflict and asks to quarantine under e2: refused as stale, while r2
+    // holds e3 or once r2 quarantined first. The same refusal when r1 itself
+    // fenced its own expired fence again (no second reclaimer) is not a storm.
+    #[test]
+    fn a_reclaim_storm_is_a_stale_quarantine_after_another_reclaimer_took_the_fence() {
+        let storm = |second: u32, second_first: bool| {
+            let mut history = History::new(2, 3);
+            history.at(0).arrived(J1);
+            history.at(10).granted(J1, E1, w(1), 1_010);
+            history.at(20).executing(w(1), J1, E1);
+            history.at(30).applied(J1, E1, O7);
+            history.at(30).effect_rejected(J1, E1, O8, EffectRejectReason::Conflict);
+            history.at(30).crashed(w(1), Point::AfterEffect, Some(J1));
+            history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+            history.at(1_010).paused(r(1));
+            let expired = 1_010 + TTL_US;
+            history.at(expired).reclaimed(J1, E2, expired, E3, batch(second, 1));
+            let r2_quarantines = |history: &mut History, at: u64| {
+                history.at(at).looked_up(J1, E3, Some(O7), Some(O8), Some(batch(second, 1)));
+                history.at(at + 10).quarantined(J1, E3, [O7, O8], Some(batch(second, 1)));
+                history.at(at + 10).batch_stopped(batch(second, 1), J1, [O7, O8]);
+            };
+            if second_first {
+                r2_quarantines(&mut history, expired + 5);
+            }
+            history.at(expired + 20).resumed(r(1));
+            history.at(expired + 30).looked_up(J1, E2, Some(O7), Some(O8), Some(batch(1, 0)));
+            let stale = RefuseReason::StaleEpoch;
+            history.at(expired + 40).refused_in(J1, E2, RefusedRequest::Quarantine, stale, Some(batch(1, 0)));
+            if !second_first {
+                r2_quarantines(&mut history, expired + 50);
+            }
+            history.at(expired + 70).faults_healed();
+            check_history(&history.entries).expect("a correct history").get("reclaim_storm")
+        };
+        assert_eq!(storm(2, false), 1);
+        assert_eq!(storm(2, true), 1);
+        assert_eq!(storm(1, false), 0);
     }
 
     // A batch of one is always full: it is not counted, while a batch_max of 2 filled is; a lost

@@ -102,6 +102,11 @@ pub enum Bug {
     /// the table it cannot reach with listings, each a transaction. Nothing unsafe is accepted;
     /// `give_up_backs_off` sees the hurried listing.
     GiveUpWithoutBackOff,
+    /// The table quarantines a job under any epoch: a reclaimer that stalled past its own fence,
+    /// and woke to find the conflict it was looking for, quarantines a job another reclaimer has
+    /// fenced since. Only a reclaim storm reaches it: a conflict, a reclaimer stalled past its
+    /// lease, and a second reclaimer still at work when the first wakes.
+    QuarantineWithoutEpochCheck,
     /// About one seed in twenty records a second terminal outcome: proves failures get reported.
     Canary,
     /// A worker runtime whose effects wait in its buffer (fewer handlers than slots) leaves a
@@ -140,7 +145,7 @@ pub enum Bug {
 
 impl Bug {
     /// Every planted bug, in catalogue order.
-    pub const ALL: [Bug; 22] = [
+    pub const ALL: [Bug; 23] = [
         Bug::ReclaimBoundaryOffByOne,
         Bug::ReclaimByReclaimerClock,
         Bug::CompleteWithoutEpochCheck,
@@ -162,6 +167,7 @@ impl Bug {
         Bug::HandBackByJobId,
         Bug::DeadLetterIgnoresTerminal,
         Bug::GiveUpWithoutBackOff,
+        Bug::QuarantineWithoutEpochCheck,
         Bug::Canary,
     ];
 
@@ -232,6 +238,7 @@ impl Bug {
             Bug::BatchRenewUnchecked => "batch-renew-unchecked",
             Bug::BatchAcquireGrantsTwice => "batch-acquire-grants-twice",
             Bug::GiveUpWithoutBackOff => "give-up-without-back-off",
+            Bug::QuarantineWithoutEpochCheck => "quarantine-without-epoch-check",
             Bug::Canary => "canary",
             Bug::BufferKeepsGivenUp => "buffer-keeps-given-up",
             Bug::StopDropsLateGrants => "stop-drops-late-grants",
@@ -273,6 +280,9 @@ impl Bug {
             Bug::BatchRenewUnchecked => "a batch of renewals extends each job's lease, whoever holds it",
             Bug::BatchAcquireGrantsTwice => "a batch of acquires grants its last job again once the queue is empty",
             Bug::GiveUpWithoutBackOff => "a reclaimer that gave a batch up scans again at once, not after its interval",
+            Bug::QuarantineWithoutEpochCheck => {
+                "a quarantine under any epoch: a reclaimer that lost its fence ends the job"
+            }
             Bug::Canary => "about one seed in twenty records a second terminal outcome",
             Bug::BufferKeepsGivenUp => "a runtime leaves a lease given up in its buffer to lapse, not released",
             Bug::StopDropsLateGrants => "a runtime told to stop leaves a grant that answers afterwards to lapse",

@@ -383,7 +383,7 @@ impl Rules {
         rival: OutputId,
     ) -> Decision<Quarantine> {
         assert_ne!(recorded, rival, "a quarantine needs two different outputs");
-        if let Err(refusal) = leased(record, epoch, false) {
+        if let Err(refusal) = leased(record, epoch, self.bugs.on(Bug::QuarantineWithoutEpochCheck)) {
             return Decision::answer(Quarantine::Refused(refusal));
         }
         let terminal = Terminal { job, epoch, outcome: Outcome::Quarantined { recorded, rival } };

@@ -134,7 +134,9 @@ fn expected(bug: Bug) -> &'static [&'static str] {
         // Or the table's own assertion, in a batched world: the revived job takes the backlog past
         // the capacity the table promises.
         Bug::FenceRevivesFinished => &["no_unexpired_reclaim", "fencing", "one_terminal", "conformance", "crash"],
-        Bug::RequeueWithoutEpochCheck | Bug::LookupFencesOnlyWhenFound => &["fencing", "conformance"],
+        Bug::RequeueWithoutEpochCheck | Bug::LookupFencesOnlyWhenFound | Bug::QuarantineWithoutEpochCheck => {
+            &["fencing", "conformance"]
+        }
         // A renewal let through after expiry; or, when the reclaim came first, the work lost.
         Bug::RenewGrace => &["fencing", "conformance", "useful_grants"],
         // Only the spec knows the job should have been dead-lettered a grant earlier.

@@ -235,6 +235,11 @@ pub(crate) struct Drawn {
     /// Messages held past a lease: a stream of its own, drawn only in a world that deals them,
     /// so that a seed drawn before they existed keeps every other message's fate.
     pub late: Xoshiro256PlusPlus,
+    /// Reclaim storms: a stream of its own, drawn only in a world that opens them.
+    pub storm: Xoshiro256PlusPlus,
+    /// Jobs whose reclaim a storm awaits: `None` until the first reclaimer fences one and stalls
+    /// past its lease, then when that reclaimer wakes, for the next fence to stall past.
+    pub storms: BTreeMap<JobId, Option<u64>>,
     /// Strikes the scenario scripts, each fired once.
     pub script: Vec<Scripted>,
     /// Jobs whose first call writes a rival output.
@@ -261,6 +266,8 @@ impl Decisions {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x0c4a_05e5),
             wire: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x3e55_a9e5),
             late: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x1a7e_1ea5),
+            storm: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5702_3a11),
+            storms: BTreeMap::new(),
             script: script.to_vec(),
             rival_jobs: rival_jobs.iter().copied().collect(),
         };

@@ -270,6 +270,18 @@ pub struct WindowFaults {
     /// sender's request has long timed out when it arrives, and the lease it acts under has
     /// expired, been reclaimed and maybe granted again.
     pub past_lease_rate: f64,
+    /// Chance a worker's call to the dependency opens a *reclaim storm*: three faults aimed into
+    /// the reclaim of its job.
+    /// 1. The call writes a rival output too: a conflict, two outputs claim the operation.
+    /// 2. The first reclaimer to fence the job stalls right after its fence, for longer than its
+    ///    own lease and a scan interval: its fence expires, and another reclaimer fences again.
+    /// 3. That second reclaimer stalls right after its fence until the first has woken and had
+    ///    a few round trips: the first looks the operation up, finds the conflict, and asks to
+    ///    quarantine the job under a fence it lost, while the second holds the job's live lease.
+    ///
+    /// Drawn from a stream of its own, after every other draw of the call, so that a seed that
+    /// opens none keeps every other fault.
+    pub reclaim_storm_rate: f64,
     /// The upper end of a near draw: the drift margin.
     pub near_us: u64,
     /// The upper end of a far draw: ttl/4.
@@ -290,6 +302,28 @@ impl WindowFaults {
     pub fn draw_past_lease_us(lease_us: u64, rng: &mut impl Rng) -> u64 {
         let lease_us = lease_us.max(WINDOW_FAULT_MIN_US);
         rng.gen_range(lease_us + 1..=2 * lease_us)
+    }
+
+    /// A reclaim storm's stall of its first reclaimer, right after its fence: past that fence's
+    /// lease of `lease_us` and a scan interval of `scan_us`, by up to one more lease, so that a
+    /// second reclaimer has listed and fenced the job when the first wakes.
+    pub fn draw_storm_stall_us(lease_us: u64, scan_us: u64, rng: &mut impl Rng) -> u64 {
+        let past = lease_us.saturating_add(scan_us).saturating_add(1);
+        rng.gen_range(past..=past.saturating_add(lease_us))
+    }
+
+    /// A reclaim storm's stall of its second reclaimer, right after its fence at `now_us`: until
+    /// the first wakes at `wakes_us`, then `round_trips_us` (time for the first to look up and
+    /// ask), then up to a quarter of a lease of `lease_us` more. `None` when the first is awake.
+    pub fn draw_storm_hold_us(
+        now_us: u64,
+        wakes_us: u64,
+        round_trips_us: u64,
+        lease_us: u64,
+        rng: &mut impl Rng,
+    ) -> Option<u64> {
+        let until = wakes_us.checked_sub(now_us).filter(|&left| left > 0)?.saturating_add(round_trips_us);
+        Some(rng.gen_range(until..=until.saturating_add(lease_us / 4)))
     }
 
     /// A hold-back, gap or stall length: up to the drift margin two times in three, else up to

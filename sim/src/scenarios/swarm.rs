@@ -27,6 +27,7 @@ pub(super) const DEFINITION: Definition = Definition {
         "rejected_arrival",
         "grant_released",
         "reclaimer_gave_up",
+        "reclaim_storm",
         "window_list_to_fence",
         "window_fence_to_lookup",
         "window_renew_in_flight",
@@ -138,6 +139,11 @@ pub(super) fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     // request queued behind a slow proxy, a TCP retransmission), which no window's hold reaches.
     if rng.gen_bool(0.2) {
         params.windows.past_lease_rate = rng.gen_range(0.000_5..0.005);
+    }
+    // Drawn after that: a quarter of the seeds aim several faults into one reclaim now and then
+    // (a conflict, the first reclaimer stalled past its own lease, a second reclaimer's fence).
+    if rng.gen_bool(0.25) {
+        params.windows.reclaim_storm_rate = rng.gen_range(0.01..0.05);
     }
 }
 

@@ -350,6 +350,12 @@ impl Params {
         if self.windows.hand_back_copy > 0.0 {
             let _ = write!(out, " msg_hand_back_copy={:.3}", self.windows.hand_back_copy);
         }
+        if self.windows.past_lease_rate > 0.0 {
+            let _ = write!(out, " msg_past_lease={:.4}", self.windows.past_lease_rate);
+        }
+        if self.windows.reclaim_storm_rate > 0.0 {
+            let _ = write!(out, " reclaim_storm={:.3}", self.windows.reclaim_storm_rate);
+        }
         let w = &self.windows;
         let aimed = [w.after_listing, w.after_fence, w.before_renew_reply, w.renew_at_boundary];
         let boundary = [w.reclaim_at_boundary, w.effect_at_boundary, w.complete_at_boundary];

@@ -83,6 +83,7 @@ impl Ctx {
                 (Point::DuringAck, Some(job)) => ctx.past_expiry_hold_us(&mut draw, job, windows.complete_at_boundary),
                 (Point::BeforeRenew, Some(job)) => ctx.renew_hold_us(&mut draw, job),
                 (Point::BeforeListing, None) => ctx.listing_hold_us(&mut draw),
+                (Point::MidReclaim, Some(job)) => ctx.storm_stall_us(&mut draw, job),
                 _ => None,
             };
             hold.map(|len_us| Dealt::Stall { len_us })
@@ -134,6 +135,28 @@ impl Ctx {
             false => rng.gen_range(stall.len_us.0..=stall.len_us.1.max(stall.len_us.0)),
         };
         Some(Dealt::Stall { len_us })
+    }
+
+    /// A reclaimer's stall right after it fenced `job`, in a reclaim storm (see
+    /// [`WindowFaults::reclaim_storm_rate`]): the first to fence stalls past its fence's lease
+    /// and a scan interval; the next, while the first still sleeps, until the first has woken and
+    /// had four round trips. The storm is spent then.
+    fn storm_stall_us(&self, draw: &mut Draw<'_>, job: JobId) -> Option<u64> {
+        let lease_us = self.params.table.lease_ttl.as_us();
+        let Drawn { storm, storms, .. } = &mut *draw.drawn;
+        match *storms.get(&job)? {
+            None => {
+                let scan_us = self.params.reclaimer.scan_every.as_us();
+                let len_us = WindowFaults::draw_storm_stall_us(lease_us, scan_us, storm);
+                storms.insert(job, Some(draw.now + len_us));
+                Some(len_us)
+            }
+            Some(wakes_us) => {
+                storms.remove(&job);
+                let round_trips_us = 8 * self.params.latency_us.1.max(1);
+                WindowFaults::draw_storm_hold_us(draw.now, wakes_us, round_trips_us, lease_us, storm)
+            }
+        }
     }
 
     /// A hold of a heartbeat just decided on for `job`, so that the renewal lands within a drift
@@ -206,7 +229,7 @@ impl Ctx {
         let job = visit.and_then(|visit| visit.site.job());
         self.ask(visit, question, |ctx, draw| {
             let dependency = &ctx.params.dependency;
-            let Drawn { rng, rival_jobs, .. } = &mut *draw.drawn;
+            let Drawn { rng, rival_jobs, storm, storms, .. } = &mut *draw.drawn;
             let (dealt, rate) = match question {
                 Question::FailBefore => (Dealt::Fail { after_effect: false }, dependency.fail_rate),
                 Question::LostReply => (Dealt::Fail { after_effect: true }, dependency.lost_reply_rate),
@@ -214,7 +237,15 @@ impl Ctx {
                 Question::Rival => (Dealt::Rival, dependency.rival_rate),
                 other => unreachable!("{other:?} is not asked of a dependency call"),
             };
-            (chance(rng, rate) && draw.degraded).then_some(dealt)
+            if chance(rng, rate) && draw.degraded {
+                return Some(dealt);
+            }
+            // A reclaim storm opens with a rival, whether or not the dependency's window is open:
+            // it is aimed at the reclaim, not drawn with the dependency's faults.
+            let job =
+                job.filter(|_| question == Question::Rival && chance(storm, ctx.params.windows.reclaim_storm_rate))?;
+            storms.entry(job).or_insert(None);
+            Some(Dealt::Rival)
         })
         .is_some()
     }
