@@ -14,6 +14,11 @@
 //! - `hold`: hold a message the plan already strikes (lost, held back or doubled) for one to two
 //!   leases instead: its sender's request has long timed out when it arrives, and the lease it
 //!   acts under is gone;
+//! - `storm`: aim three faults into one reclaim of the parent's run: the call the lease's holder
+//!   made to the dependency writes a rival output too (a conflict), the reclaimer that fenced the
+//!   lease stalls right after its fence past its own lease and a scan, and every other
+//!   reclaimer's next fence of the job stalls until the first has woken and had a few round
+//!   trips (the swarm draws the same storm: `WindowFaults::reclaim_storm_rate`);
 //! - `splice`: add the scheduled faults of a second corpus plan;
 //! - `drop`: remove one fault.
 //!
@@ -32,12 +37,13 @@
 //! `--seed` on), and tables each key the explorer reached that the swarm did not, with the run
 //! that first reached it and the mutation that made that run.
 
-use crate::faults::decide::{Dealt, Keyed, Site};
+use crate::faults::decide::{Dealt, Keyed, Site, Visit};
 use crate::faults::plan::{Plan, Planned};
 use crate::faults::shrink::{self, Shrunk};
 use crate::faults::{Fault, WindowFaults};
 use crate::runner::Target;
 use crate::world::{self, RunReport, Verdict};
+use lease_core::{Epoch, JobId};
 use lease_history::{Event, Node, OutcomeKind};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -57,10 +63,30 @@ pub struct Kept {
     pub plan: Plan,
     /// Lease expiries in its run's fault phase, with each lease's owner: where `aim` points.
     pub expiries: Vec<(u64, Node)>,
+    /// Reclaims in its run's fault phase of a lease whose holder called the dependency: where
+    /// `storm` aims.
+    pub reclaims: Vec<Reclaim>,
     /// The run (0-based, of the explorer's) that made it.
     pub run: u64,
     /// How it was made: `seed N`, or the mutations applied to its parent.
     pub how: String,
+}
+
+/// A reclaim in a run's fault phase: a reclaimer's fence of a lease under which the holder
+/// called the dependency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reclaim {
+    /// When the table fenced it.
+    pub at_us: u64,
+    /// The job.
+    pub job: JobId,
+    /// The epoch of the lease fenced: the holder's, whose call a storm makes a rival.
+    pub epoch: Epoch,
+    /// The reclaimer.
+    pub reclaimer: Node,
+    /// Which of this reclaimer's fences of this job it was, counting from 1: its `mid_reclaim`
+    /// visit for the job.
+    pub occurrence: u32,
 }
 
 /// What an exploration found.
@@ -139,6 +165,31 @@ fn expiries(report: &RunReport) -> Vec<(u64, Node)> {
     found.into_iter().collect()
 }
 
+/// The reclaims in `report`'s fault phase of leases whose holders called the dependency, in
+/// time order.
+fn reclaims(report: &RunReport) -> Vec<Reclaim> {
+    let phase = report.params.fault_phase_us;
+    let mut called = BTreeSet::new();
+    let mut fences: BTreeMap<(Node, JobId), u32> = BTreeMap::new();
+    let mut found = Vec::new();
+    for entry in report.history.iter().take_while(|entry| entry.t_us <= phase) {
+        match entry.event {
+            Event::Executing { job, epoch, .. } => {
+                called.insert((job, epoch));
+            }
+            Event::Reclaimed { job, epoch, reclaimer, .. } => {
+                let occurrence = fences.entry((reclaimer, job)).or_insert(0);
+                *occurrence += 1;
+                if called.contains(&(job, epoch)) {
+                    found.push(Reclaim { at_us: entry.t_us, job, epoch, reclaimer, occurrence: *occurrence });
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
 /// The process a worker slot runs in (its first slot), in a world of `workers` processes.
 fn process(node: Node, workers: u32) -> Node {
     match node {
@@ -147,13 +198,14 @@ fn process(node: Node, workers: u32) -> Node {
     }
 }
 
-/// One mutation of `plan` (see the module doc), drawn from `rng`: `expiries` are its run's (or
-/// its parent's), where `aim` points; `other` is a second corpus plan, for `splice`. `None` when
-/// the draw fits nothing in the plan.
+/// One mutation of `plan` (see the module doc), drawn from `rng`: `expiries` and `reclaims` are
+/// its run's (or its parent's), where `aim` and `storm` point; `other` is a second corpus plan,
+/// for `splice`. `None` when the draw fits nothing in the plan.
 fn mutate(
     rng: &mut Xoshiro256PlusPlus,
     plan: &Plan,
     expiries: &[(u64, Node)],
+    reclaims: &[Reclaim],
     other: &Plan,
 ) -> Option<(Plan, &'static str)> {
     let mut plan = plan.clone();
@@ -167,7 +219,7 @@ fn mutate(
         true => Node::Worker(rng.gen_range(0..w.workers.max(1))),
         false => Node::Reclaimer(rng.gen_range(0..w.reclaimers.max(1))),
     };
-    let what = match rng.gen_range(0..8u32) {
+    let what = match rng.gen_range(0..9u32) {
         0 => {
             let &i = scheduled.choose(rng)?;
             let Planned::Scheduled { at_us, fault } = plan.faults[i] else { unreachable!() };
@@ -239,6 +291,11 @@ fn mutate(
             plan.faults.push(Planned::Keyed(Keyed { dealt, ..keyed }));
             "hold"
         }
+        7 => {
+            let reclaim = *reclaims.choose(rng)?;
+            storm(rng, &mut plan, &reclaim);
+            "storm"
+        }
         _ => {
             if plan.faults.is_empty() {
                 return None;
@@ -252,6 +309,49 @@ fn mutate(
     plan.expect = None;
     plan.validate().ok()?;
     Some((plan, what))
+}
+
+/// Adds to `plan` a reclaim storm aimed at `reclaim` (see the module doc): a rival output at the
+/// holder's first call under the fenced epoch, a stall of the reclaimer right after that fence
+/// past its lease and a scan, and a stall of every other reclaimer's next fence of the job until
+/// the first has woken and had four round trips (a scan's worth more, for it may fence up to a
+/// scan after the first's fence expired). Faults of the plan at those visits make way.
+fn storm(rng: &mut Xoshiro256PlusPlus, plan: &mut Plan, reclaim: &Reclaim) {
+    let w = plan.world;
+    let (ttl, scan) = (w.lease_ttl_us.max(1), w.scan_every_us);
+    let first_us = WindowFaults::draw_storm_stall_us(ttl, scan, rng);
+    let round_trips_us = 8 * w.network_latency_us.1.max(1);
+    let second_us = first_us.saturating_sub(ttl).saturating_add(scan).saturating_add(round_trips_us);
+    let second_us = rng.gen_range(second_us..=second_us.saturating_add(ttl / 4));
+    let at = reclaim.at_us;
+    let point = |node: Node, occurrence: u32| Visit {
+        site: Site::Point { node, point: lease_history::Point::MidReclaim, job: Some(reclaim.job) },
+        occurrence,
+    };
+    let mut faults = vec![
+        Keyed {
+            fired_us: at.saturating_sub(1),
+            visit: Visit { site: Site::Call { job: reclaim.job, epoch: reclaim.epoch }, occurrence: 1 },
+            dealt: Dealt::Rival,
+        },
+        Keyed {
+            fired_us: at,
+            visit: point(reclaim.reclaimer, reclaim.occurrence),
+            dealt: Dealt::Stall { len_us: first_us },
+        },
+    ];
+    for n in 0..w.reclaimers {
+        let node = Node::Reclaimer(n);
+        if node != reclaim.reclaimer {
+            let dealt = Dealt::Stall { len_us: second_us };
+            let fired_us = at.saturating_add(ttl).min(w.fault_phase_us);
+            faults.push(Keyed { fired_us, visit: point(node, 1), dealt });
+        }
+    }
+    plan.faults.retain(|fault| {
+        !matches!(fault, Planned::Keyed(k) if faults.iter().any(|f| f.visit == k.visit && f.dealt.question() == k.dealt.question()))
+    });
+    plan.faults.extend(faults.into_iter().map(Planned::Keyed));
 }
 
 /// Explores `target` for `runs` runs from `seed` (see the module doc). `progress` hears after
@@ -275,7 +375,7 @@ pub fn explore(target: Target, seed: u64, runs: u64, progress: &mut dyn FnMut(u6
             let other = &corpus[rng.gen_range(0..corpus.len())];
             let (mut plan, mut how) = (parent.plan.clone(), Vec::new());
             for _ in 0..rng.gen_range(1..=3) {
-                if let Some((next, what)) = mutate(&mut rng, &plan, &parent.expiries, &other.plan) {
+                if let Some((next, what)) = mutate(&mut rng, &plan, &parent.expiries, &parent.reclaims, &other.plan) {
                     plan = next;
                     how.push(what);
                 }
@@ -303,8 +403,8 @@ pub fn explore(target: Target, seed: u64, runs: u64, progress: &mut dyn FnMut(u6
             return Explored { runs: run + 1, first, corpus, failure };
         }
         if new > 0 {
-            let expiries = expiries(&report);
-            corpus.push(Kept { plan: report.plan, expiries, run, how });
+            let (expiries, reclaims) = (expiries(&report), reclaims(&report));
+            corpus.push(Kept { plan: report.plan, expiries, reclaims, run, how });
         }
         run += 1;
         if !progress(run, first.len()) {
@@ -329,28 +429,47 @@ pub fn swarm_alone(target: Target, seed: u64, runs: u64) -> BTreeMap<String, u64
 
 #[cfg(test)]
 mod tests {
-    use super::{expiries, mutate, Kept};
-    use crate::faults::decide::{Dealt, Keyed};
+    use super::{expiries, mutate, reclaims, Kept};
+    use crate::faults::decide::{Dealt, Keyed, Site, Visit};
     use crate::faults::plan::Planned;
     use crate::runner::Target;
     use crate::scenarios::Scenario;
+    use lease_history::{Node, Point};
     use rand::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     // Proves each mutation does what it says, as data: over 400 draws on a swarm seed's plan, an
     // `aim` puts a fault within a microsecond of a lease's expiry in the parent's run, an
     // `add` or an `*-at-expiry` adds one fault, a `drop` removes one, a `hold` makes one message
-    // fault a hold of one to two leases, every plan made is valid, and every kind of mutation is
-    // drawn (seed 11's plan strikes messages, for `hold` to pick).
+    // fault a hold of one to two leases, a `storm` adds a rival and a stall at every reclaimer's
+    // fence, the first past a lease and a scan, every plan made is valid, and every kind of
+    // mutation is drawn (the seed's plan strikes messages, for `hold` to pick, and its world has
+    // two reclaimers or more and a reclaim to aim at, for `storm`).
     #[test]
     fn each_mutation_edits_the_plan_as_it_says() {
-        let report = Target::new(Scenario::SWARM).run(11);
-        let parent = Kept { expiries: expiries(&report), plan: report.plan, run: 0, how: "seed 11".into() };
+        // The first swarm seed whose plan strikes a message (for `hold`) and whose run reclaims
+        // a lease its holder called under, in a world of two reclaimers or more (for `storm`).
+        let parent = (0..100)
+            .map(|seed| (seed, Target::new(Scenario::SWARM).run(seed)))
+            .map(|(seed, report)| {
+                let (expiries, reclaims) = (expiries(&report), reclaims(&report));
+                Kept { expiries, reclaims, plan: report.plan, run: 0, how: format!("seed {seed}") }
+            })
+            .find(|kept| {
+                let messages = kept.plan.faults.iter().any(|f| {
+                    matches!(f, Planned::Keyed(Keyed { visit: Visit { site: Site::Message { .. }, .. }, .. }))
+                });
+                messages && !kept.reclaims.is_empty() && kept.plan.world.reclaimers >= 2
+            })
+            .expect("a swarm seed below 100 that strikes a message and reclaims with two reclaimers");
         assert!(!parent.expiries.is_empty());
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         let mut seen = std::collections::BTreeSet::new();
         for _ in 0..400 {
-            let Some((plan, what)) = mutate(&mut rng, &parent.plan, &parent.expiries, &parent.plan) else { continue };
+            let Some((plan, what)) = mutate(&mut rng, &parent.plan, &parent.expiries, &parent.reclaims, &parent.plan)
+            else {
+                continue;
+            };
             plan.validate().expect("a mutated plan is valid");
             seen.insert(what);
             let (before, after) = (parent.plan.faults.len(), plan.faults.len());
@@ -361,6 +480,9 @@ mod tests {
                 // The message's other faults at that visit make way for the hold.
                 "hold" => assert!(after <= before, "{what}"),
                 "splice" => assert!(after > before),
+                // A rival, a stall of the first reclaimer, and one of each other reclaimer, less
+                // any fault the plan had at those visits.
+                "storm" => assert!(after <= before + 1 + parent.plan.world.reclaimers as usize, "{what}"),
                 other => panic!("unknown mutation {other}"),
             }
             if what == "hold" {
@@ -376,6 +498,28 @@ mod tests {
                     .collect();
                 assert!(matches!(held[..], [len] if len > ttl && len <= 2 * ttl), "held {held:?}, ttl {ttl}");
             }
+            if what == "storm" {
+                let w = parent.plan.world;
+                let added: Vec<&Planned> = plan.faults.iter().filter(|f| !parent.plan.faults.contains(f)).collect();
+                let rivals =
+                    added.iter().filter(|f| matches!(f, Planned::Keyed(Keyed { dealt: Dealt::Rival, .. }))).count();
+                let stalls: Vec<(Node, u64)> = added
+                    .iter()
+                    .filter_map(|f| match f {
+                        Planned::Keyed(Keyed {
+                            visit: Visit { site: Site::Point { node, point: Point::MidReclaim, .. }, .. },
+                            dealt: Dealt::Stall { len_us },
+                            ..
+                        }) => Some((*node, *len_us)),
+                        _ => None,
+                    })
+                    .collect();
+                assert_eq!(rivals, 1, "{added:?}");
+                assert_eq!(stalls.len(), w.reclaimers as usize, "{added:?}");
+                // The first stall outlasts the reclaimer's own fence and a scan.
+                let longest = stalls.iter().map(|&(_, len)| len).max().unwrap();
+                assert!(longest > w.lease_ttl_us + w.scan_every_us, "{stalls:?}");
+            }
             if what == "aim" {
                 let moved: Vec<u64> =
                     plan.faults.iter().filter(|f| !parent.plan.faults.contains(f)).map(Planned::time_us).collect();
@@ -385,6 +529,6 @@ mod tests {
                 );
             }
         }
-        assert_eq!(seen.len(), 8, "mutations drawn: {seen:?}");
+        assert_eq!(seen.len(), 9, "mutations drawn: {seen:?}");
     }
 }
