@@ -71,6 +71,29 @@ mod tests {
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), all);
     }
 
+    // Proves the explorer, searching over the swarm's fault plans (mutating them as data: aims at
+    // exact expiries, holds past a lease, reclaim storms, splices), finds no failure the seeds
+    // missed: `LEASE_EXPLORE_RUNS` runs (default 100) from seed 0. This is how ci/mutants puts the
+    // explorer in its loop (`ci/mutants --explore N`): a mutant that only a searched plan exposes
+    // fails here, with the shrunk plan that replays it.
+    #[test]
+    fn the_explorer_finds_no_failure_over_the_swarms_plans() {
+        let runs = match std::env::var("LEASE_EXPLORE_RUNS") {
+            Ok(runs) => runs.parse().unwrap_or_else(|_| panic!("LEASE_EXPLORE_RUNS={runs:?} is not a number of runs")),
+            Err(_) => 100,
+        };
+        let explored = lease_sim::explore::explore(lease_sim::runner::Target::new(SCENARIO), 0, runs, &mut |_, _| true);
+        if let Some((shrunk, how)) = explored.failure {
+            panic!(
+                "explore run {} ({how}) failed: {:?}; its shrunk plan:\n{}",
+                explored.runs - 1,
+                shrunk.finding,
+                shrunk.plan.to_json()
+            );
+        }
+        assert_eq!(explored.runs, runs);
+    }
+
     #[test]
     fn trace_snapshot() {
         crate::assert_trace_snapshot!(SCENARIO, 12);
