@@ -73,7 +73,9 @@ mod tests {
     }
 
     // Over the first seeds: every node told to stop exits (or crashes first) and comes back, and
-    // some hand a lease they never ran back to the queue; each run holds.
+    // some hand a lease they never ran back to the queue; each run holds. A node the run ended on
+    // while it was stalled (told to stop during a stall that outlasted every job) is not asked to
+    // have exited: nothing runs in a stalled process, its drain included.
     #[test]
     fn deploys_drain_exit_and_come_back() {
         let (mut told, mut handed_back) = (0, 0);
@@ -81,8 +83,15 @@ mod tests {
             let report = crate::prove::scripted(SCENARIO, seed);
             let mut stopping = std::collections::BTreeSet::new();
             let mut down = std::collections::BTreeSet::new();
+            let mut stalled = std::collections::BTreeSet::new();
             for entry in &report.history {
                 match &entry.event {
+                    Event::Paused { target, .. } => {
+                        stalled.insert(*target);
+                    }
+                    Event::Resumed { target } => {
+                        stalled.remove(target);
+                    }
                     Event::Stopping { target, .. } => {
                         assert!(stopping.insert(*target), "seed {seed}: {target} told twice: {entry:?}");
                         told += 1;
@@ -93,6 +102,7 @@ mod tests {
                     }
                     Event::Crashed { target, .. } => {
                         stopping.remove(target);
+                        stalled.remove(target);
                         down.insert(*target);
                     }
                     Event::Restarted { target } => {
@@ -102,7 +112,8 @@ mod tests {
                     _ => {}
                 }
             }
-            assert!(stopping.is_empty() && down.is_empty(), "seed {seed}: {stopping:?} never exited, {down:?} never back");
+            let never_exited: Vec<_> = stopping.difference(&stalled).collect();
+            assert!(never_exited.is_empty() && down.is_empty(), "seed {seed}: {never_exited:?} never exited, {down:?} never back");
         }
         assert!(told >= 8 && handed_back > 0, "{told} told to stop, {handed_back} leases handed back");
     }
