@@ -658,12 +658,13 @@ fn unworkable_slots_are_refused_before_anything_is_asked() {
 
 // Proves a grant that answers an acquire the machine gave up on is declined, not left to expire:
 // the first acquire's answers arrive 700 ms after the table granted (a slow store, a queue behind
-// the connection). The machine sends the acquire again under its id at 200 and 400 ms, gives it up at
-// 600 ms (a grant answering a copy sent then could no longer be used in time) and asks afresh;
-// the first answer, G1, arrives at 700 ms, and the runtime hands it to the machine, which releases
-// it: no reclaim, no attempt spent on a grant nobody ran. A runtime that dropped the late answer
-// with its call (bounded by the request's timeout) would leave G1 leased until it expired, a
-// reclaimer would fence and requeue it, and the job's attempt would be wasted.
+// the connection). The machine sends the acquire again under its id at 200 and 400 ms, gives it
+// up at 600 ms (a grant answering a copy sent then would leave no renewal's round trip before the
+// self-fence) and asks afresh; the first answer, G1, arrives at 700 ms, and the runtime hands it
+// to the machine, which releases it: no reclaim, no attempt spent on a grant nobody ran. A runtime
+// that dropped the late answer with its call (bounded by the request's timeout) would leave G1
+// leased until it expired, a reclaimer would fence and requeue it, and the job's attempt would be
+// wasted.
 #[test]
 fn a_late_grant_to_an_acquire_given_up_is_declined_not_left_to_expire() {
     let clock = ManualClock::default();
