@@ -166,7 +166,7 @@ pub fn wasted(history: &[Entry]) -> (u64, u64) {
     tracker.wasted_by(history.last().map_or(0, |entry| entry.t_us))
 }
 
-/// The checker: the tracker, the first unused grant made after the heal, and the count of
+/// The checker: the tracker, the first unused grant no named fault excuses, and the count of
 /// unused grants (the `wasted_grants` figures).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct UsefulGrants {
@@ -177,7 +177,7 @@ pub(crate) struct UsefulGrants {
 }
 
 impl UsefulGrants {
-    /// Folds in the entry at `line`, remembering the first grant after the heal found unused.
+    /// Folds in the entry at `line`, remembering the first grant found unused and not excused.
     pub(crate) fn absorb(&mut self, line: usize, entry: &Entry) {
         let (first, wasted) = (&mut self.first, &mut self.wasted);
         self.grants.observe(line, entry, |unused| {
@@ -196,12 +196,12 @@ impl UsefulGrants {
         wasted
     }
 
-    /// The first grant after the heal found unused at a history line, if any.
+    /// The first grant found unused and not excused at a history line, if any.
     pub(crate) fn first(&self) -> Option<Violation> {
         self.first.clone()
     }
 
-    /// The first grant after the heal that expired unused, by `now_us` at the latest.
+    /// The first grant not excused that expired unused, by `now_us` at the latest.
     pub(crate) fn check(&self, now_us: u64) -> Result<(), Violation> {
         if let Some(violation) = &self.first {
             return Err(violation.clone());

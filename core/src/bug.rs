@@ -141,6 +141,14 @@ pub enum Bug {
     /// elsewhere (a spawned task, a remote call it waits on) never hears that it must stop. The
     /// simulator checks every handler returned or was cancelled. [`Bug::RUNTIME`].
     ShutdownLeavesHandlers,
+    /// A worker runtime bounds an acquire by its request timeout, as it bounds every other call:
+    /// a grant that comes later (an acquire long-polled at the table, held in the network, or
+    /// sent by a process that was paused as it left) is dropped before the machine sees it, so
+    /// it is never declined. The lease lapses, and the job waits it out and is charged an attempt
+    /// that never ran. Nothing unsafe is accepted, and no audit of the runtime sees it: only
+    /// `useful_grants` does, and almost only in the fault phase, where a grant lost is excused
+    /// by the fault the history names, never by the phase. [`Bug::RUNTIME`].
+    AcquireBoundedByTimeout,
 }
 
 impl Bug {
@@ -184,7 +192,7 @@ impl Bug {
     /// store: every world plants them, on every store. Each shows where the runtime's code is
     /// reached: the buffer (`handlers` fewer than `slots`), batching (`batch` above 1), or a
     /// graceful stop.
-    pub const RUNTIME: [Bug; 7] = [
+    pub const RUNTIME: [Bug; 8] = [
         Bug::BufferKeepsGivenUp,
         Bug::StopDropsLateGrants,
         Bug::ShutdownReleasesUnawaited,
@@ -192,6 +200,7 @@ impl Bug {
         Bug::DeadlineUnset,
         Bug::LinesEveryTurn,
         Bug::ShutdownLeavesHandlers,
+        Bug::AcquireBoundedByTimeout,
     ];
 
     /// Every planted bug: the rules', the SQL path's, the in-memory batches' and the runtime's.
@@ -247,6 +256,7 @@ impl Bug {
             Bug::DeadlineUnset => "deadline-unset",
             Bug::LinesEveryTurn => "lines-every-turn",
             Bug::ShutdownLeavesHandlers => "shutdown-leaves-handlers",
+            Bug::AcquireBoundedByTimeout => "acquire-bounded-by-timeout",
         }
     }
 
@@ -291,6 +301,7 @@ impl Bug {
             Bug::DeadlineUnset => "a runtime never tells its handler the lease's deadline (it reads zero)",
             Bug::LinesEveryTurn => "a batching runtime writes its executing lines at every turn, even none",
             Bug::ShutdownLeavesHandlers => "a runtime told to stop returns without cancelling its running handlers",
+            Bug::AcquireBoundedByTimeout => "a runtime drops a grant answering an acquire after its request timeout",
         }
     }
 }

@@ -707,6 +707,10 @@ impl<H: Handler> Run<H> {
         call: BoxFuture<'static, Option<WorkerReply>>,
     ) {
         let answer = match request {
+            WorkerRequest::Acquire if self.options.planted.0.on(lease_core::Bug::AcquireBoundedByTimeout) => {
+                // Planted: a grant answering after the timeout is dropped, never declined.
+                Either::Right(self.bound(now + self.options.worker.request_timeout, call))
+            }
             // A release too: it is sent once, and its answer (the grant undone) is counted.
             WorkerRequest::Acquire | WorkerRequest::Release { .. } => Either::Left(call),
             _ => Either::Right(self.bound(now + self.options.worker.request_timeout, call)),

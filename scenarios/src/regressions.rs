@@ -119,7 +119,9 @@ mod tests {
             let regression = named(name).unwrap_or_else(|| panic!("{name} is missing from scenarios/regressions"));
             assert_eq!(regression.plan.expect.as_deref(), Some("held"), "{name}");
         }
-        for bug in Bug::ALL {
+        // The rules' bugs, and the one runtime bug a checker of the history catches (the others'
+        // audits are held to their bugs by lease-sim's runtime_bugs test).
+        for bug in Bug::ALL.into_iter().chain([Bug::AcquireBoundedByTimeout]) {
             let name = format!("bug-{bug}.json");
             let regression = named(&name).unwrap_or_else(|| panic!("{name} is missing from scenarios/regressions"));
             assert_eq!(regression.plan.bug, Some(bug), "{name} plants its bug");

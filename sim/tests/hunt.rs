@@ -169,5 +169,6 @@ fn expected(bug: Bug) -> &'static [&'static str] {
         | Bug::DeadlineUnset
         | Bug::LinesEveryTurn
         | Bug::ShutdownLeavesHandlers => &["crash"],
+        Bug::AcquireBoundedByTimeout => &["useful_grants"],
     }
 }
