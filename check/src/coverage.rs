@@ -31,6 +31,7 @@
 //! | `handed_back_at_shutdown` | an `abandoned` with why `shutdown`: a worker told to stop gave a lease it never ran back |
 //! | `reclaimer_gave_up` | a `gave_up`: a request of a reclaimer's batch went unanswered through its retries |
 //! | `reclaim_storm` | a `refused` quarantine from a reclaimer whose fence of the job another reclaimer took since (`reclaimed` of the first's epoch): the first found the conflict, then stalled past its own lease |
+//! | `line_committed_unknown` | a `lost` answer to a `line` message: a worker runtime's write of its `executing` lines committed, and the runtime does not know it (the store's answer lost), so it starts none of those effects and must never release their leases |
 //! | `window_*` | the seven protocol windows: see [`super::windows`] |
 //!
 //! A worker holds a lease from its latest `granted` until the job is reclaimed, requeued or ends.
@@ -39,7 +40,8 @@ use super::facts::Facts;
 use super::windows::{self, Windows};
 use lease_core::{Epoch, JobId};
 use lease_history::{
-    AbandonReason, EffectRejectReason, Entry, Event, Node, OutcomeKind, Point, RefuseReason, RefusedRequest,
+    AbandonReason, EffectRejectReason, Entry, Event, MessageKind, Node, OutcomeKind, Point, RefuseReason,
+    RefusedRequest,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -67,6 +69,7 @@ const GRANT_RELEASED: &str = "grant_released";
 const HANDED_BACK_AT_SHUTDOWN: &str = "handed_back_at_shutdown";
 const RECLAIMER_GAVE_UP: &str = "reclaimer_gave_up";
 const RECLAIM_STORM: &str = "reclaim_storm";
+const LINE_COMMITTED_UNKNOWN: &str = "line_committed_unknown";
 
 /// Counts of interesting situations ("sometimes" properties), keyed by a stable snake_case name.
 /// The map always holds every name of [`Coverage::SITUATIONS`], zero if not reached.
@@ -107,6 +110,7 @@ impl Coverage {
         HANDED_BACK_AT_SHUTDOWN,
         RECLAIMER_GAVE_UP,
         RECLAIM_STORM,
+        LINE_COMMITTED_UNKNOWN,
         windows::LIST_TO_FENCE,
         windows::FENCE_TO_LOOKUP,
         windows::RENEW_IN_FLIGHT,
@@ -186,6 +190,7 @@ impl Situations {
                 }
             }
             Event::BatchStopped { .. } => self.coverage.bump(BATCH_STOPPED_ON_CONFLICT),
+            Event::Lost { message: MessageKind::Line, reply: true, .. } => self.coverage.bump(LINE_COMMITTED_UNKNOWN),
             Event::GaveUp { .. } => self.coverage.bump(RECLAIMER_GAVE_UP),
             Event::Granted { job, epoch, owner: Node::Worker(worker), .. } => self.hold(*worker, *job, *epoch),
             Event::Paused { target: Node::Worker(worker), .. } => {
@@ -284,7 +289,9 @@ mod tests {
     use super::super::fixtures::*;
     use super::super::{check_history, Checkers, Invariant};
     use super::Coverage;
-    use lease_history::{AbandonReason, EffectRejectReason, Point, RefuseReason, RefusedRequest};
+    use lease_history::{
+        AbandonReason, EffectRejectReason, Event, MessageKind, Node, Point, RefuseReason, RefusedRequest,
+    };
 
     // The default coverage names every situation, at zero, in SITUATIONS order.
     #[test]
@@ -292,15 +299,16 @@ mod tests {
         let coverage = Coverage::default();
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
         assert!(Coverage::SITUATIONS.iter().all(|name| coverage.0.get(name) == Some(&0)));
-        assert_eq!(Coverage::SITUATIONS.len(), 34);
+        assert_eq!(Coverage::SITUATIONS.len(), 35);
         assert_eq!(Coverage::SITUATIONS[0], "adopted_by_worker");
         assert_eq!(Coverage::SITUATIONS[19], "grant_released");
         assert_eq!(Coverage::SITUATIONS[20], "dead_lettered_for_good");
         assert_eq!(Coverage::SITUATIONS[21], "handed_back_at_shutdown");
         assert_eq!(Coverage::SITUATIONS[22], "reclaimer_gave_up");
         assert_eq!(Coverage::SITUATIONS[23], "reclaim_storm");
-        assert_eq!(Coverage::SITUATIONS[24..31], super::windows::WINDOWS);
-        assert_eq!(Coverage::SITUATIONS[31..], super::windows::BATCH_WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[24], "line_committed_unknown");
+        assert_eq!(Coverage::SITUATIONS[25..32], super::windows::WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[32..], super::windows::BATCH_WINDOWS);
     }
 
     // Merging adds counts name by name.
@@ -414,6 +422,7 @@ mod tests {
             ("handed_back_at_shutdown", 0),
             ("reclaimer_gave_up", 1),
             ("reclaim_storm", 0),
+            ("line_committed_unknown", 0),
             ("window_list_to_fence", 0),
             ("window_fence_to_lookup", 0),
             ("window_renew_in_flight", 1),
@@ -472,6 +481,35 @@ mod tests {
         assert_eq!(storm(2, false), 1);
         assert_eq!(storm(2, true), 1);
         assert_eq!(storm(1, false), 0);
+    }
+
+    // A write of a runtime's `executing` line whose answer was lost committed unknown to the
+    // runtime: counted. One lost on its way (never committed: no line follows) is not, nor is a
+    // lost answer to any other request. Either way the runtime writes the line again when its
+    // machine sends the execute again: a line twice under one epoch is a correct history.
+    #[test]
+    fn a_line_committed_unknown_is_a_lost_answer_to_a_line_write() {
+        let counted = |reply: bool, message: MessageKind| {
+            let mut history = History::new(2, 3);
+            history.at(0).arrived(J1);
+            history.at(10).granted(J1, E1, w(1), 1_010);
+            if reply {
+                history.at(20).executing(w(1), J1, E1);
+                history.at(20).lost_reply(w(1), message, Some(J1));
+            } else {
+                let lost = Event::Lost { target: w(1), peer: Node::Table, message, reply: false, job: Some(J1) };
+                history.at(20).push(Node::World, lost);
+            }
+            // Its machine sends the execute again, and the line is written (again).
+            history.at(60).executing(w(1), J1, E1);
+            history.at(70).applied(J1, E1, O7);
+            history.at(80).completed(J1, O7, E1, None);
+            history.at(90).faults_healed();
+            check_history(&history.entries).expect("a correct history").get("line_committed_unknown")
+        };
+        assert_eq!(counted(true, MessageKind::Line), 1);
+        assert_eq!(counted(false, MessageKind::Line), 0);
+        assert_eq!(counted(true, MessageKind::Renew), 0);
     }
 
     // A batch of one is always full: it is not counted, while a batch_max of 2 filled is; a lost

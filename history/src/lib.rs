@@ -42,7 +42,13 @@ use std::str::FromStr;
 /// - 8: the world tells a node to stop (`stopping`), as a deploy does, and says when it has
 ///   exited (`stopped`): a version-7 reader would take the lease a draining worker left to expire
 ///   for one lost without a cause.
-pub const HISTORY_VERSION: u32 = 9;
+/// - 9: a reclaimer's give-up is on the history (`gave_up`), and the `run` line may state the
+///   reclaimers' `scan_every_us`, which `give_up_backs_off` reads.
+/// - 10: a worker runtime's write of its `executing` lines is a message, `line`, that a `lost`
+///   line may name: lost, the lines never committed; its answer lost, they did, unknown to the
+///   runtime, which starts none of those effects and never releases their leases. A version-9
+///   reader knows no message `line`.
+pub const HISTORY_VERSION: u32 = 10;
 
 /// The oldest contract version this crate still reads. A version-5 `run` line has none of
 /// version 6's typed fields, so the checkers assume their stated defaults.
@@ -435,6 +441,11 @@ pub enum MessageKind {
     Record,
     /// `dead_letter`: a worker ends a job its dependency refused for good.
     DeadLetter,
+    /// `line`: a worker runtime writes an `executing` line of its own to the store (with the
+    /// others of its turn, in one transaction). Lost, the write never committed and the line is
+    /// not in the history; its answer lost, the line is in the history, and the runtime, not
+    /// knowing it written, starts no effect under it and writes it again.
+    Line,
 }
 
 impl MessageKind {
@@ -454,6 +465,7 @@ impl MessageKind {
             MessageKind::Release => "release",
             MessageKind::Record => "record",
             MessageKind::DeadLetter => "dead_letter",
+            MessageKind::Line => "line",
         }
     }
 }
@@ -1183,7 +1195,7 @@ mod tests {
         assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
         let older =
             [("", 1), (r#""history_version":2,"#, 2), (r#""history_version":3,"#, 3), (r#""history_version":4,"#, 4)];
-        for (version, found) in older.into_iter().chain([(r#""history_version":10,"#, 10)]) {
+        for (version, found) in older.into_iter().chain([(r#""history_version":11,"#, 11)]) {
             let other = run.replace(r#""history_version":5,"#, version);
             let refused = parse_jsonl(&format!("{other}\n{arrived}\n"));
             assert!(matches!(refused, Err(HistoryError::UnknownVersion { found: f }) if f == found), "{refused:?}");

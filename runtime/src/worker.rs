@@ -235,6 +235,10 @@ struct Slot {
     /// The lease under which the slot last wrote `executing` (its handler about to start): never
     /// released at shutdown.
     started_lease: Option<(JobId, Epoch)>,
+    /// The lease under which a write of the slot's `executing` line failed, its answer unknown: the
+    /// store may have committed it, so from then on the lease is never released, even when a
+    /// later decision under it never sends its line.
+    unknown_line: Option<(JobId, Epoch)>,
     /// Acquire calls in flight: counted as they leave, not while a linger holds them.
     acquiring: u32,
     /// Draining, this slot asks for nothing more.
@@ -354,6 +358,7 @@ impl Runtime {
                     worker,
                     effect: None,
                     started_lease: None,
+                    unknown_line: None,
                     acquiring: 0,
                     closed: false,
                     deadline,
@@ -872,6 +877,7 @@ impl<H: Handler> Run<H> {
     /// start before it starts, so the handler does not run. To the machine this is a call whose
     /// answer was lost: the request times out and is sent again, and the line written again.
     fn unwritten(&mut self, slot: usize, id: RequestId) {
+        self.slots[slot].unknown_line = self.slots[slot].started_lease;
         self.slots[slot].worker.handle_sent(self.seams.clock.now(), id);
     }
 
@@ -887,8 +893,12 @@ impl<H: Handler> Run<H> {
             let acting = self.still_acting(slot, id, op, epoch);
             if !acting {
                 // Decided, but its `executing` line was never sent: it never started, and is
-                // released as a buffered lease is.
-                if self.slots[slot].started_lease == Some((op.job, epoch)) {
+                // released as a buffered lease is; unless an earlier write of its line failed
+                // unknown, which may have committed (the swarm found a release after such a line,
+                // once failed line writes were dealt: the machine sent the effect again, a pause
+                // outlasted the lease, and the retry was given up unsent).
+                let lease = Some((op.job, epoch));
+                if self.slots[slot].started_lease == lease && self.slots[slot].unknown_line != lease {
                     self.slots[slot].started_lease = None;
                 }
                 self.unstarted.push((slot, op.job, epoch));

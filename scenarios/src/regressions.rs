@@ -115,6 +115,7 @@ mod tests {
             "cut-from-table-seed-7.json",
             "swarm-seed-20261130000004159.json",
             "large-batches-seed-938.json",
+            "swarm-seed-329.json",
         ] {
             let regression = named(name).unwrap_or_else(|| panic!("{name} is missing from scenarios/regressions"));
             assert_eq!(regression.plan.expect.as_deref(), Some("held"), "{name}");

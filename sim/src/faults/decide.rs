@@ -237,6 +237,9 @@ pub(crate) struct Drawn {
     pub late: Xoshiro256PlusPlus,
     /// Reclaim storms: a stream of its own, drawn only in a world that opens them.
     pub storm: Xoshiro256PlusPlus,
+    /// Failed writes of a runtime's `executing` lines: a stream of its own, drawn only in a
+    /// world that deals them.
+    pub lines: Xoshiro256PlusPlus,
     /// Jobs whose reclaim a storm awaits: `None` until the first reclaimer fences one and stalls
     /// past its lease, then when that reclaimer wakes, for the next fence to stall past.
     pub storms: BTreeMap<JobId, Option<u64>>,
@@ -267,6 +270,7 @@ impl Decisions {
             wire: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x3e55_a9e5),
             late: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x1a7e_1ea5),
             storm: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5702_3a11),
+            lines: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x11e5_0a17),
             storms: BTreeMap::new(),
             script: script.to_vec(),
             rival_jobs: rival_jobs.iter().copied().collect(),

@@ -282,6 +282,12 @@ pub struct WindowFaults {
     /// Drawn from a stream of its own, after every other draw of the call, so that a seed that
     /// opens none keeps every other fault.
     pub reclaim_storm_rate: f64,
+    /// Chance a worker runtime's write of its `executing` lines fails: the write never commits
+    /// (a `line` message lost), or commits and its answer is lost (a `line` answer lost), as a
+    /// store that cannot be reached, or fails over mid-commit, fails it. Either way the runtime
+    /// starts none of those effects and writes the lines again when its machines ask again.
+    /// Drawn from a stream of its own, so that a seed that deals none keeps every other fault.
+    pub line_loss_rate: f64,
     /// The upper end of a near draw: the drift margin.
     pub near_us: u64,
     /// The upper end of a far draw: ttl/4.

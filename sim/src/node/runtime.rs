@@ -788,12 +788,42 @@ impl Client for Wire {
         // A store writes a batch of lines in one transaction: an empty one is a round trip for
         // nothing, at every turn of the loop.
         assert!(!lines.is_empty(), "{}: its runtime writes an empty batch of lines", self.node);
-        let written: Vec<_> = lines.into_iter().map(|(node, event)| self.line(node, event)).collect();
-        Box::pin(futures::future::join_all(written).map(|written| written.into_iter().all(|written| written)))
+        Box::pin(futures::future::ready(self.write(lines)))
     }
 
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
-        // The node's own history: written, always.
+        Box::pin(futures::future::ready(self.write(vec![(node, event)])))
+    }
+}
+
+impl Wire {
+    /// Writes `lines` as a store writes them, in one transaction, and says whether they are known
+    /// written. A batch with an `executing` line may fail, where the world deals that fault
+    /// ([`crate::faults::WindowFaults::line_loss_rate`], keyed by its first `executing` line): before
+    /// it commits (nothing written), or after (every line written, its answer lost). Any other
+    /// line of the runtime's own is written, always.
+    fn write(&self, lines: Vec<(Node, Event)>) -> bool {
+        let first = lines.iter().find_map(|(node, event)| match *event {
+            Event::Executing { job, epoch, .. } => Some((*node, job, epoch)),
+            _ => None,
+        });
+        let failed = first.and_then(|(node, job, epoch)| Some((node, job, self.ctx.line_fate(job, epoch)?)));
+        if let Some((node, job, false)) = failed {
+            self.ctx.line_lost(node, job, false);
+            return false;
+        }
+        for (node, event) in lines {
+            self.write_one(node, event);
+        }
+        if let Some((node, job, true)) = failed {
+            self.ctx.line_lost(node, job, true);
+            return false;
+        }
+        true
+    }
+
+    /// Writes one line of the runtime's own, and keeps the audit's count of what it says.
+    fn write_one(&self, node: Node, event: Event) {
         let (job, abandoned) = match event {
             Event::Executing { job, epoch, .. } => {
                 self.seen.lock().expect("seen lock").acted.insert((job, epoch));
@@ -819,7 +849,6 @@ impl Client for Wire {
                 state.owed_releases.insert((node, job, epoch), (self.incarnation, line, owed));
             }
         }
-        Box::pin(futures::future::ready(true))
     }
 }
 

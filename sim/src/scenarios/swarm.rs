@@ -28,6 +28,7 @@ pub(super) const DEFINITION: Definition = Definition {
         "grant_released",
         "reclaimer_gave_up",
         "reclaim_storm",
+        "line_committed_unknown",
         "window_list_to_fence",
         "window_fence_to_lookup",
         "window_renew_in_flight",
@@ -144,6 +145,11 @@ pub(super) fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     // (a conflict, the first reclaimer stalled past its own lease, a second reclaimer's fence).
     if rng.gen_bool(0.25) {
         params.windows.reclaim_storm_rate = rng.gen_range(0.01..0.05);
+    }
+    // Drawn after that: a fifth of the seeds fail a worker runtime's write of its `executing`
+    // lines now and then (the store unreachable, or failing over mid-commit).
+    if rng.gen_bool(0.2) {
+        params.windows.line_loss_rate = rng.gen_range(0.02..0.2);
     }
 }
 

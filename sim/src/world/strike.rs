@@ -7,7 +7,7 @@ use super::ctx::{Ctx, State};
 use crate::faults::decide::{Dealt, Drawn, Keyed, Question, Site, Visit};
 use crate::faults::{Point, Strike, WindowFaults};
 use lease_core::{Epoch, JobId};
-use lease_history::Node;
+use lease_history::{Event, MessageKind, Node};
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -248,6 +248,39 @@ impl Ctx {
             Some(Dealt::Rival)
         })
         .is_some()
+    }
+
+    /// Whether the write of an `executing` line for `job` under `epoch`, now, fails: not at
+    /// all (`None`), before it commits (`Some(false)`: the `line` message lost), or after
+    /// (`Some(true)`: its answer lost). A world that deals no such faults visits nothing. Nothing
+    /// is written: [`Ctx::line_lost`] says it, in its place among the lines.
+    pub(crate) fn line_fate(&self, job: JobId, epoch: Epoch) -> Option<bool> {
+        let rate = self.params.windows.line_loss_rate;
+        if self.state().decisions.drawn.is_some() && rate <= 0.0 {
+            return None;
+        }
+        let lose = |reply: bool| {
+            let site =
+                Site::Message { ends: None, message: MessageKind::Line, reply, job: Some(job), epoch: Some(epoch) };
+            let visit = self.visit(site);
+            self.ask(visit, Question::Lose, |_, draw| chance(&mut draw.drawn.lines, rate).then_some(Dealt::Lose))
+                .is_some()
+        };
+        if lose(false) {
+            Some(false)
+        } else {
+            lose(true).then_some(true)
+        }
+    }
+
+    /// Says on the history that `node`'s write of its `executing` line for `job` failed: before
+    /// it committed, or after (its answer lost).
+    pub(crate) fn line_lost(&self, node: Node, job: JobId, committed: bool) {
+        // As any message lost: its sender, then its receiver (the store's answer comes from the
+        // table).
+        let (target, peer) = if committed { (Node::Table, node) } else { (node, Node::Table) };
+        let (message, reply, job) = (MessageKind::Line, committed, Some(job));
+        self.record(Node::World, Event::Lost { target, peer, message, reply, job });
     }
 
     /// What the network does to one message sent now: lost, held back, doubled. A hand-back or
