@@ -33,7 +33,7 @@ use lease_core::{
     Acquired, Apply, Completion, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId,
     Release, RequestId, Requeue, Span, Time, WorkerId, WorkerReply, WorkerRequest,
 };
-use lease_history::{AbandonReason, Event, Node, Point};
+use lease_history::{AbandonReason, Event, MessageKind, Node, Point};
 use lease_runtime::{
     Cancel, Client, Clock, HandlerError, Hook, Job, Metrics, Outcome, Output, ReclaimerOptions, Runtime, WorkerOptions,
     SHUTDOWN_RELEASE,
@@ -193,10 +193,32 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
         leases.collect::<std::collections::BTreeSet<_>>().len() as u64
     };
     let given_up = lines(&|e| matches!(e, Event::Abandoned { why, .. } if *why != AbandonReason::Shutdown));
+    // A write of `executing` lines that committed, its answer lost, started none of their effects,
+    // and such a lease may end with no other line of this process's (left to lapse: a deploy, a
+    // pause): at most one handler call fewer for each line of such a write, which are the
+    // `executing` lines just before its `lost` line (a write's lines are consecutive).
+    let unknown = {
+        let state = ctx.state();
+        let (mut unknown, mut run) = (0, 0);
+        for entry in &state.history[from..] {
+            match entry.event {
+                Event::Executing { .. } if ctx.params.process_of(entry.node) == node => run += 1,
+                Event::Lost { message: MessageKind::Line, reply: true, peer, .. }
+                    if ctx.params.process_of(peer) == node =>
+                {
+                    unknown += run;
+                    run = 0;
+                }
+                _ => run = 0,
+            }
+        }
+        unknown
+    };
     // An effect decided (its `executing` line written with its turn's others) whose process
     // stalled before it started, and woke past its self-fence, is given up unstarted: at most one
     // handler call fewer for each lease given up.
-    audit_within(node, incarnation, "handler calls", tally.handled, executed.saturating_sub(given_up), executed);
+    let low = executed.saturating_sub(given_up).saturating_sub(unknown);
+    audit_within(node, incarnation, "handler calls", tally.handled, low, executed);
     audit(node, incarnation, "adoptions", tally.adopted, lines(&|e| matches!(e, Event::Adopted { .. })), false);
     audit(node, incarnation, "leases given up", tally.abandoned, given_up, false);
     let released = lines_since(
