@@ -94,6 +94,51 @@ mod tests {
         assert_eq!(explored.runs, runs);
     }
 
+    // Proves a crash dealt as an acknowledgement leaves strikes when the acknowledgement leaves
+    // in a batch too (the simulator arms it at `during_ack` and strikes once the completion, alone
+    // or in its batch, has left). Over the swarm's batched seeds among 0..100, every crash dealt
+    // at `during_ack` is written as a `crashed` at `during_ack` for its job by its process, unless
+    // its process crashed or stopped otherwise first. Here, not in lease-sim's own tests, so that
+    // `ci/mutants` runs it: a simulator that struck only lone completions survived it before
+    // (`sim/src/node/runtime.rs`, `Wire::ask`'s `WorkerBatch` arm), a fault dealt and never
+    // struck, which no checker of the history can see.
+    #[test]
+    fn a_crash_dealt_during_an_acknowledgement_strikes_in_a_batch_too() {
+        use lease_history::{Event, Node};
+        use lease_sim::faults::decide::{Dealt, Keyed, Site, Visit};
+        use lease_sim::faults::plan::Planned;
+        use lease_sim::faults::Point;
+        let target = lease_sim::runner::Target::new(SCENARIO);
+        let (mut dealt, mut struck) = (0, 0);
+        for seed in (0..100).filter(|&seed| target.params(seed).slots > 1) {
+            let report = target.run(seed);
+            let process = |node: Node| report.params.process_of(node);
+            for planned in &report.plan.faults {
+                let Planned::Keyed(Keyed { fired_us, visit: Visit { site, .. }, dealt: Dealt::Crash { .. } }) = planned
+                else {
+                    continue;
+                };
+                let Site::Point { node, point: Point::DuringAck, job: Some(job) } = *site else { continue };
+                dealt += 1;
+                let later = report.history.iter().filter(|entry| entry.t_us >= *fired_us);
+                let ended = later.into_iter().find_map(|entry| match entry.event {
+                    Event::Crashed { target, point, job: crashed } if process(target) == process(node) => {
+                        Some(point == Point::DuringAck && crashed == Some(job))
+                    }
+                    Event::Stopped { target } if process(target) == process(node) => Some(false),
+                    _ => None,
+                });
+                match ended {
+                    Some(true) => struck += 1,
+                    Some(false) => {}
+                    None => panic!("seed {seed}: a crash dealt to {node} at during_ack for {job} never struck"),
+                }
+            }
+        }
+        assert!(dealt >= 10, "the batched seeds deal {dealt} crashes at during_ack");
+        assert!(struck * 10 >= dealt * 9, "{struck} of {dealt} crashes dealt at during_ack struck there");
+    }
+
     #[test]
     fn trace_snapshot() {
         crate::assert_trace_snapshot!(SCENARIO, 12);
