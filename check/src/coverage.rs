@@ -449,9 +449,7 @@ mod tests {
     #[test]
     fn a_reclaim_storm_is_a_stale_quarantine_after_another_reclaimer_took_the_fence() {
         let storm = |second: u32, second_first: bool| {
-            let mut history = History::new(2, 3);
-            history.at(0).arrived(J1);
-            history.at(10).granted(J1, E1, w(1), 1_010);
+            let (mut history, _) = History::j1_granted_to_w1(3);
             history.at(20).executing(w(1), J1, E1);
             history.at(30).applied(J1, E1, O7);
             history.at(30).effect_rejected(J1, E1, O8, EffectRejectReason::Conflict);
@@ -490,9 +488,7 @@ mod tests {
     #[test]
     fn a_line_committed_unknown_is_a_lost_answer_to_a_line_write() {
         let counted = |reply: bool, message: MessageKind| {
-            let mut history = History::new(2, 3);
-            history.at(0).arrived(J1);
-            history.at(10).granted(J1, E1, w(1), 1_010);
+            let (mut history, _) = History::j1_granted_to_w1(3);
             if reply {
                 history.at(20).executing(w(1), J1, E1);
                 history.at(20).lost_reply(w(1), message, Some(J1));

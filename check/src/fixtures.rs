@@ -74,6 +74,15 @@ impl History {
         History::with_settings(batch_max, capacity, 3, None)
     }
 
+    /// The opening of many stories: a history (batch_max 2, this `capacity`) in which j1 arrives
+    /// at 0 and is granted to w1 under e1 at 10, its lease running to 1_010; and the grant's line.
+    pub fn j1_granted_to_w1(capacity: usize) -> (History, usize) {
+        let mut history = History::new(2, capacity);
+        history.at(0).arrived(J1);
+        let granted = history.at(10).granted(J1, E1, w(1), 1_010);
+        (history, granted)
+    }
+
     /// A history whose line 1 is a `run` line with these limits.
     pub fn with_attempts_max(batch_max: usize, capacity: usize, attempts_max: u32) -> History {
         History::with_settings(batch_max, capacity, attempts_max, None)

@@ -453,15 +453,6 @@ mod tests {
         assert_eq!((violation.invariant, violation.lines.first()), (Invariant::UsefulGrants, Some(&granted)));
     }
 
-    /// j1 arrives and is granted to w1 under e1 (batch_max 2, 2 attempts): the history, and the
-    /// grant's line.
-    fn j1_granted_to_w1() -> (History, usize) {
-        let mut history = History::new(2, 2);
-        history.at(0).arrived(J1);
-        let granted = history.at(10).granted(J1, E1, w(1), 1_010);
-        (history, granted)
-    }
-
     /// w2, granted j1 under e3, looks it up, runs it and completes it.
     fn w2_runs_j1(history: &mut History) {
         history.at(1_055).looked_up(J1, E3, None, None, None);
@@ -476,7 +467,7 @@ mod tests {
     #[test]
     fn a_grant_held_back_is_excused_only_when_it_comes_too_late() {
         let story = |len_us: u64| {
-            let (mut history, granted) = j1_granted_to_w1();
+            let (mut history, granted) = History::j1_granted_to_w1(2);
             history.at(10).delayed_reply(w(1), MessageKind::Acquire, None, len_us);
             history.at(1_010).faults_healed();
             history.reclaim_j1_and_grant_it_to_w2();
@@ -496,7 +487,7 @@ mod tests {
     #[test]
     fn grants_before_the_heal_are_excused_only_by_a_fault_named() {
         let story = |lost: bool| {
-            let (mut history, granted) = j1_granted_to_w1();
+            let (mut history, granted) = History::j1_granted_to_w1(2);
             history.at(20).regranted(J1, E1, w(1), 1_010);
             if lost {
                 history.at(25).lost_reply(w(1), MessageKind::Acquire, None);
