@@ -189,6 +189,14 @@ impl Rules {
         Decision::write(Renewal::Renewed { epoch, expires_at }, record, Place::Stay)
     }
 
+    /// Whether an effect under `epoch` may be written down as starting at `now`: the lease is
+    /// the job's current one and has not expired. A store writes a worker's `executing` line only
+    /// then, so that the history's promise holds however long the line's write took: every
+    /// effect starts under a live lease, never after a reclaimer could have taken it.
+    pub fn may_start(&self, now: Time, record: &JobRecord, epoch: Epoch) -> bool {
+        matches!(leased(record, epoch, false), Ok(lease) if now < lease.expires_at)
+    }
+
     /// Completes a job with `output`, only for its current epoch; the same output again is an
     /// idempotent success that writes nothing, a different one a conflict that changes nothing.
     pub fn complete(&self, job: JobId, record: &JobRecord, epoch: Epoch, output: OutputId) -> Decision<Completion> {

@@ -96,6 +96,25 @@ pub trait Client: Send + Sync {
         let written: Vec<_> = lines.into_iter().map(|(node, event)| self.line(node, event)).collect();
         Box::pin(future::join_all(written).map(|written| written.into_iter().all(|written| written)))
     }
+
+    /// Writes the `executing` lines of effects about to start, made at one turn of the loop, each
+    /// only while the store still holds its lease (`TableStore::append_started`): `None` if the
+    /// write is not known to have happened (it may still have committed), else, line by line,
+    /// whether it was written. A line the store refused is known not written: its lease expired
+    /// or was taken while the line was on its way, and its effect must not start. The default
+    /// writes them as [`Client::lines`] does, unguarded: a store whose lines are written at
+    /// once, as the runtime decides (the simulator's), has nothing to guard.
+    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
+        let count = lines.len();
+        let written = match count {
+            1 => {
+                let (node, event) = lines.into_iter().next().expect("one line");
+                self.line(node, event)
+            }
+            _ => self.lines(lines),
+        };
+        Box::pin(written.map(move |written| written.then(|| vec![true; count])))
+    }
 }
 
 /// Protocol points, where the simulator stalls or crashes a node. The runtime awaits the future

@@ -512,6 +512,25 @@ impl Client for StoreClient {
         });
         Box::pin(async move { written.await.is_some() })
     }
+
+    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
+        let written = self.answer(move |store, now| {
+            let leases: Vec<(JobId, Epoch)> = lines
+                .iter()
+                .map(|(_, event)| match *event {
+                    Event::Executing { job, epoch, .. } => Ok((job, epoch)),
+                    ref other => Err(StoreError::Corrupt(format!("a started effect's line is {other:?}"))),
+                })
+                .collect::<Result<_, _>>()?;
+            let mut text = |stamp: Time, index: usize| {
+                let (node, event) = lines[index].clone();
+                (node.to_string(), Entry { t_us: stamp.0, node, event }.to_json())
+            };
+            let (_, written) = store.append_started(now, &leases, &mut text)?;
+            Ok(written)
+        });
+        Box::pin(written)
+    }
 }
 
 impl StoreClient {

@@ -212,6 +212,10 @@ pub struct WorkerTally {
     /// before it started, while they waited in the buffer ([`WorkerOptions::handlers`]) or in a
     /// batching turn (counted as asked; `released` counts the table's yes).
     pub buffer_released: u64,
+    /// Effects that never started because the store refused their `executing` lines: the lease
+    /// had expired or been taken by the time the line reached it
+    /// ([`crate::Client::started`]).
+    pub refused_lines: u64,
 }
 
 /// One `Execute` of one lease: its handler, then its output.
@@ -836,17 +840,13 @@ impl<H: Handler> Run<H> {
             }
             return;
         }
+        // Its line goes with the others of this turn's ([`Run::start_queued`]); alone, at once.
+        self.queued_effects.push((slot, id, op, epoch));
         if self.options.batch > 1 {
-            // Its line goes with the others of this turn's ([`Run::start_queued`]).
-            self.queued_effects.push((slot, id, op, epoch));
             self.wait_from(EFFECTS);
             return;
         }
-        let node = Node::Worker(self.slots[slot].id.0);
-        if !self.client().line(node, Event::Executing { job: op.job, op, epoch }).await {
-            return self.unwritten(slot, id);
-        }
-        self.start(slot, id, op, epoch).await;
+        self.start_queued().await;
     }
 
     /// Whether the machine's `Execute` `id` starts an effect: not a copy of one under way (a
@@ -907,29 +907,37 @@ impl<H: Handler> Run<H> {
         });
         let leaving = self.leaving(EFFECTS, queued.len());
         self.queued_effects = queued.split_off(leaving);
-        let written = match *queued.as_slice() {
-            [] => {
-                if self.options.planted.0.on(lease_core::Bug::LinesEveryTurn) {
-                    // Planted: the turn's batch of lines is written, none in it.
-                    self.client().lines(Vec::new()).await;
+        if queued.is_empty() {
+            if self.options.planted.0.on(lease_core::Bug::LinesEveryTurn) {
+                // Planted: the turn's batch of lines is written, none in it.
+                self.client().lines(Vec::new()).await;
+            }
+            return;
+        }
+        let lines = queued.iter().map(|&(slot, _, op, epoch)| {
+            (Node::Worker(self.slots[slot].id.0), Event::Executing { job: op.job, op, epoch })
+        });
+        let written = self.client().started(lines.collect()).await;
+        for (index, (slot, id, op, epoch)) in queued.into_iter().enumerate() {
+            match written.as_ref().map(|written| written.get(index).copied().unwrap_or(false)) {
+                None => {
+                    self.unwritten(slot, id);
+                    continue;
                 }
-                return;
-            }
-            [(slot, _, op, epoch)] => {
-                let node = Node::Worker(self.slots[slot].id.0);
-                self.client().line(node, Event::Executing { job: op.job, op, epoch }).await
-            }
-            _ => {
-                let lines = queued.iter().map(|&(slot, _, op, epoch)| {
-                    (Node::Worker(self.slots[slot].id.0), Event::Executing { job: op.job, op, epoch })
-                });
-                self.client().lines(lines.collect()).await
-            }
-        };
-        for (slot, id, op, epoch) in queued {
-            if !written {
-                self.unwritten(slot, id);
-                continue;
+                Some(false) => {
+                    // Refused by the store: the lease expired or was taken while the line was on
+                    // its way (a slow write, a clock behind the table's). Known not written, so
+                    // the lease may be released as a buffered one is; the machine times the
+                    // effect out, and sends it again or gives the lease up.
+                    let lease = Some((op.job, epoch));
+                    if self.slots[slot].started_lease == lease && self.slots[slot].unknown_line != lease {
+                        self.slots[slot].started_lease = None;
+                    }
+                    self.slots[slot].worker.handle_sent(self.seams.clock.now(), id);
+                    self.tally.refused_lines += 1;
+                    continue;
+                }
+                Some(true) => {}
             }
             // The machine takes the time again: the line's write, or a stall at the point of an
             // effect started before this one (a pause of the whole process), may have carried it

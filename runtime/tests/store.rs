@@ -197,6 +197,10 @@ struct Meddling {
     lost_renewals: Option<(JobId, Epoch)>,
     slow_acquires: Duration,
     slow_lookups: Duration,
+    /// The first write of `executing` lines is held this long before it reaches the store (a
+    /// write waiting for a lock): then the rest pass at once.
+    slow_first_lines: Duration,
+    lines_held: Arc<AtomicU64>,
 }
 
 impl Meddling {
@@ -206,6 +210,8 @@ impl Meddling {
             lost_renewals: None,
             slow_acquires: Duration::ZERO,
             slow_lookups: Duration::ZERO,
+            slow_first_lines: Duration::ZERO,
+            lines_held: Arc::default(),
         }
     }
 }
@@ -252,6 +258,67 @@ impl Client for Meddling {
 
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         self.inner.line(node, event)
+    }
+
+    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
+        let first = self.lines_held.fetch_add(1, Ordering::SeqCst) == 0;
+        let held = if first { self.slow_first_lines } else { Duration::ZERO };
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            tokio::time::sleep(held).await;
+            inner.started(lines).await
+        })
+    }
+}
+
+// An `executing` line that reaches the store after its lease expired is refused, and its effect
+// never starts: the first write of the line is held 1.5 ttl (a write waiting for the lock, as a
+// live run on SQLite once waited 540 ms and wrote the line 337 ms after the lease expired). The
+// runtime decided the effect while the lease was live, so only the store's guard stands between
+// the late line and a history that says an effect started after its lease. The lease lapses, a
+// reclaimer requeues the job (nothing recorded), and the second grant runs the handler once and
+// completes. The history has no `executing` line under the first epoch, and lease-check accepts
+// it. Fails if the store writes the late line (self_fencing), or if the runtime starts an effect
+// whose line was refused.
+async fn late_executing_line_is_refused(opened: Opened) {
+    let Opened { client, clock, .. } = opened;
+    enqueue(&client, 1).await;
+    let calls = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let calls = Arc::clone(&calls);
+        move |job: Job| {
+            let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            async move { Ok(output_bytes(job.id, call)) }
+        }
+    };
+    let held = Duration::from_micros(TTL.as_us() * 3 / 2);
+    let slow = Meddling { slow_first_lines: held, ..Meddling::new(&client) };
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(slow));
+    let limit = Duration::from_secs(10);
+    let work = runtime.work(WorkerOptions::new(slots(1), worker_config()), handler, all_ended(&client, 1, limit));
+    let reclaim = runtime.reclaim(reclaimer(), all_ended(&client, 1, limit));
+    let (worked, reclaimed) = future::join(work, reclaim).await;
+    let (worked, reclaimed) = (worked.unwrap(), reclaimed.unwrap());
+    let log = client.call(|store, _| store.events()).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "one handler call, under the second lease: {log:#?}");
+    assert_eq!((worked.refused_lines, reclaimed.fenced), (1, 1), "{worked:?} {reclaimed:?}");
+    let executing: Vec<&String> = log.iter().filter(|line| line.contains(r#""kind":"executing""#)).collect();
+    assert_eq!(executing.len(), 1, "{log:#?}");
+    assert!(!executing[0].contains(r#""epoch":1,"#), "the late line was written: {log:#?}");
+    let states = states(&client, 1).await;
+    assert_eq!(completed_with(&states[0].0), Some(output_id(&output_bytes(JobId(0), 1))), "{states:?}");
+    judge(&client).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_late_executing_line_is_refused() {
+    late_executing_line_is_refused(sqlite("late").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_a_late_executing_line_is_refused() {
+    if let Some(opened) = postgres("late").await {
+        late_executing_line_is_refused(opened).await;
     }
 }
 

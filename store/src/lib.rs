@@ -558,6 +558,22 @@ pub trait TableStore {
         now: Time,
         lines: &mut dyn FnMut(Time) -> Vec<(String, String)>,
     ) -> Result<Time, StoreError>;
+    /// Appends the `executing` lines of effects about to start, in one transaction, each only
+    /// while its lease is held: the line of `leases[i]` (that `line` makes from the stamp and `i`,
+    /// as `(node, text)`) is written only if that job is still leased under that epoch
+    /// and the lease has not expired by the line's time ([`lease_core::Rules::may_start`]); an
+    /// unknown job's line is refused too.
+    /// Returns the stamp and, lease by lease, whether its line was written: a line refused is
+    /// known not written, and its effect must not start. The guard is what keeps the history's
+    /// promise that an effect starts under a live lease when the write itself is slow (a live
+    /// run on SQLite once waited 540 ms for the write lock and wrote the line 337 ms after the
+    /// lease expired). Each lease is judged on its own: a batch is never refused whole.
+    fn append_started(
+        &mut self,
+        now: Time,
+        leases: &[(JobId, Epoch)],
+        line: &mut dyn FnMut(Time, usize) -> (String, String),
+    ) -> Result<(Time, Vec<bool>), StoreError>;
 }
 
 /// The effect ledger's seam: the calls of [`lease_core::EffectLedger`], on any store. `now` only

@@ -439,6 +439,26 @@ impl TableStore for MemoryStore {
         }
         Ok(now)
     }
+
+    fn append_started(
+        &mut self,
+        now: Time,
+        leases: &[(JobId, Epoch)],
+        line: &mut dyn FnMut(Time, usize) -> (String, String),
+    ) -> Result<(Time, Vec<bool>), StoreError> {
+        let mut written = Vec::with_capacity(leases.len());
+        for (index, &(job, epoch)) in leases.iter().enumerate() {
+            let live = self.table.may_start(now, job, epoch);
+            if live {
+                let (_, text) = line(now, index);
+                if let Some(events) = &mut self.events {
+                    events.push(text);
+                }
+            }
+            written.push(live);
+        }
+        Ok((now, written))
+    }
 }
 
 impl LedgerStore for MemoryStore {

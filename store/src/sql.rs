@@ -554,6 +554,31 @@ impl Op<'_> {
         Ok(self.now)
     }
 
+    /// See [`crate::TableStore::append_started`].
+    pub fn append_started(
+        &self,
+        tx: &mut impl Tx,
+        leases: &[(JobId, Epoch)],
+        line: &mut dyn FnMut(Time, usize) -> (String, String),
+    ) -> Result<(Time, Vec<bool>), StoreError> {
+        self.clock()?;
+        // Every row read before any line is written (PostgreSQL holds its writes to the commit).
+        let mut written = Vec::with_capacity(leases.len());
+        for &(job, epoch) in leases {
+            written.push(match tx.job(job)? {
+                Some(row) => self.rules.may_start(self.now, &row.record()?.1, epoch),
+                None => false,
+            });
+        }
+        for (index, (&(job, _), &live)) in leases.iter().zip(&written).enumerate() {
+            if live {
+                let (node, text) = line(self.now, index);
+                tx.log(self.now.0, &node, Some(job), &text)?;
+            }
+        }
+        Ok((self.now, written))
+    }
+
     /// See [`crate::LedgerStore::lookup`].
     pub fn lookup(&self, tx: &mut impl Tx, op: OpId, epoch: Epoch) -> Result<Lookup, StoreError> {
         let old = tx.op(op)?;

@@ -326,6 +326,21 @@ impl<S: SqlStore> TableStore for S {
     ) -> Result<Time, StoreError> {
         self.run(now, false, Scope::Line, |op, tx| op.append_all(tx, lines))
     }
+
+    fn append_started(
+        &mut self,
+        now: Time,
+        leases: &[(JobId, Epoch)],
+        line: &mut dyn FnMut(Time, usize) -> (String, String),
+    ) -> Result<(Time, Vec<bool>), StoreError> {
+        // The rows are read and locked, as a batch's (the same job twice: under the whole lock),
+        // so that no reclaim or completion of them commits between the check and the line.
+        let (scope, _) = match leases {
+            [(job, _)] => (Scope::Job(*job), false),
+            _ => batch_scope(leases.iter().map(|&(job, _)| job), Scope::Jobs),
+        };
+        self.run(now, false, scope, |op, tx| op.append_started(tx, leases, line))
+    }
 }
 
 impl<S: SqlStore> LedgerStore for S {

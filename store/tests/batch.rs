@@ -470,3 +470,60 @@ fn postgres_a_batched_write_checks_each_rows_guard() {
         .collect();
     assert_eq!(outputs, [Some(5), Some(6)], "a recorded output is never overwritten");
 }
+
+/// The `executing` lines of effects about to start: each written only while its own lease is
+/// held (current epoch, unexpired by the line's time), judged lease by lease, never refused whole.
+fn executing_lines_only_under_live_leases(store: &mut dyn Store) {
+    for job in 0..JOBS {
+        assert!(matches!(store.enqueue(Time(0), JobId(job)).unwrap(), Enqueued::Accepted { .. }));
+    }
+    let grants = store.acquire_batch(Time(1), WorkerId(1), 3).unwrap();
+    let lease = |index: usize| (grants[index].lease.job, grants[index].lease.epoch);
+    let expires_at = grants[0].lease.expires_at;
+    assert_eq!(expires_at, Time(101));
+    let (done, _) = lease(2);
+    let completed = store.complete(Time(2), done, grants[2].lease.epoch, OutputId(7)).unwrap();
+    assert!(matches!(completed, lease_core::Completion::Completed { .. }), "{completed:?}");
+    let mut written_lines = Vec::new();
+    let mut started = |store: &mut dyn Store, now: Time, leases: &[(JobId, Epoch)]| {
+        let mut line = |stamp: Time, index: usize| {
+            let (job, epoch) = leases[index];
+            (
+                "w1".to_string(),
+                format!(r#"{{"t_us":{},"node":"w1","kind":"executing","job":{},"epoch":{}}}"#, stamp.0, job.0, epoch.0),
+            )
+        };
+        let (stamp, written) = store.append_started(now, leases, &mut line).unwrap();
+        assert_eq!(stamp, now);
+        for (index, &live) in written.iter().enumerate() {
+            if live {
+                written_lines.push(leases[index]);
+            }
+        }
+        written
+    };
+    let (stale_job, stale_epoch) = lease(1);
+    let mixed = [lease(0), (stale_job, Epoch(stale_epoch.0 + 1)), lease(2), (JobId(99), Epoch(1))];
+    let before = store.events().unwrap().len();
+    assert_eq!(started(store, Time(50), &mixed), vec![true, false, false, false], "live, stale, ended, unknown");
+    assert_eq!(store.events().unwrap().len(), before + 1, "one line written");
+    // The same lease twice in one call: both judged, both written.
+    assert_eq!(started(store, Time(60), &[lease(0), lease(0)]), vec![true, true]);
+    // At the last microsecond of the lease, and at its expiry.
+    assert_eq!(started(store, Time(expires_at.0 - 1), &[lease(1)]), vec![true]);
+    assert_eq!(started(store, expires_at, &[lease(1), lease(0)]), vec![false, false], "expired");
+    let kept: Vec<String> = store.events().unwrap().into_iter().filter(|line| line.contains("executing")).collect();
+    assert_eq!(kept.len(), written_lines.len(), "{kept:#?}");
+    assert!(kept.iter().all(|line| !line.contains(&format!(r#""t_us":{}"#, expires_at.0))), "{kept:#?}");
+}
+
+#[test]
+fn executing_lines_are_written_only_under_live_leases_on_any_store() {
+    executing_lines_only_under_live_leases(&mut MemoryStore::new(config()).unwrap());
+    executing_lines_only_under_live_leases(&mut SqliteStore::open_in_memory(config()).unwrap());
+    let file = TempFile::new("batch_started");
+    executing_lines_only_under_live_leases(&mut SqliteStore::open(file.path(), config()).unwrap());
+    if let Some(scratch) = pg::scratch("batch_started") {
+        executing_lines_only_under_live_leases(&mut scratch.open(config(), Bugs::NONE));
+    }
+}
