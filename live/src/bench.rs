@@ -273,7 +273,8 @@ impl Baseline {
                     }
                 }
                 let conn = rusqlite::Connection::open(&path).map_err(|x| e(&x))?;
-                conn.busy_timeout(std::time::Duration::from_secs(30)).map_err(|x| e(&x))?;
+                // Ours' busy handler (`lease_store::busy_retry`): the same waits for the lock.
+                conn.busy_handler(Some(lease_store::busy_retry)).map_err(|x| e(&x))?;
                 conn.pragma_update(None, "journal_mode", "WAL").map_err(|x| e(&x))?;
                 conn.pragma_update(None, "synchronous", "NORMAL").map_err(|x| e(&x))?;
                 if create {
