@@ -3,7 +3,13 @@
 //! and batch size (`WorkerOptions::batch`: 1 sends each request alone), and prints the jobs per
 //! second of each. A benchmark: its figures hold for the machine that printed them.
 //!
-//! `cargo run --release -p lease-runtime --example pool_bench -- --url URL [--slots 8] [--jobs 2000] [--pools 1,2,4,8] [--batches 1] [--lingers 0]`
+//! With `--costs`, each run also prints what a job cost while the jobs ran: CPU time of this
+//! process and of every `postgres` process on the host (read from `/proc`: run it on the
+//! database's machine, with nothing else busy), and what the database did per job: write-ahead
+//! log bytes, commits, and rows inserted and updated (from `pg_stat_database`, which a backend
+//! reports as it exits: the figures are read once the run's connections have closed).
+//!
+//! `cargo run --release -p lease-runtime --example pool_bench -- --url URL [--slots 8] [--jobs 2000] [--pools 1,2,4,8] [--batches 1] [--lingers 0] [--costs]`
 use clap::Parser;
 use lease_core::{JobId, Span, TableConfig, WorkerId};
 use lease_runtime::store::{Connections, HostClock, StoreClient};
@@ -33,6 +39,10 @@ struct Args {
     /// milliseconds, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     lingers: Vec<u64>,
+    /// Also print what a job cost: CPU time (this process, the database's) and the database's
+    /// writes.
+    #[arg(long)]
+    costs: bool,
 }
 
 #[tokio::main]
@@ -58,9 +68,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let linger = Span::from_ms(linger);
         let options =
             WorkerOptions { batch, linger, ..WorkerOptions::with_ttl((0..args.slots).map(WorkerId).collect(), ttl) };
+        let before = if args.costs { Some(Costs::read(&args.url)?) } else { None };
         let started = Instant::now();
         let tally = runtime.work(options, handler, client.clone().drained()).await?;
         let seconds = started.elapsed().as_secs_f64();
+        let cpu = cpu_ticks();
         println!(
             "pool {pool:>2}, batch {batch:>2}, linger {linger}, {} slots: {} jobs in {seconds:.2} s, {:.0} jobs/s, {} store errors",
             args.slots,
@@ -68,6 +80,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tally.completed as f64 / seconds,
             client.errors().count
         );
+        if let Some(before) = before {
+            // The connections closed, their backends report what they counted as they exit.
+            drop((runtime, client));
+            std::thread::sleep(Duration::from_secs(1));
+            let after = Costs { cpu_ticks: cpu, ..Costs::read(&args.url)? };
+            println!("  per job: {}", after.since(&before, tally.completed.max(1)));
+        }
         let url = args.url.clone();
         let sql = format!("DROP SCHEMA {schema} CASCADE");
         // The synchronous admin client runs a runtime of its own: on a thread of its own.
@@ -75,4 +94,61 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         dropped.join().map_err(|_| "the schema's drop panicked")??;
     }
     Ok(())
+}
+
+/// What the host and the database had spent so far ([`Args::costs`]).
+struct Costs {
+    /// CPU ticks (1/100 s) of this process and of every `postgres` process, if `/proc` tells.
+    cpu_ticks: Option<(u64, u64)>,
+    /// The write-ahead log's position in bytes, commits, rows inserted and rows updated.
+    database: [i64; 4],
+}
+
+impl Costs {
+    fn read(url: &str) -> Result<Costs, String> {
+        let url = url.to_string();
+        let database = std::thread::spawn(move || -> Result<[i64; 4], postgres::Error> {
+            let mut admin = postgres::Client::connect(&url, postgres::NoTls)?;
+            let row = admin.query_one(
+                "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, xact_commit, tup_inserted, tup_updated \
+                 FROM pg_stat_database WHERE datname = current_database()",
+                &[],
+            )?;
+            Ok([row.get(0), row.get(1), row.get(2), row.get(3)])
+        });
+        let database = database.join().map_err(|_| "the statistics' reader panicked")?.map_err(|e| e.to_string())?;
+        Ok(Costs { cpu_ticks: cpu_ticks(), database })
+    }
+
+    fn since(&self, before: &Costs, jobs: u64) -> String {
+        let per = |after: i64, before: i64| (after - before) as f64 / jobs as f64;
+        let d = |i: usize| per(self.database[i], before.database[i]);
+        let cpu = match (before.cpu_ticks, self.cpu_ticks) {
+            (Some(b), Some(a)) => {
+                let us = |after: u64, before: u64| after.saturating_sub(before) as f64 * 10_000.0 / jobs as f64;
+                format!("cpu {:.0} us here, {:.0} us in the database; ", us(a.0, b.0), us(a.1, b.1))
+            }
+            _ => String::new(),
+        };
+        format!("{cpu}{:.0} wal bytes, {:.2} commits, {:.2} rows inserted, {:.2} rows updated", d(0), d(1), d(2), d(3))
+    }
+}
+
+/// CPU ticks (1/100 s) spent so far by this process and by every `postgres` process on the
+/// host, from `/proc` (`None` where there is none).
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let ticks = |stat: &str| -> Option<u64> {
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    };
+    let own = ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    let mut database = 0;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let path = entry.path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else { continue };
+        if comm.trim() == "postgres" {
+            database += std::fs::read_to_string(path.join("stat")).ok().and_then(|s| ticks(&s)).unwrap_or(0);
+        }
+    }
+    Some((own, database))
 }
