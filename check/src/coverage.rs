@@ -32,6 +32,7 @@
 //! | `reclaimer_gave_up` | a `gave_up`: a request of a reclaimer's batch went unanswered through its retries |
 //! | `reclaim_storm` | a `refused` quarantine from a reclaimer whose fence of the job another reclaimer took since (`reclaimed` of the first's epoch): the first found the conflict, then stalled past its own lease |
 //! | `line_committed_unknown` | a `lost` answer to a `line` message: a worker runtime's write of its `executing` lines committed, and the runtime does not know it (the store's answer lost), so it starts none of those effects and must never release their leases |
+//! | `line_stalled_past_lease` | a worker `paused` at `before_line` (its `executing` line on its way to the store) and `resumed` at or after the expiry of the lease it held: the store must refuse the line (`self_fencing` judges that none lands) |
 //! | `window_*` | the seven protocol windows: see [`super::windows`] |
 //!
 //! A worker holds a lease from its latest `granted` until the job is reclaimed, requeued or ends.
@@ -70,6 +71,7 @@ const HANDED_BACK_AT_SHUTDOWN: &str = "handed_back_at_shutdown";
 const RECLAIMER_GAVE_UP: &str = "reclaimer_gave_up";
 const RECLAIM_STORM: &str = "reclaim_storm";
 const LINE_COMMITTED_UNKNOWN: &str = "line_committed_unknown";
+const LINE_STALLED_PAST_LEASE: &str = "line_stalled_past_lease";
 
 /// Counts of interesting situations ("sometimes" properties), keyed by a stable snake_case name.
 /// The map always holds every name of [`Coverage::SITUATIONS`], zero if not reached.
@@ -111,6 +113,7 @@ impl Coverage {
         RECLAIMER_GAVE_UP,
         RECLAIM_STORM,
         LINE_COMMITTED_UNKNOWN,
+        LINE_STALLED_PAST_LEASE,
         windows::LIST_TO_FENCE,
         windows::FENCE_TO_LOOKUP,
         windows::RENEW_IN_FLIGHT,
@@ -156,6 +159,8 @@ pub(crate) struct Situations {
     holder: BTreeMap<JobId, u32>,
     /// The lease each paused worker held when it paused.
     paused: BTreeMap<u32, (JobId, Epoch)>,
+    /// The lease of each worker paused with its `executing` line on its way (`before_line`).
+    line_stalled: BTreeMap<u32, (JobId, Epoch)>,
     /// Jobs whose node crashed right after their effect was accepted, not yet adopted.
     crashed_after_effect: BTreeSet<JobId>,
     /// The reclaimer of each fence (a job's lease at an epoch a `reclaimed` gave).
@@ -193,9 +198,12 @@ impl Situations {
             Event::Lost { message: MessageKind::Line, reply: true, .. } => self.coverage.bump(LINE_COMMITTED_UNKNOWN),
             Event::GaveUp { .. } => self.coverage.bump(RECLAIMER_GAVE_UP),
             Event::Granted { job, epoch, owner: Node::Worker(worker), .. } => self.hold(*worker, *job, *epoch),
-            Event::Paused { target: Node::Worker(worker), .. } => {
+            Event::Paused { target: Node::Worker(worker), point, job } => {
                 if let Some(&lease) = self.holding.get(worker) {
                     self.paused.insert(*worker, lease);
+                    if *point == Some(Point::BeforeLine) && *job == Some(lease.0) {
+                        self.line_stalled.insert(*worker, lease);
+                    }
                 }
             }
             Event::Resumed { target: Node::Worker(worker) } => self.resumed(facts, *worker, entry.t_us),
@@ -276,10 +284,14 @@ impl Situations {
     }
 
     fn resumed(&mut self, facts: &Facts, worker: u32, t_us: u64) {
+        let line_stalled = self.line_stalled.remove(&worker);
         let Some((job, epoch)) = self.paused.remove(&worker) else { return };
         let term = facts.job(job).and_then(|job| job.terms.get(&epoch));
         if term.is_some_and(|term| term.expires_at_us <= t_us) {
             self.coverage.bump(PAUSED_WORKER_WOKE_AFTER_EXPIRY);
+            if line_stalled == Some((job, epoch)) {
+                self.coverage.bump(LINE_STALLED_PAST_LEASE);
+            }
         }
     }
 }
@@ -289,6 +301,7 @@ mod tests {
     use super::super::fixtures::*;
     use super::super::{check_history, Checkers, Invariant};
     use super::Coverage;
+    use lease_core::JobId;
     use lease_history::{
         AbandonReason, EffectRejectReason, Event, MessageKind, Node, Point, RefuseReason, RefusedRequest,
     };
@@ -299,7 +312,7 @@ mod tests {
         let coverage = Coverage::default();
         assert_eq!(coverage.0.len(), Coverage::SITUATIONS.len());
         assert!(Coverage::SITUATIONS.iter().all(|name| coverage.0.get(name) == Some(&0)));
-        assert_eq!(Coverage::SITUATIONS.len(), 35);
+        assert_eq!(Coverage::SITUATIONS.len(), 36);
         assert_eq!(Coverage::SITUATIONS[0], "adopted_by_worker");
         assert_eq!(Coverage::SITUATIONS[19], "grant_released");
         assert_eq!(Coverage::SITUATIONS[20], "dead_lettered_for_good");
@@ -307,8 +320,9 @@ mod tests {
         assert_eq!(Coverage::SITUATIONS[22], "reclaimer_gave_up");
         assert_eq!(Coverage::SITUATIONS[23], "reclaim_storm");
         assert_eq!(Coverage::SITUATIONS[24], "line_committed_unknown");
-        assert_eq!(Coverage::SITUATIONS[25..32], super::windows::WINDOWS);
-        assert_eq!(Coverage::SITUATIONS[32..], super::windows::BATCH_WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[25], "line_stalled_past_lease");
+        assert_eq!(Coverage::SITUATIONS[26..33], super::windows::WINDOWS);
+        assert_eq!(Coverage::SITUATIONS[33..], super::windows::BATCH_WINDOWS);
     }
 
     // Merging adds counts name by name.
@@ -423,6 +437,7 @@ mod tests {
             ("reclaimer_gave_up", 1),
             ("reclaim_storm", 0),
             ("line_committed_unknown", 0),
+            ("line_stalled_past_lease", 0),
             ("window_list_to_fence", 0),
             ("window_fence_to_lookup", 0),
             ("window_renew_in_flight", 1),
@@ -557,6 +572,25 @@ mod tests {
         }
         assert_eq!(checkers.coverage().get("fence_not_expired"), 1);
         assert_eq!(checkers.coverage().get("reclaimer_lost_race"), 0);
+    }
+
+    // A worker stalled with its `executing` line on its way (`before_line`) and woken at or past
+    // its lease's expiry is counted (the store must refuse that line); woken in time, or stalled
+    // at another point, or naming another job, it is not.
+    #[test]
+    fn a_line_stalled_past_its_lease_is_counted() {
+        let counted = |point: Point, job: JobId, woken_us: u64| {
+            let (mut history, _) = History::j1_granted_to_w1(2);
+            history.at(20).push(Node::World, Event::Paused { target: w(1), point: Some(point), job: Some(job) });
+            history.at(woken_us).resumed(w(1));
+            let coverage = check_history(&history.entries).expect("a correct history");
+            (coverage.get("line_stalled_past_lease"), coverage.get("paused_worker_woke_after_expiry"))
+        };
+        assert_eq!(counted(Point::BeforeLine, J1, 1_010), (1, 1));
+        assert_eq!(counted(Point::BeforeLine, J1, 1_500), (1, 1));
+        assert_eq!(counted(Point::BeforeLine, J1, 1_009), (0, 0));
+        assert_eq!(counted(Point::BeforeEffect, J1, 1_010), (0, 1));
+        assert_eq!(counted(Point::BeforeLine, J2, 1_010), (0, 1));
     }
 
     // A worker that wakes before its lease expired, or that held nothing, is not counted.

@@ -48,7 +48,9 @@ use std::str::FromStr;
 ///   line may name: lost, the lines never committed; its answer lost, they did, unknown to the
 ///   runtime, which starts none of those effects and never releases their leases. A version-9
 ///   reader knows no message `line`.
-pub const HISTORY_VERSION: u32 = 10;
+/// - 11: a node may be struck at `before_line`, between a worker's decision to start an effect
+///   and its `executing` line reaching the store. A version-10 reader knows no such point.
+pub const HISTORY_VERSION: u32 = 11;
 
 /// The oldest contract version this crate still reads. A version-5 `run` line has none of
 /// version 6's typed fields, so the checkers assume their stated defaults.
@@ -389,6 +391,11 @@ pub enum Point {
     /// the effect waits in the process's buffer, not started (no `executing` line yet). Once its
     /// lease is given up there, the worker releases it. Only plans strike here.
     Buffered,
+    /// `before_line`: a worker decided an effect (its lease still acted on) and its `executing`
+    /// line has not reached the store: a stall here is a write waiting for the store (a lock,
+    /// a failover), and the store writes the line only if the lease is still held when it
+    /// arrives. Version 11 and later.
+    BeforeLine,
 }
 
 impl Point {
@@ -405,6 +412,7 @@ impl Point {
             Point::BeforeListing => "before_listing",
             Point::AtRandom => "at_random",
             Point::Buffered => "buffered",
+            Point::BeforeLine => "before_line",
         }
     }
 }
@@ -1195,7 +1203,7 @@ mod tests {
         assert_eq!(parse_jsonl(&format!("{run}\n{arrived}\n")).unwrap().len(), 2);
         let older =
             [("", 1), (r#""history_version":2,"#, 2), (r#""history_version":3,"#, 3), (r#""history_version":4,"#, 4)];
-        for (version, found) in older.into_iter().chain([(r#""history_version":11,"#, 11)]) {
+        for (version, found) in older.into_iter().chain([(r#""history_version":12,"#, 12)]) {
             let other = run.replace(r#""history_version":5,"#, version);
             let refused = parse_jsonl(&format!("{other}\n{arrived}\n"));
             assert!(matches!(refused, Err(HistoryError::UnknownVersion { found: f }) if f == found), "{refused:?}");

@@ -914,10 +914,19 @@ impl<H: Handler> Run<H> {
             }
             return;
         }
-        let lines = queued.iter().map(|&(slot, _, op, epoch)| {
-            (Node::Worker(self.slots[slot].id.0), Event::Executing { job: op.job, op, epoch })
-        });
-        let written = self.client().started(lines.collect()).await;
+        let lines: Vec<_> = queued
+            .iter()
+            .map(|&(slot, _, op, epoch)| {
+                (Node::Worker(self.slots[slot].id.0), Event::Executing { job: op.job, op, epoch })
+            })
+            .collect();
+        // Decided, the lines not yet at the store: a process stalled here (its write waiting for
+        // the store's lock) writes them late, and the store writes only those whose leases it
+        // still holds by then.
+        if let Some(&(node, Event::Executing { job, .. })) = lines.first() {
+            self.hook().at(node, Point::BeforeLine, Some(job)).await;
+        }
+        let written = self.client().started(lines).await;
         for (index, (slot, id, op, epoch)) in queued.into_iter().enumerate() {
             match written.as_ref().map(|written| written.get(index).copied().unwrap_or(false)) {
                 None => {

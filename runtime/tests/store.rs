@@ -656,18 +656,18 @@ impl Client for Counting {
         self.inner.line(node, event)
     }
 
-    fn lines(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, bool> {
+    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
         let mut largest = self.largest.lock().unwrap();
         let seen = largest.entry("executing").or_default();
         *seen = (*seen).max(lines.len());
-        self.inner.lines(lines)
+        self.inner.started(lines)
     }
 }
 
 // Batches on a real store: eight slots sending batches of up to eight, 48 jobs, the first eight
 // of whose handlers take three ttls (so their heartbeats go out together), the rest 5 ms, beside
 // a reclaimer. The store serves each batch in one transaction (`serve_worker_batch`, `apply_as`,
-// and `append_all` for the `executing` lines of effects started together). Every job
+// and `append_started` for the `executing` lines of effects started together). Every job
 // ends completed once, with its one handler run's output; the log holds one applied effect per
 // job; acquires, renewals and completions each went out in batches of more than one; no store
 // call failed; and the exported history passes every checker of lease-check. Fails if a batch's

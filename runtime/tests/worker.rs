@@ -386,9 +386,9 @@ fn the_hook_is_passed_at_each_protocol_point_in_order() {
     assert!(reclaimed.unwrap().scans >= 4, "a scan every 250 ms for a second");
     let points = hook.points.lock().unwrap();
     let worker: Vec<Point> = points.iter().filter(|(node, _)| *node == Node::Worker(0)).map(|(_, p)| *p).collect();
-    use Point::{AfterEffect, BeforeEffect, BeforeRenew, BeforeRenewReply, DuringAck};
+    use Point::{AfterEffect, BeforeEffect, BeforeLine, BeforeRenew, BeforeRenewReply, DuringAck};
     let beats = [BeforeRenew, BeforeRenewReply].repeat(3);
-    let expected: Vec<Point> = [vec![BeforeEffect], beats, vec![AfterEffect, DuringAck]].concat();
+    let expected: Vec<Point> = [vec![BeforeLine, BeforeEffect], beats, vec![AfterEffect, DuringAck]].concat();
     assert_eq!(worker, expected, "the worker's points");
     let reclaimer: Vec<Point> =
         points.iter().filter(|(node, _)| *node == Node::Reclaimer(0)).map(|(_, p)| *p).collect();

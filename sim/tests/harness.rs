@@ -171,7 +171,7 @@ fn a_written_history_checks_clean_and_a_corrupt_one_is_refused() {
     let (code, _, stderr) = lease_sim(&["check", file.to_str().unwrap()]);
     assert_eq!(code, Some(3), "an unknown crash point is bad input: {stderr}");
     assert!(stderr.contains("line 2"), "names the bad line: {stderr}");
-    for (from, to) in [("\"history_version\":10,", "\"history_version\":4,"), ("\"history_version\":10,", "")] {
+    for (from, to) in [("\"history_version\":11,", "\"history_version\":4,"), ("\"history_version\":11,", "")] {
         assert!(text.contains(from), "the run line carries its version: {run}");
         std::fs::write(&file, text.replacen(from, to, 1)).unwrap();
         let (code, _, stderr) = lease_sim(&["check", file.to_str().unwrap()]);

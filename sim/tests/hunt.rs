@@ -61,6 +61,11 @@ fn loudness(bug: Bug) -> Loudness {
         // 43, worst 303). A batch is one message now, so a process's renewals and grants arrive
         // together, with one latency, and the seeds that land one on an expiry boundary moved.
         // Both sit near the line between the classes; neither has escaped a start.
+        //
+        // When the store came to write an `executing` line only while its lease is held (issue
+        // 25), lease-counted-from-reply stayed subtle (median 90, worst 215): the effect its
+        // stretched estimate starts late is refused at the store, so the history never shows it,
+        // and only the runtime's audit (a line refused with no stall on its way) catches it.
         Bug::LeaseCountedFromReply => Loudness::Subtle,
         Bug::Canary => Loudness::Canary,
         _ => Loudness::Loud,
@@ -121,7 +126,10 @@ fn expected(bug: Bug) -> &'static [&'static str] {
         }
         Bug::ReclaimSkipsAdoption => &["adopt_before_repeat", "conformance"],
         Bug::UnboundedReclaimBatch | Bug::ConflictDoesNotStopBatch => &["bounded_batch", "conformance"],
-        Bug::WorkerWithoutSelfFence => &["self_fencing"],
+        // An effect decided on an expired lease: its `executing` line is refused at the store,
+        // which the runtime's audit reports (a crash); a handler it fails to cancel calls the
+        // dependency again after the lease, on the history (self_fencing).
+        Bug::WorkerWithoutSelfFence => &["self_fencing", "crash"],
         // The canary's lost completion shows first as a backlog that disagrees with the
         // history (bounded_queue), as a grant of the completed job (conformance), or as the
         // second terminal outcome it causes.
@@ -141,8 +149,9 @@ fn expected(bug: Bug) -> &'static [&'static str] {
         Bug::RenewGrace => &["fencing", "conformance", "useful_grants"],
         // Only the spec knows the job should have been dead-lettered a grant earlier.
         Bug::DeadLetterOneLate => &["conformance"],
-        // The stretched estimate lets the worker start its effect after the lease expired.
-        Bug::LeaseCountedFromReply => &["self_fencing", "conformance"],
+        // The stretched estimate lets the worker decide its effect after the lease expired: the
+        // store refuses its line, which the runtime's audit reports (a crash).
+        Bug::LeaseCountedFromReply => &["self_fencing", "conformance", "crash"],
         // A handed-back or ended job fenced anyway: reclaimed, then ended twice; or the answer
         // the spec would not give.
         // Or the table's own assertion, as fence-revives-finished.

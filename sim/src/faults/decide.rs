@@ -240,6 +240,9 @@ pub(crate) struct Drawn {
     /// Failed writes of a runtime's `executing` lines: a stream of its own, drawn only in a
     /// world that deals them.
     pub lines: Xoshiro256PlusPlus,
+    /// Stalls with `executing` lines on their way (`before_line`): a stream of its own, drawn
+    /// only in a world that deals them.
+    pub line_stalls: Xoshiro256PlusPlus,
     /// Jobs whose reclaim a storm awaits: `None` until the first reclaimer fences one and stalls
     /// past its lease, then when that reclaimer wakes, for the next fence to stall past.
     pub storms: BTreeMap<JobId, Option<u64>>,
@@ -271,6 +274,7 @@ impl Decisions {
             late: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x1a7e_1ea5),
             storm: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5702_3a11),
             lines: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x11e5_0a17),
+            line_stalls: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x57a1_11e5),
             storms: BTreeMap::new(),
             script: script.to_vec(),
             rival_jobs: rival_jobs.iter().copied().collect(),

@@ -288,6 +288,13 @@ pub struct WindowFaults {
     /// starts none of those effects and writes the lines again when its machines ask again.
     /// Drawn from a stream of its own, so that a seed that deals none keeps every other fault.
     pub line_loss_rate: f64,
+    /// Chance a worker process stalls with its `executing` lines on their way to the store (a
+    /// write waiting for the store's lock: `before_line`), landing them within a drift margin
+    /// before the lease's expiry or up to a reclaim scan after it. The store writes a line only
+    /// while its lease is held, so a line that lands late is refused and its effect never
+    /// starts. Drawn from a stream of its own, so that a seed that deals none keeps every other
+    /// fault.
+    pub line_stall_rate: f64,
     /// The upper end of a near draw: the drift margin.
     pub near_us: u64,
     /// The upper end of a far draw: ttl/4.

@@ -30,8 +30,8 @@ use crate::world::ctx::{Ctx, Owed};
 use futures::channel::oneshot;
 use futures::future::{BoxFuture, FutureExt};
 use lease_core::{
-    Acquired, Apply, Completion, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, ReclaimerId,
-    Release, RequestId, Requeue, Span, Time, WorkerId, WorkerReply, WorkerRequest,
+    Acquired, Apply, Bugs, Completion, Epoch, Execution, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest,
+    ReclaimerId, Release, RequestId, Requeue, Rules, Span, Time, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_history::{AbandonReason, Event, MessageKind, Node, Point};
 use lease_runtime::{
@@ -442,6 +442,7 @@ impl Seams {
             next_call: AtomicU64::new(CALL_IDS),
             told: Arc::new(AtomicBool::new(false)),
             seen: Arc::new(Mutex::new(Seen::default())),
+            line_stalled: AtomicBool::new(false),
         };
         Some(Seams { clock: Arc::new(NodeClock { ctx: Arc::clone(ctx), clock }), wire: Arc::new(wire) })
     }
@@ -506,6 +507,9 @@ struct Wire {
     told: Arc<AtomicBool>,
     /// What the runtime sent and was answered, for the audit of its tally.
     seen: Arc<Mutex<Seen>>,
+    /// Set when the process stalls at `before_line`, taken by its next write of `executing`
+    /// lines: a line refused after no such stall was decided on a lease already lost.
+    line_stalled: AtomicBool,
 }
 
 /// What a worker runtime's client was asked to send and handed back in one life, against which
@@ -816,6 +820,57 @@ impl Client for Wire {
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         Box::pin(futures::future::ready(self.write(vec![(node, event)])))
     }
+
+    /// As a store writes them ([`lease_store::TableStore::append_started`]): each line only while
+    /// the table still holds its lease, by the table's clock now ([`Rules::may_start`]); the others
+    /// are refused, and nothing says so on the history. A line lands late after a stall at
+    /// `before_line` ([`crate::faults::WindowFaults::line_stall_rate`]).
+    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
+        let (now, rules) = (self.ctx.now(), Rules { config: self.ctx.params.table, bugs: Bugs::NONE });
+        let live: Vec<bool> = lines
+            .iter()
+            .map(|(_, event)| match *event {
+                Event::Executing { job, epoch, .. } => {
+                    let record = self.ctx.state().durable.store().job(job);
+                    let record = record.unwrap_or_else(|error| panic!("store: {error}"));
+                    record.is_some_and(|record| rules.may_start(now, &record, epoch))
+                }
+                _ => true,
+            })
+            .collect();
+        // A line is refused only when it lands after its lease: after a stall on its way, or
+        // decided on a lease already lost. The second is a runtime that failed to fence itself,
+        // which no history shows (the store writes no line for it): its audit says so.
+        let stalled = self.line_stalled.swap(false, Ordering::Relaxed);
+        // (A lease a faulty table took while it was live is no fault of the runtime's: the
+        // history's checkers judge the table.)
+        let refused = lines.iter().zip(&live).find(|(_, &live)| !live).map(|((_, event), _)| event);
+        if let Some(&Event::Executing { job, epoch, .. }) = refused.filter(|_| !stalled) {
+            let expired_at = self.ctx.state().history.iter().rev().find_map(|entry| match entry.event {
+                Event::Granted { job: j, epoch: e, expires_at_us, .. }
+                | Event::Regranted { job: j, epoch: e, expires_at_us, .. }
+                | Event::Renewed { job: j, epoch: e, expires_at_us, .. }
+                    if (j, e) == (job, epoch) =>
+                {
+                    Some(expires_at_us)
+                }
+                _ => None,
+            });
+            if expired_at.is_some_and(|expired_at| now.0 >= expired_at) {
+                panic!(
+                    "{} life {}: its runtime decided the effect of {job} {epoch} on a lease that had expired: its executing line, with no stall on its way, came at {}us, after the lease's expiry at {}us",
+                    self.node,
+                    self.incarnation,
+                    now.0,
+                    expired_at.unwrap_or_default()
+                );
+            }
+        }
+        let kept: Vec<(Node, Event)> =
+            lines.into_iter().zip(&live).filter(|(_, &live)| live).map(|(line, _)| line).collect();
+        let written = kept.is_empty() || self.write(kept);
+        Box::pin(futures::future::ready(written.then_some(live)))
+    }
 }
 
 impl Wire {
@@ -890,7 +945,12 @@ impl Hook for Wire {
                 ctx.crash(node, point, job, restart_after_us);
                 Box::pin(futures::future::pending())
             }
-            Some(Dealt::Stall { len_us }) => Box::pin(async move { ctx.stall(node, point, job, len_us).await }),
+            Some(Dealt::Stall { len_us }) => {
+                if point == Point::BeforeLine {
+                    self.line_stalled.store(true, Ordering::Relaxed);
+                }
+                Box::pin(async move { ctx.stall(node, point, job, len_us).await })
+            }
             _ => Box::pin(futures::future::ready(())),
         }
     }

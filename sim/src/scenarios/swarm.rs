@@ -29,6 +29,7 @@ pub(super) const DEFINITION: Definition = Definition {
         "reclaimer_gave_up",
         "reclaim_storm",
         "line_committed_unknown",
+        "line_stalled_past_lease",
         "window_list_to_fence",
         "window_fence_to_lookup",
         "window_renew_in_flight",
@@ -150,6 +151,15 @@ pub(super) fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     // lines now and then (the store unreachable, or failing over mid-commit).
     if rng.gen_bool(0.2) {
         params.windows.line_loss_rate = rng.gen_range(0.02..0.2);
+    }
+    // Drawn after that: a fifth of the seeds stall a worker process now and then with its
+    // `executing` lines on their way to the store (a write waiting for the store's lock), until
+    // about its lease's expiry: the store refuses a line that lands after it. Drawn from a copy
+    // of the stream, which the stream itself never moves past: a scenario that draws more after
+    // the swarm's draw (service-handlers) keeps every draw it had.
+    let mut fork = rng.clone();
+    if fork.gen_bool(0.2) {
+        params.windows.line_stall_rate = fork.gen_range(0.01..0.1);
     }
 }
 

@@ -359,6 +359,9 @@ impl Params {
         if self.windows.line_loss_rate > 0.0 {
             let _ = write!(out, " line_loss={:.3}", self.windows.line_loss_rate);
         }
+        if self.windows.line_stall_rate > 0.0 {
+            let _ = write!(out, " line_stall={:.3}", self.windows.line_stall_rate);
+        }
         let w = &self.windows;
         let aimed = [w.after_listing, w.after_fence, w.before_renew_reply, w.renew_at_boundary];
         let boundary = [w.reclaim_at_boundary, w.effect_at_boundary, w.complete_at_boundary];

@@ -70,6 +70,12 @@ impl Ctx {
     /// scripted strike first (each fires once, at the first node to pass), else a crash or a stall
     /// at the scenario's rates, else a hold aimed at the expiry boundary where the seed aims one.
     pub(crate) fn at_point(&self, node: Node, point: Point, job: Option<JobId>) -> Option<Dealt> {
+        // A point a world that deals no line stalls never visits: a seed drawn before them keeps
+        // its visits, and so its faults.
+        let stalls_lines = self.params.windows.line_stall_rate > 0.0 || self.state().decisions.drawn.is_none();
+        if point == Point::BeforeLine && !stalls_lines {
+            return None;
+        }
         let visit = self.visit(Site::Point { node, point, job });
         self.ask(visit, Question::Strike, |ctx, mut draw| {
             if let Some(job) = job {
@@ -84,6 +90,7 @@ impl Ctx {
                 (Point::BeforeRenew, Some(job)) => ctx.renew_hold_us(&mut draw, job),
                 (Point::BeforeListing, None) => ctx.listing_hold_us(&mut draw),
                 (Point::MidReclaim, Some(job)) => ctx.storm_stall_us(&mut draw, job),
+                (Point::BeforeLine, Some(job)) => ctx.line_stall_us(&mut draw, job),
                 _ => None,
             };
             hold.map(|len_us| Dealt::Stall { len_us })
@@ -111,7 +118,8 @@ impl Ctx {
             | Point::AfterListing
             | Point::BeforeListing
             | Point::AtRandom
-            | Point::Buffered => 0.0,
+            | Point::Buffered
+            | Point::BeforeLine => 0.0,
         };
         if chance(rng, crash_rate) {
             return Some(Dealt::Crash { restart_after_us });
@@ -125,7 +133,9 @@ impl Ctx {
             Point::BeforeRenewReply => (windows.before_renew_reply, true),
             Point::AfterListing => (windows.after_listing, true),
             Point::MidReclaim => (windows.after_fence, true),
-            Point::AfterEffect | Point::BeforeListing | Point::AtRandom | Point::Buffered => (0.0, false),
+            Point::AfterEffect | Point::BeforeListing | Point::AtRandom | Point::Buffered | Point::BeforeLine => {
+                (0.0, false)
+            }
         };
         if !chance(rng, stall_rate) {
             return None;
@@ -157,6 +167,22 @@ impl Ctx {
                 WindowFaults::draw_storm_hold_us(draw.now, wakes_us, round_trips_us, lease_us, storm)
             }
         }
+    }
+
+    /// A stall of a worker process whose `executing` lines (the first for `job`) are on their way
+    /// to the store, at the seed's rate ([`WindowFaults::line_stall_rate`], from a stream of its
+    /// own): the lines land within a drift margin before the lease's expiry, or up to a reclaim
+    /// scan after it.
+    fn line_stall_us(&self, draw: &mut Draw<'_>, job: JobId) -> Option<u64> {
+        let Drawn { line_stalls, .. } = &mut *draw.drawn;
+        if !chance(line_stalls, self.params.windows.line_stall_rate) {
+            return None;
+        }
+        let margin = self.params.worker.drift_margin.as_us().max(2);
+        let scan_us = self.params.reclaimer.scan_every.as_us().max(2);
+        let offset = line_stalls.gen_range(0..margin + scan_us);
+        let lands_at = (draw.table.lease(job)?.expires_at.0 + offset).checked_sub(margin)?;
+        lands_at.checked_sub(draw.now).filter(|&len_us| len_us > 0)
     }
 
     /// A hold of a heartbeat just decided on for `job`, so that the renewal lands within a drift
