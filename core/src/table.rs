@@ -92,12 +92,6 @@ impl LeaseTable {
         Some(self.jobs.get(&job)?.epoch)
     }
 
-    /// Whether an effect of `job` under `epoch` may be written down as starting at `now`
-    /// ([`Rules::may_start`]): the lease is current and unexpired. False for an unknown job.
-    pub fn may_start(&self, now: Time, job: JobId, epoch: Epoch) -> bool {
-        self.jobs.get(&job).is_some_and(|record| self.rules.may_start(now, record, epoch))
-    }
-
     /// The earliest lease expiry: the next time a reclaim scan could find something.
     pub fn poll_timeout(&self) -> Option<Time> {
         self.expiries.first().map(|&(at, _)| at)

@@ -935,13 +935,10 @@ impl<H: Handler> Run<H> {
                 }
                 Some(false) => {
                     // Refused by the store: the lease expired or was taken while the line was on
-                    // its way (a slow write, a clock behind the table's). Known not written, so
-                    // the lease may be released as a buffered one is; the machine times the
-                    // effect out, and sends it again or gives the lease up.
-                    let lease = Some((op.job, epoch));
-                    if self.slots[slot].started_lease == lease && self.slots[slot].unknown_line != lease {
-                        self.slots[slot].started_lease = None;
-                    }
+                    // its way (a slow write). The effect never starts; the machine times it out,
+                    // and sends it again or gives the lease up. The lease is kept as started,
+                    // never released: it is the store's no longer, and an earlier write of its
+                    // line may have committed unknown.
                     self.slots[slot].worker.handle_sent(self.seams.clock.now(), id);
                     self.tally.refused_lines += 1;
                     continue;

@@ -448,7 +448,8 @@ impl TableStore for MemoryStore {
     ) -> Result<(Time, Vec<bool>), StoreError> {
         let mut written = Vec::with_capacity(leases.len());
         for (index, &(job, epoch)) in leases.iter().enumerate() {
-            let live = self.table.may_start(now, job, epoch);
+            let record = TableStore::job(self, job)?;
+            let live = record.is_some_and(|record| self.table.rules().may_start(now, &record, epoch));
             if live {
                 let (_, text) = line(now, index);
                 if let Some(events) = &mut self.events {

@@ -254,6 +254,8 @@ pub(super) async fn worker(ctx: Arc<Ctx>, n: u32, incarnation: u64) {
     if let Some((job, epoch)) = unused.difference(&seen.releases_sent).next() {
         panic!("{node} life {incarnation}: its runtime was granted {job} {epoch} after it was told to stop, and never released it");
     }
+    // Every `executing` line the table refused: an effect it never started.
+    audit(node, incarnation, "executing lines refused", tally.refused_lines, seen.refused_lines, false);
     // Every output it sent to be recorded, copies included.
     audit(node, incarnation, "outputs sent to record", tally.recorded, seen.records, false);
     // Its dashboard's dead-letters likewise: told once for each answer its machines awaited.
@@ -535,6 +537,8 @@ struct Seen {
     releases_sent: BTreeSet<(JobId, Epoch)>,
     /// The leases it acted on: looked their operation up, or wrote their `executing` line.
     acted: BTreeSet<(JobId, Epoch)>,
+    /// `executing` lines the table refused (their leases no longer held when they landed).
+    refused_lines: u64,
 }
 
 impl Wire {
@@ -866,6 +870,7 @@ impl Client for Wire {
                 );
             }
         }
+        self.seen.lock().expect("seen lock").refused_lines += live.iter().filter(|&&live| !live).count() as u64;
         let kept: Vec<(Node, Event)> =
             lines.into_iter().zip(&live).filter(|(_, &live)| live).map(|(line, _)| line).collect();
         let written = kept.is_empty() || self.write(kept);
