@@ -106,14 +106,7 @@ pub trait Client: Send + Sync {
     /// once, as the runtime decides (the simulator's), has nothing to guard.
     fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
         let count = lines.len();
-        let written = match count {
-            1 => {
-                let (node, event) = lines.into_iter().next().expect("one line");
-                self.line(node, event)
-            }
-            _ => self.lines(lines),
-        };
-        Box::pin(written.map(move |written| written.then(|| vec![true; count])))
+        Box::pin(self.lines(lines).map(move |written| written.then(|| vec![true; count])))
     }
 }
 

@@ -831,17 +831,18 @@ impl Client for Wire {
     /// `before_line` ([`crate::faults::WindowFaults::line_stall_rate`]).
     fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
         let (now, rules) = (self.ctx.now(), Rules { config: self.ctx.params.table, bugs: Bugs::NONE });
-        let live: Vec<bool> = lines
-            .iter()
-            .map(|(_, event)| match *event {
+        let live: Vec<bool> = {
+            let mut state = self.ctx.state();
+            let store = state.durable.store();
+            let mut live = |event: &Event| match *event {
                 Event::Executing { job, epoch, .. } => {
-                    let record = self.ctx.state().durable.store().job(job);
-                    let record = record.unwrap_or_else(|error| panic!("store: {error}"));
+                    let record = store.job(job).unwrap_or_else(|error| panic!("store: {error}"));
                     record.is_some_and(|record| rules.may_start(now, &record, epoch))
                 }
                 _ => true,
-            })
-            .collect();
+            };
+            lines.iter().map(|(_, event)| live(event)).collect()
+        };
         // A line is refused only when it lands after its lease: after a stall on its way, or
         // decided on a lease already lost. The second is a runtime that failed to fence itself,
         // which no history shows (the store writes no line for it): its audit says so.

@@ -72,8 +72,10 @@ impl Ctx {
     pub(crate) fn at_point(&self, node: Node, point: Point, job: Option<JobId>) -> Option<Dealt> {
         // A point a world that deals no line stalls never visits: a seed drawn before them keeps
         // its visits, and so its faults.
-        let stalls_lines = self.params.windows.line_stall_rate > 0.0 || self.state().decisions.drawn.is_none();
-        if point == Point::BeforeLine && !stalls_lines {
+        if point == Point::BeforeLine
+            && self.params.windows.line_stall_rate <= 0.0
+            && self.state().decisions.drawn.is_some()
+        {
             return None;
         }
         let visit = self.visit(Site::Point { node, point, job });
