@@ -60,8 +60,9 @@ const LOCKED: [&str; 8] = [
 ];
 
 /// The text of every statement a handle prepares when it opens (and [`LOCKED`]).
-const STATEMENTS: [&str; 42] = [
+const STATEMENTS: [&str; 43] = [
     schema::UPDATE_JOBS,
+    schema::SELECT_JOBS,
     schema::UPDATE_OPS,
     schema::UPSERT_GRANTS,
     schema::MARK_ENDED_ALL,
@@ -188,7 +189,7 @@ impl PostgresStore {
             Scope::Set => schema::LOCK_LOG,
             Scope::Queue(_) | Scope::Heads(_) | Scope::Askers(_) => schema::LOCK_QUEUE,
             Scope::Jobs(_) | Scope::Ops(_) => schema::LOCK_BATCH,
-            Scope::Job(_) | Scope::Op(_) | Scope::Line => schema::LOCK_LOG_SHARED,
+            Scope::Job(_) | Scope::Op(_) | Scope::Line | Scope::Leases(_) => schema::LOCK_LOG_SHARED,
         };
         let client = &self.client;
         // One round trip: the lock, then the rows, then the clock, in that order on the server.
@@ -292,6 +293,16 @@ impl PostgresStore {
                 }
             }
             // Two statements: the missing rows made, then every row read, locked in key order.
+            // One statement, no row locked (see Scope::Leases); each job as often as it is named.
+            Scope::Leases(ref jobs) => {
+                let ids: Vec<i64> = jobs.iter().map(|job| int(job.0)).collect();
+                let rows = client.query(self.statement(schema::SELECT_JOBS), &[&ids]).await?;
+                let rows: BTreeMap<i64, Row> =
+                    rows.iter().map(|row| job_row(row).map(|row| (row.job, row))).collect::<Result<_, _>>()?;
+                for (&job, id) in jobs.iter().zip(&ids) {
+                    prefetched.jobs.push((job, rows.get(id).cloned()));
+                }
+            }
             Scope::Ops(ref ops) => {
                 let jobs: Vec<i64> = ops.iter().map(|op| int(op.job.0)).collect();
                 let steps: Vec<i64> = ops.iter().map(|op| i64::from(op.step)).collect();

@@ -42,6 +42,13 @@ pub(crate) enum Scope {
     Ops(Vec<OpId>),
     /// No row: a caller's own line.
     Line,
+    /// The rows of the leases whose `executing` lines are about to be written, in the order
+    /// named (a job may repeat), read and not locked, under the shared lock: a reclaim of such a
+    /// lease commits only at or after its expiry by the database's clock, so a line stamped
+    /// before that expiry precedes it, and one read after it committed sees its new epoch. (Locked
+    /// as a batch's rows, the write waited behind any acquire, and so behind a paused process's
+    /// open transaction: a live run lost a lease that way.)
+    Leases(Vec<JobId>),
 }
 
 /// What a handle of a store on a database keeps between its operations.
@@ -333,12 +340,7 @@ impl<S: SqlStore> TableStore for S {
         leases: &[(JobId, Epoch)],
         line: &mut dyn FnMut(Time, usize) -> (String, String),
     ) -> Result<(Time, Vec<bool>), StoreError> {
-        // The rows are read and locked, as a batch's (the same job twice: under the whole lock),
-        // so that no reclaim or completion of them commits between the check and the line.
-        let (scope, _) = match leases {
-            [(job, _)] => (Scope::Job(*job), false),
-            _ => batch_scope(leases.iter().map(|&(job, _)| job), Scope::Jobs),
-        };
+        let scope = Scope::Leases(leases.iter().map(|&(job, _)| job).collect());
         self.run(now, false, scope, |op, tx| op.append_started(tx, leases, line))
     }
 }
