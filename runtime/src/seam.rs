@@ -72,13 +72,6 @@ pub trait Client: Send + Sync {
         request: ReclaimRequest,
     ) -> BoxFuture<'static, Option<ReclaimReply>>;
 
-    /// The job's payload, read before its handler runs ([`crate::Job::payload`]); an error is
-    /// the handler's retryable failure (the job is requeued, its attempt counted). The default is
-    /// empty: a client whose jobs carry none.
-    fn payload(&self, _job: JobId) -> BoxFuture<'static, Result<Vec<u8>, String>> {
-        Box::pin(future::ready(Ok(Vec::new())))
-    }
-
     /// Writes a line of the runtime's own (`executing`, `adopted`, `abandoned`, `batch_stopped`,
     /// `gave_up`) under `node`: lines no table or ledger call writes. Resolves to whether the line
     /// is known written: `false` if the store failed or could not be reached (it may still have
@@ -98,16 +91,29 @@ pub trait Client: Send + Sync {
     }
 
     /// Writes the `executing` lines of effects about to start, made at one turn of the loop, each
-    /// only while the store still holds its lease (`TableStore::append_started`): `None` if the
-    /// write is not known to have happened (it may still have committed), else, line by line,
-    /// whether it was written. A line the store refused is known not written: its lease expired
+    /// only while the store still holds its lease (`TableStore::append_started`), and reads the
+    /// payloads of those written, for their handlers: `None` if the lines are not known written
+    /// (they may still have committed; a payload that could not be read says the same), else
+    /// each line's [`Started`]. A line the store refused is known not written: its lease expired
     /// or was taken while the line was on its way, and its effect must not start. The default
-    /// writes them as [`Client::lines`] does, unguarded: a store whose lines are written at
-    /// once, as the runtime decides (the simulator's), has nothing to guard.
-    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
+    /// writes them as [`Client::lines`] does, unguarded, with empty payloads: a store whose lines
+    /// are written at once, as the runtime decides, and whose jobs carry no payload (the
+    /// simulator's), has nothing to guard or read.
+    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<Started>>> {
         let count = lines.len();
-        Box::pin(self.lines(lines).map(move |written| written.then(|| vec![true; count])))
+        Box::pin(self.lines(lines).map(move |written| written.then(|| vec![Started::Written(Vec::new()); count])))
     }
+}
+
+/// What became of one `executing` line sent to [`Client::started`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Started {
+    /// Written under a live lease: the effect starts, its handler given the job's payload (the
+    /// bytes it was enqueued with; empty when it had none).
+    Written(Vec<u8>),
+    /// Refused: the store no longer held the lease when the line reached it. The effect never
+    /// starts.
+    Refused,
 }
 
 /// Protocol points, where the simulator stalls or crashes a node. The runtime awaits the future

@@ -31,7 +31,7 @@
 //! error is no answer to the runtime (the machine sends the request again); the client counts it
 //! and keeps the last ([`StoreClient::errors`]).
 
-use crate::seam::{Client, Clock};
+use crate::seam::{Client, Clock, Started};
 use crate::{Metrics, QueueFigures};
 use futures::channel::oneshot;
 use futures::future::{self, BoxFuture, FutureExt};
@@ -485,11 +485,6 @@ impl Client for StoreClient {
         self.answer(move |store, now| Ok(lease_store::serve_reclaimer(store, now, reclaimer, request)?.reply))
     }
 
-    fn payload(&self, job: JobId) -> BoxFuture<'static, Result<Vec<u8>, String>> {
-        let read = self.call(move |store, _| store.payload(job));
-        Box::pin(async move { read.await.map_err(|error| error.to_string()) })
-    }
-
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         let written = self.answer(move |store, now| {
             let mut event = Some(event);
@@ -513,7 +508,11 @@ impl Client for StoreClient {
         Box::pin(async move { written.await.is_some() })
     }
 
-    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
+    /// The lines in one transaction (`TableStore::append_started`), then the payloads of those
+    /// written in one read (`TableStore::payloads`), on one turn of the store's connection. A
+    /// payload read that fails makes the lines unknown: they committed, and the runtime sends
+    /// their effects again, as after a write whose answer was lost.
+    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<Started>>> {
         let written = self.answer(move |store, now| {
             let leases: Vec<(JobId, Epoch)> = lines
                 .iter()
@@ -527,7 +526,18 @@ impl Client for StoreClient {
                 (node.to_string(), Entry { t_us: stamp.0, node, event }.to_json())
             };
             let (_, written) = store.append_started(now, &leases, &mut text)?;
-            Ok(written)
+            let jobs: Vec<JobId> =
+                leases.iter().zip(&written).filter(|(_, &written)| written).map(|(&(job, _), _)| job).collect();
+            let payloads = store.payloads(&jobs)?;
+            if payloads.len() != jobs.len() {
+                return Err(StoreError::Corrupt(format!("{} payloads read for {} jobs", payloads.len(), jobs.len())));
+            }
+            let mut payloads = payloads.into_iter();
+            let started = written.iter().map(|&written| match written {
+                true => payloads.next().map_or(Started::Refused, Started::Written),
+                false => Started::Refused,
+            });
+            Ok(started.collect())
         });
         Box::pin(written)
     }

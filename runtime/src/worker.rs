@@ -57,7 +57,7 @@
 
 use crate::job::{Cancel, Handler, HandlerError, Job, Outcome, Output, Trigger};
 use crate::metrics::Count;
-use crate::seam::{Client, Clock, Hook, Point};
+use crate::seam::{Client, Clock, Hook, Point, Started};
 use crate::{OptionsError, Runtime};
 use futures::future::{self, AbortHandle, Abortable, BoxFuture, Either, Fuse, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -882,8 +882,8 @@ impl<H: Handler> Run<H> {
     }
 
     /// The effects decided at this turn (batching): their `executing` lines in one call
-    /// ([`Client::lines`]), then each effect started, in turn. A line not known written starts
-    /// none of them.
+    /// ([`Client::started`], which reads the payloads of those written), then each effect whose
+    /// line was written started, in turn. Lines not known written start none of them.
     async fn start_queued(&mut self) {
         let mut queued = std::mem::take(&mut self.queued_effects);
         // Decided during the drain, perhaps before a stall at another slot's point (a pause of
@@ -928,12 +928,13 @@ impl<H: Handler> Run<H> {
         }
         let written = self.client().started(lines).await;
         for (index, (slot, id, op, epoch)) in queued.into_iter().enumerate() {
-            match written.as_ref().map(|written| written.get(index).copied().unwrap_or(false)) {
+            let started = written.as_ref().map(|written| written.get(index).cloned().unwrap_or(Started::Refused));
+            let payload = match started {
                 None => {
                     self.unwritten(slot, id);
                     continue;
                 }
-                Some(false) => {
+                Some(Started::Refused) => {
                     // Refused by the store: the lease expired or was taken while the line was on
                     // its way (a slow write). The effect never starts; the machine times it out,
                     // and sends it again or gives the lease up. The lease is kept as started,
@@ -943,13 +944,13 @@ impl<H: Handler> Run<H> {
                     self.tally.refused_lines += 1;
                     continue;
                 }
-                Some(true) => {}
-            }
+                Some(Started::Written(payload)) => payload,
+            };
             // The machine takes the time again: the line's write, or a stall at the point of an
             // effect started before this one (a pause of the whole process), may have carried it
             // past the lease, and an effect decided before that must not start after it.
             if self.still_acting(slot, id, op, epoch) {
-                self.start(slot, id, op, epoch).await;
+                self.start(slot, id, op, epoch, payload).await;
             }
         }
     }
@@ -962,9 +963,9 @@ impl<H: Handler> Run<H> {
         self.slots[slot].worker.awaiting(id) == Some(WorkerRequest::Execute { op, epoch })
     }
 
-    /// Starts the effect of `Execute` `id`, its `executing` line written: the `before_effect`
-    /// point, then the handler.
-    async fn start(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch) {
+    /// Starts the effect of `Execute` `id`, its `executing` line written and the job's `payload`
+    /// read with it: the `before_effect` point, then the handler.
+    async fn start(&mut self, slot: usize, id: RequestId, op: OpId, epoch: Epoch, payload: Vec<u8>) {
         let running = self.slots[slot].effect.as_ref().filter(|effect| effect.id == id);
         assert!(running.is_none(), "{} starts a second handler for request {}", self.slots[slot].id, id.0);
         let node = Node::Worker(self.slots[slot].id.0);
@@ -975,21 +976,15 @@ impl<H: Handler> Run<H> {
         self.slots[slot].worker.handle_sent(self.seams.clock.now(), id);
         let (trigger, cancel) = Cancel::new();
         let (abort, registration) = AbortHandle::new_pair();
-        let payload = self.client().payload(op.job);
         let (handler, deadline) = (Arc::clone(&self.handler), Arc::clone(&self.slots[slot].deadline));
         let worker = self.slots[slot].id;
         deadline.store(self.deadline_of(slot).map_or(0, |at| at.0), Ordering::Relaxed);
         let (clock, metrics) = (Arc::clone(&self.seams.clock), Arc::clone(&self.seams.metrics));
         let run = async move {
-            match payload.await {
-                Ok(payload) => {
-                    let started = clock.now();
-                    let outcome = handler.call(Job::new(worker, op, epoch, payload, cancel, deadline)).await;
-                    metrics.effect(clock.now().saturating_since(started).as_us() as f64 / 1e6);
-                    outcome
-                }
-                Err(error) => Err(HandlerError::Retryable(format!("its payload could not be read: {error}"))),
-            }
+            let started = clock.now();
+            let outcome = handler.call(Job::new(worker, op, epoch, payload, cancel, deadline)).await;
+            metrics.effect(clock.now().saturating_since(started).as_us() as f64 / 1e6);
+            outcome
         };
         let limit = self.options.handler_timeout.map(|limit| self.seams.clock.sleep_until(self.clock().now() + limit));
         let run = async move {

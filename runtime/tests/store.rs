@@ -10,7 +10,7 @@ use lease_core::{
 };
 use lease_history::{Event, Node};
 use lease_runtime::store::{HostClock, StoreClient};
-use lease_runtime::{output_id, Cancel, Client, HandlerError, Job, ReclaimerOptions, Runtime, WorkerOptions};
+use lease_runtime::{output_id, Cancel, Client, HandlerError, Job, ReclaimerOptions, Runtime, Started, WorkerOptions};
 use lease_store::Place;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -260,7 +260,7 @@ impl Client for Meddling {
         self.inner.line(node, event)
     }
 
-    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
+    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<Started>>> {
         let first = self.lines_held.fetch_add(1, Ordering::SeqCst) == 0;
         let held = if first { self.slow_first_lines } else { Duration::ZERO };
         let inner = self.inner.clone();
@@ -648,15 +648,11 @@ impl Client for Counting {
         self.inner.reclaimer(reclaimer, id, request)
     }
 
-    fn payload(&self, job: JobId) -> BoxFuture<'static, Result<Vec<u8>, String>> {
-        self.inner.payload(job)
-    }
-
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         self.inner.line(node, event)
     }
 
-    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
+    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<Started>>> {
         let mut largest = self.largest.lock().unwrap();
         let seen = largest.entry("executing").or_default();
         *seen = (*seen).max(lines.len());
@@ -670,13 +666,19 @@ impl Client for Counting {
 // and `append_started` for the `executing` lines of effects started together). Every job
 // ends completed once, with its one handler run's output; the log holds one applied effect per
 // job; acquires, renewals and completions each went out in batches of more than one; no store
-// call failed; and the exported history passes every checker of lease-check. Fails if a batch's
-// answers reach the wrong slots, if a batch's line names the wrong worker, or if the store
-// serves a batch other than as its calls one by one.
+// call failed; and the exported history passes every checker of lease-check. Each handler gets
+// its own job's payload (odd jobs have one), read with the batch's lines. Fails if a batch's
+// answers reach the wrong slots, if a payload reaches the wrong handler, if a batch's line names
+// the wrong worker, or if the store serves a batch other than as its calls one by one.
 async fn batched_fleet_runs_every_job_once(opened: Opened) {
     const JOBS: u64 = 48;
     let Opened { client, clock, .. } = opened;
-    enqueue(&client, JOBS).await;
+    // Every odd job has a payload of its own; the even ones none.
+    let payload = |job: u64| if job % 2 == 1 { format!("doc-{job}").into_bytes() } else { Vec::new() };
+    for job in 0..JOBS {
+        let answer = client.enqueue_with(JobId(job), payload(job)).await.expect("enqueue");
+        assert!(matches!(answer, lease_core::Enqueued::Accepted { .. }), "{answer:?}");
+    }
     let calls: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(vec![0; JOBS as usize]));
     let handler = {
         let calls = Arc::clone(&calls);
@@ -686,6 +688,7 @@ async fn batched_fleet_runs_every_job_once(opened: Opened) {
                 calls[job.id.0 as usize] += 1;
                 calls[job.id.0 as usize]
             };
+            assert_eq!(job.payload, payload(job.id.0), "{}'s own payload", job.id);
             async move {
                 let long = if job.id.0 < 8 { 3 * TTL.as_us() } else { 5_000 };
                 tokio::time::sleep(Duration::from_micros(long)).await;

@@ -418,6 +418,11 @@ pub trait TableStore {
     fn enqueue_with(&mut self, now: Time, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError>;
     /// The payload the job was enqueued with: empty when it had none, or is not known.
     fn payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError>;
+    /// The payloads of `jobs`, in the order named, as [`TableStore::payload`] reads each: a
+    /// runtime's batch of effects about to start, read at once.
+    fn payloads(&mut self, jobs: &[JobId]) -> Result<Vec<Vec<u8>>, StoreError> {
+        jobs.iter().map(|&job| self.payload(job)).collect()
+    }
     /// Grants the oldest queued job.
     fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError>;
     /// Grants the oldest queued job, or the standing grant of a retried request.

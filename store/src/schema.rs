@@ -249,6 +249,9 @@ pub const INSERT_PAYLOAD: &str = "INSERT INTO lease_payloads (job, payload) VALU
 /// A job's payload, if it has one.
 pub const SELECT_PAYLOAD: &str = "SELECT payload FROM lease_payloads WHERE job = $1";
 
+/// PostgreSQL, the payloads of the jobs `$1` (any order), those that have one.
+pub const SELECT_PAYLOADS: &str = "SELECT job, payload FROM lease_payloads WHERE job = ANY($1)";
+
 /// Writes a decision back: the new record (`$2`..`$13`) over the row read in this transaction
 /// (`$14`..`$18`), as a compare-and-set that re-checks, at write time, the state, epoch, attempts,
 /// lease epoch and expiry the decision was made over. Zero rows written means the row moved

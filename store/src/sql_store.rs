@@ -123,6 +123,10 @@ pub(crate) trait SqlStore {
     fn read_figures(&mut self) -> Result<Figures, StoreError>;
     /// The job's payload (empty: none).
     fn read_payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError>;
+    /// The payloads of `jobs`, in the order named (see [`TableStore::payloads`]).
+    fn read_payloads(&mut self, jobs: &[JobId]) -> Result<Vec<Vec<u8>>, StoreError> {
+        jobs.iter().map(|&job| self.read_payload(job)).collect()
+    }
 }
 
 impl<S: SqlStore> TableStore for S {
@@ -140,6 +144,10 @@ impl<S: SqlStore> TableStore for S {
 
     fn payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {
         self.read_payload(job)
+    }
+
+    fn payloads(&mut self, jobs: &[JobId]) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.read_payloads(jobs)
     }
 
     fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {

@@ -1,7 +1,8 @@
 //! A job's payload: the bytes enqueued with it, kept with its row in the same transaction, read
 //! back as they were (any bytes, empty included), kept once for a job enqueued twice (the job id
 //! is the caller's idempotency key), never kept for a job refused, and refused past
-//! `PAYLOAD_MAX` with a clear error, no job and no history line. On memory, SQLite (a file,
+//! `PAYLOAD_MAX` with a clear error, no job and no history line; many read at once, each job's
+//! own in the order named. On memory, SQLite (a file,
 //! reopened, and one migrated from schema version 2) and PostgreSQL (a scratch schema).
 
 mod common;
@@ -34,6 +35,12 @@ fn keeps_payloads(name: &str, store: &mut dyn Store) {
     assert!(matches!(store.enqueue(Time(3), JobId(2)).unwrap(), Enqueued::Accepted { .. }), "{name}");
     assert_eq!(store.payload(JobId(2)).unwrap(), b"", "{name}");
     assert_eq!(store.payload(JobId(99)).unwrap(), b"", "{name}");
+    // Many at once, in the order named: one twice, one without a payload, one unknown.
+    let named = [JobId(1), JobId(99), JobId(0), JobId(2), JobId(1)];
+    let read = store.payloads(&named).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let (first, second) = (b"doc-1.md".to_vec(), payloads()[1].clone());
+    assert_eq!(read, [second.clone(), vec![], first, vec![], second], "{name}: each job's own, in the order named");
+    assert_eq!(store.payloads(&[]).unwrap(), Vec::<Vec<u8>>::new(), "{name}: none named, none read");
     // At capacity: refused, and its payload not kept.
     let refused = store.enqueue_with(Time(4), JobId(3), b"late").unwrap();
     assert!(matches!(refused, Enqueued::Rejected(_)), "{name}: {refused:?}");

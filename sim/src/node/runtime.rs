@@ -35,8 +35,8 @@ use lease_core::{
 };
 use lease_history::{AbandonReason, Event, MessageKind, Node, Point};
 use lease_runtime::{
-    Cancel, Client, Clock, HandlerError, Hook, Job, Metrics, Outcome, Output, ReclaimerOptions, Runtime, WorkerOptions,
-    SHUTDOWN_RELEASE,
+    Cancel, Client, Clock, HandlerError, Hook, Job, Metrics, Outcome, Output, ReclaimerOptions, Runtime, Started,
+    WorkerOptions, SHUTDOWN_RELEASE,
 };
 use madsim::net::Endpoint;
 use std::collections::{BTreeMap, BTreeSet};
@@ -829,7 +829,7 @@ impl Client for Wire {
     /// the table still holds its lease, by the table's clock now ([`Rules::may_start`]); the others
     /// are refused, and nothing says so on the history. A line lands late after a stall at
     /// `before_line` ([`crate::faults::WindowFaults::line_stall_rate`]).
-    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<bool>>> {
+    fn started(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, Option<Vec<Started>>> {
         let (now, rules) = (self.ctx.now(), Rules { config: self.ctx.params.table, bugs: Bugs::NONE });
         let live: Vec<bool> = {
             let mut state = self.ctx.state();
@@ -875,7 +875,9 @@ impl Client for Wire {
         let kept: Vec<(Node, Event)> =
             lines.into_iter().zip(&live).filter(|(_, &live)| live).map(|(line, _)| line).collect();
         let written = kept.is_empty() || self.write(kept);
-        Box::pin(futures::future::ready(written.then_some(live)))
+        // The simulator's jobs carry no payload.
+        let started = live.iter().map(|&live| if live { Started::Written(Vec::new()) } else { Started::Refused });
+        Box::pin(futures::future::ready(written.then(|| started.collect())))
     }
 }
 
