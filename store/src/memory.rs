@@ -21,7 +21,7 @@ pub struct MemoryStore {
     /// Each accepted job's payload, when it has one.
     payloads: std::collections::BTreeMap<JobId, Vec<u8>>,
     /// Every accepted job, and when it last entered the queue (accepted, or requeued to the
-    /// back), as the SQL stores' `queued_at_us` ([`crate::schema::MARK_QUEUED`]).
+    /// back), as the SQL stores' `queued_at_us` ([`crate::schema::UPDATE_JOB`]'s stamps).
     queued_at: std::collections::BTreeMap<JobId, Time>,
 }
 

@@ -14,7 +14,7 @@
 //! runtime, as in the `postgres` crate.
 
 use crate::schema::{self, SCHEMA_VERSION};
-use crate::sql::{bits, identity, int, Op, Row, Tx};
+use crate::sql::{bits, identity, int, Op, Row, Stamps, Tx};
 use crate::sql_store::{Scope, Session, SqlStore};
 use crate::{Clock, Figures, StoreError};
 use futures_util::future::{try_join, try_join3, try_join4, try_join_all};
@@ -60,21 +60,17 @@ const LOCKED: [&str; 8] = [
 ];
 
 /// The text of every statement a handle prepares when it opens (and [`LOCKED`]).
-const STATEMENTS: [&str; 44] = [
+const STATEMENTS: [&str; 40] = [
     schema::SELECT_PAYLOADS,
     schema::UPDATE_JOBS,
     schema::SELECT_JOBS,
     schema::UPDATE_OPS,
     schema::UPSERT_GRANTS,
-    schema::MARK_ENDED_ALL,
-    schema::MARK_QUEUED_ALL,
     schema::INSERT_EVENTS_NEXT,
     schema::SELECT_GRANTS,
     schema::ENSURE_OPS,
-    schema::MARK_QUEUED,
     schema::MARK_PRUNED,
     schema::SELECT_PRUNED,
-    schema::MARK_ENDED,
     schema::SELECT_PRUNABLE,
     schema::DELETE_JOB_LINES,
     schema::DELETE_JOB,
@@ -405,14 +401,12 @@ enum Write {
         /// The rows it must write (a compare-and-set: 1), and the job named if it does not.
         guard: Option<JobId>,
     },
-    /// [`schema::UPDATE_JOB`]: the decision over the row read (guarded).
-    Job { new: Row, old: Row },
+    /// [`schema::UPDATE_JOB`]: the decision over the row read (guarded), with its stamps.
+    Job { new: Row, old: Row, stamps: Stamps },
     /// [`schema::UPDATE_OP`]: a ledger decision (guarded).
     Op { op: OpId, new: OpRecord, old: OpRecord },
     /// [`schema::UPSERT_GRANT`].
     Grant { worker: i64, grant: [i64; 3] },
-    /// [`schema::MARK_ENDED`] (`true`) or [`schema::MARK_QUEUED`].
-    Mark { ended: bool, job: i64, t_us: i64 },
     /// [`schema::INSERT_EVENT_NEXT`].
     Line { t_us: i64, node: String, line: String, job: Option<i64> },
 }
@@ -441,9 +435,7 @@ impl Write {
             Write::Job { .. } => Some(0),
             Write::Op { .. } => Some(1),
             Write::Grant { .. } => Some(2),
-            Write::Mark { ended: true, .. } => Some(3),
-            Write::Mark { ended: false, .. } => Some(4),
-            Write::Line { .. } => Some(5),
+            Write::Line { .. } => Some(3),
         }
     }
 
@@ -454,7 +446,6 @@ impl Write {
             Write::Job { ref new, .. } => Some((new.job, 0)),
             Write::Op { op, .. } => Some((int(op.job.0), i64::from(op.step))),
             Write::Grant { worker, .. } => Some((worker, 0)),
-            Write::Mark { job, .. } => Some((job, 0)),
         }
     }
 
@@ -463,13 +454,15 @@ impl Write {
         let output = |output: Option<OutputId>| output.map(bits);
         match self {
             Write::One { sql, params, guard } => Outgoing { sql, params, guard: guard.map_or(Guard::None, Guard::One) },
-            Write::Job { new, old } => {
+            Write::Job { new, old, stamps } => {
                 let mut params = row_params(&new);
                 params.push(Box::new(old.state));
                 params.push(Box::new(old.epoch));
                 params.push(Box::new(old.attempts));
                 params.push(Box::new(old.lease_epoch));
                 params.push(Box::new(old.expires_at_us));
+                params.push(Box::new(stamps.queued_at_us));
+                params.push(Box::new(stamps.ended_at_us));
                 Outgoing { sql: schema::UPDATE_JOB, params, guard: Guard::One(JobId(new.job as u64)) }
             }
             Write::Op { op, new, old } => Outgoing {
@@ -488,11 +481,6 @@ impl Write {
             Write::Grant { worker, grant: [request, job, epoch] } => Outgoing {
                 sql: schema::UPSERT_GRANT,
                 params: vec![Box::new(worker), Box::new(request), Box::new(job), Box::new(epoch)],
-                guard: Guard::None,
-            },
-            Write::Mark { ended, job, t_us } => Outgoing {
-                sql: if ended { schema::MARK_ENDED } else { schema::MARK_QUEUED },
-                params: vec![Box::new(job), Box::new(t_us)],
                 guard: Guard::None,
             },
             Write::Line { t_us, node, line, job } => Outgoing {
@@ -574,6 +562,8 @@ fn together(group: Vec<Write>) -> Outgoing {
             column!(Write::Job { old, .. } => old.attempts);
             column!(Write::Job { old, .. } => old.lease_epoch);
             column!(Write::Job { old, .. } => old.expires_at_us);
+            column!(Write::Job { stamps, .. } => stamps.queued_at_us);
+            column!(Write::Job { stamps, .. } => stamps.ended_at_us);
             let jobs = group.iter().filter_map(|write| write.key()).map(|(job, _)| job).collect();
             Outgoing { sql: schema::UPDATE_JOBS, params, guard: Guard::Each(jobs) }
         }
@@ -594,12 +584,6 @@ fn together(group: Vec<Write>) -> Outgoing {
             column!(Write::Grant { grant, .. } => grant[1]);
             column!(Write::Grant { grant, .. } => grant[2]);
             Outgoing { sql: schema::UPSERT_GRANTS, params, guard: Guard::None }
-        }
-        Write::Mark { ended, .. } => {
-            column!(Write::Mark { job, .. } => *job);
-            column!(Write::Mark { t_us, .. } => *t_us);
-            let sql = if ended { schema::MARK_ENDED_ALL } else { schema::MARK_QUEUED_ALL };
-            Outgoing { sql, params, guard: Guard::None }
         }
         Write::Line { .. } => {
             column!(Write::Line { t_us, .. } => *t_us);
@@ -667,6 +651,13 @@ fn row_params(r: &Row) -> Vec<Box<dyn ToSql + Sync>> {
         Box::new(r.ended_epoch),
         Box::new(r.ended_attempts),
     ]
+}
+
+/// A new job's parameters ([`schema::INSERT_JOB`]): its row, and when it entered the queue.
+fn insert_params(r: &Row, queued_at_us: i64) -> Vec<Box<dyn ToSql + Sync>> {
+    let mut params = row_params(r);
+    params.push(Box::new(queued_at_us));
+    params
 }
 
 impl PgTx<'_> {
@@ -778,8 +769,8 @@ impl Tx for PgTx<'_> {
         Ok((row.get(0), row.get(1)))
     }
 
-    fn insert(&mut self, r: &Row) -> Result<(), StoreError> {
-        self.hold(schema::INSERT_JOB, row_params(r), None);
+    fn insert(&mut self, r: &Row, queued_at_us: i64) -> Result<(), StoreError> {
+        self.hold(schema::INSERT_JOB, insert_params(r, queued_at_us), None);
         Ok(())
     }
 
@@ -788,13 +779,8 @@ impl Tx for PgTx<'_> {
         Ok(())
     }
 
-    fn mark_queued(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
-        self.writes.push(Write::Mark { ended: false, job: int(job.0), t_us });
-        Ok(())
-    }
-
-    fn update(&mut self, r: &Row, old: &Row) -> Result<usize, StoreError> {
-        self.writes.push(Write::Job { new: r.clone(), old: old.clone() });
+    fn update(&mut self, r: &Row, old: &Row, stamps: Stamps) -> Result<usize, StoreError> {
+        self.writes.push(Write::Job { new: r.clone(), old: old.clone(), stamps });
         // Checked before the commit: a guard that wrote nothing rolls everything back.
         Ok(1)
     }
@@ -851,11 +837,6 @@ impl Tx for PgTx<'_> {
     fn log(&mut self, t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Result<(), StoreError> {
         let (node, line, job) = (node.to_string(), line.to_string(), job.map(|job| int(job.0)));
         self.writes.push(Write::Line { t_us: int(t_us), node, line, job });
-        Ok(())
-    }
-
-    fn mark_ended(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
-        self.writes.push(Write::Mark { ended: true, job: int(job.0), t_us });
         Ok(())
     }
 
@@ -1105,8 +1086,8 @@ impl Tx for Held {
         Ok(self.ends)
     }
 
-    fn insert(&mut self, r: &Row) -> Result<(), StoreError> {
-        self.writes.push(Write::One { sql: schema::INSERT_JOB, params: row_params(r), guard: None });
+    fn insert(&mut self, r: &Row, queued_at_us: i64) -> Result<(), StoreError> {
+        self.writes.push(Write::One { sql: schema::INSERT_JOB, params: insert_params(r, queued_at_us), guard: None });
         Ok(())
     }
 
@@ -1116,12 +1097,7 @@ impl Tx for Held {
         Ok(())
     }
 
-    fn mark_queued(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
-        self.writes.push(Write::Mark { ended: false, job: int(job.0), t_us });
-        Ok(())
-    }
-
-    fn update(&mut self, _: &Row, _: &Row) -> Result<usize, StoreError> {
+    fn update(&mut self, _: &Row, _: &Row, _: Stamps) -> Result<usize, StoreError> {
         Err(Held::outside("a row's update"))
     }
 
@@ -1153,9 +1129,5 @@ impl Tx for Held {
         let (node, line, job) = (node.to_string(), line.to_string(), job.map(|job| int(job.0)));
         self.writes.push(Write::Line { t_us: int(t_us), node, line, job });
         Ok(())
-    }
-
-    fn mark_ended(&mut self, _: JobId, _: i64) -> Result<(), StoreError> {
-        Err(Held::outside("a job's end"))
     }
 }

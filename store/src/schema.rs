@@ -111,8 +111,6 @@ pub const SELECT_PRUNED: &str = "SELECT pruned_before_us FROM lease_schema";
 pub const SELECT_UNNAMED_LINES: &str = "SELECT seq, line FROM lease_events WHERE job IS NULL";
 /// A line's job, as version 4 migrates.
 pub const NAME_LINE: &str = "UPDATE lease_events SET job = $2 WHERE seq = $1";
-/// When a job ended (schema version 4).
-pub const MARK_ENDED: &str = "UPDATE lease_jobs SET ended_at_us = $2 WHERE job = $1";
 /// Terminal jobs that ended before `$1`, the longest ended first, at most `$2`: a prune's batch.
 pub const SELECT_PRUNABLE: &str = "SELECT job FROM lease_jobs WHERE state = 'terminal' \
      AND COALESCE(ended_at_us, 0) < $1 ORDER BY COALESCE(ended_at_us, 0), job LIMIT $2";
@@ -134,9 +132,6 @@ pub const SELECT_EARLIEST_KEPT_LINE: &str = "SELECT MIN(e.t_us) FROM lease_event
 /// Lines of no one job (a listing) stamped before `$1`, at most `$2`, the oldest first.
 pub const DELETE_JOBLESS_LINES: &str = "DELETE FROM lease_events WHERE seq IN (SELECT seq FROM lease_events \
      WHERE job IS NULL AND t_us < $1 ORDER BY seq LIMIT $2)";
-
-/// When a job entered the queue (schema version 4).
-pub const MARK_QUEUED: &str = "UPDATE lease_jobs SET queued_at_us = $2 WHERE job = $1";
 /// The jobs by state and outcome, and the earliest time a queued one entered the queue: the
 /// queue's figures (a read outside any decision).
 pub const SELECT_FIGURES: &str = "SELECT state, outcome, COUNT(*), MIN(queued_at_us) FROM lease_jobs \
@@ -240,7 +235,7 @@ pub const SELECT_QUEUE_ENDS: &str =
 pub const INSERT_JOB: &str = concat!(
     "INSERT INTO lease_jobs (",
     job_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+    ", queued_at_us) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
 );
 
 /// A new job's payload.
@@ -253,7 +248,8 @@ pub const SELECT_PAYLOAD: &str = "SELECT payload FROM lease_payloads WHERE job =
 pub const SELECT_PAYLOADS: &str = "SELECT job, payload FROM lease_payloads WHERE job = ANY($1)";
 
 /// Writes a decision back: the new record (`$2`..`$13`) over the row read in this transaction
-/// (`$14`..`$18`), as a compare-and-set that re-checks, at write time, the state, epoch, attempts,
+/// (`$14`..`$18`), with the times it entered the queue and ended (`$19`, `$20`: a NULL keeps the
+/// column), as a compare-and-set that re-checks, at write time, the state, epoch, attempts,
 /// lease epoch and expiry the decision was made over. Zero rows written means the row moved
 /// under the decision: the transaction is rolled back. Each guard prevents a production bug:
 /// - `state` and `epoch`: a completion is accepted only for the job's current epoch while it is
@@ -267,7 +263,8 @@ pub const SELECT_PAYLOADS: &str = "SELECT job, payload FROM lease_payloads WHERE
 ///   outlived its lock).
 pub const UPDATE_JOB: &str = "UPDATE lease_jobs SET state = $2, epoch = $3, attempts = $4, queue_seq = $5, \
      owner = $6, lease_epoch = $7, expires_at_us = $8, outcome = $9, output = $10, rival = $11, \
-     ended_epoch = $12, ended_attempts = $13 \
+     ended_epoch = $12, ended_attempts = $13, queued_at_us = COALESCE($19, queued_at_us), \
+     ended_at_us = COALESCE($20, ended_at_us) \
      WHERE job = $1 AND state = $14 AND epoch = $15 AND attempts = $16 \
      AND lease_epoch IS NOT DISTINCT FROM $17 AND expires_at_us IS NOT DISTINCT FROM $18";
 
@@ -303,18 +300,20 @@ pub const UPDATE_OP: &str = "UPDATE lease_ledger SET fence = $3, output = $4, ri
      AND (output IS NULL OR output = $4)";
 
 /// PostgreSQL, a batch's decisions over job rows written back in one statement: each row's new
-/// record (`$1`..`$13`, arrays in the job columns' order) over the row read (`$14`..`$18`),
-/// each guarded as [`UPDATE_JOB`] guards one row; the jobs written are returned, and one missing
+/// record (`$1`..`$13`, arrays in the job columns' order) over the row read (`$14`..`$18`), with
+/// its stamps (`$19`, `$20`), each guarded as [`UPDATE_JOB`] guards one row; the jobs written are returned, and one missing
 /// rolls the transaction back. A batch never writes one job twice in it.
 pub const UPDATE_JOBS: &str = "UPDATE lease_jobs AS j SET state = v.state, epoch = v.epoch, \
      attempts = v.attempts, queue_seq = v.queue_seq, owner = v.owner, lease_epoch = v.lease_epoch, \
      expires_at_us = v.expires_at_us, outcome = v.outcome, output = v.output, rival = v.rival, \
-     ended_epoch = v.ended_epoch, ended_attempts = v.ended_attempts \
+     ended_epoch = v.ended_epoch, ended_attempts = v.ended_attempts, \
+     queued_at_us = COALESCE(v.queued_at_us, j.queued_at_us), ended_at_us = COALESCE(v.ended_at_us, j.ended_at_us) \
      FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bigint[], \
      $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], \
-     $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[]) AS v(job, state, epoch, attempts, queue_seq, \
-     owner, lease_epoch, expires_at_us, outcome, output, rival, ended_epoch, ended_attempts, old_state, \
-     old_epoch, old_attempts, old_lease_epoch, old_expires_at_us) \
+     $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::bigint[], $20::bigint[]) \
+     AS v(job, state, epoch, attempts, queue_seq, owner, lease_epoch, expires_at_us, outcome, output, rival, \
+     ended_epoch, ended_attempts, old_state, old_epoch, old_attempts, old_lease_epoch, old_expires_at_us, \
+     queued_at_us, ended_at_us) \
      WHERE j.job = v.job AND j.state = v.old_state AND j.epoch = v.old_epoch AND j.attempts = v.old_attempts \
      AND j.lease_epoch IS NOT DISTINCT FROM v.old_lease_epoch \
      AND j.expires_at_us IS NOT DISTINCT FROM v.old_expires_at_us RETURNING j.job";
@@ -331,14 +330,6 @@ pub const UPDATE_OPS: &str = "UPDATE lease_ledger AS l SET fence = v.fence, outp
 pub const UPSERT_GRANTS: &str = "INSERT INTO lease_grants (worker, request, job, epoch) \
      SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) \
      ON CONFLICT (worker) DO UPDATE SET request = excluded.request, job = excluded.job, epoch = excluded.epoch";
-
-/// PostgreSQL, when jobs ended, in one statement.
-pub const MARK_ENDED_ALL: &str = "UPDATE lease_jobs AS j SET ended_at_us = v.t_us \
-     FROM unnest($1::bigint[], $2::bigint[]) AS v(job, t_us) WHERE j.job = v.job";
-
-/// PostgreSQL, when jobs entered the queue, in one statement.
-pub const MARK_QUEUED_ALL: &str = "UPDATE lease_jobs AS j SET queued_at_us = v.t_us \
-     FROM unnest($1::bigint[], $2::bigint[]) AS v(job, t_us) WHERE j.job = v.job";
 
 /// PostgreSQL, a batch's history lines in one statement, numbered from the log's sequence in
 /// their order (a function scan yields the arrays' rows in order, and each takes its number as
@@ -396,11 +387,9 @@ pub fn for_sqlite(sql: &str) -> String {
 
 /// Every statement an operation of the SQLite store runs (migrations and PostgreSQL's own
 /// `FOR UPDATE` forms aside): what an SQLite handle prepares when it opens.
-pub const STATEMENTS: [&str; 37] = [
-    MARK_QUEUED,
+pub const STATEMENTS: [&str; 35] = [
     MARK_PRUNED,
     SELECT_PRUNED,
-    MARK_ENDED,
     SELECT_UNNAMED_LINES,
     NAME_LINE,
     SELECT_PRUNABLE,

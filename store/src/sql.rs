@@ -33,6 +33,15 @@ pub struct Row {
     pub ended_attempts: Option<i64>,
 }
 
+/// When a write puts its job at the back of the queue, or ends it: the columns `queued_at_us`
+/// and `ended_at_us` (the queue's figures read the first, a prune the second), written with the
+/// row in the same statement; `None` keeps the column as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stamps {
+    pub queued_at_us: Option<i64>,
+    pub ended_at_us: Option<i64>,
+}
+
 /// A value for a signed 64-bit column. Ids, epochs and times past `i64::MAX` are refused.
 pub fn int(value: u64) -> i64 {
     i64::try_from(value).expect("a value past i64::MAX cannot be stored")
@@ -206,14 +215,12 @@ pub trait Tx {
     fn backlog(&mut self) -> Result<usize, StoreError>;
     /// `(back, front)`: the queue places behind the last queued job and ahead of the first.
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError>;
-    /// A new row.
-    fn insert(&mut self, row: &Row) -> Result<(), StoreError>;
+    /// A new row, in the queue since `queued_at_us`.
+    fn insert(&mut self, row: &Row, queued_at_us: i64) -> Result<(), StoreError>;
     /// A new job's payload.
     fn insert_payload(&mut self, job: JobId, payload: &[u8]) -> Result<(), StoreError>;
-    /// Notes when a job entered the queue ([`crate::schema::MARK_QUEUED`]).
-    fn mark_queued(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError>;
-    /// The compare-and-set write of `new` over `old`: rows written (0 or 1).
-    fn update(&mut self, new: &Row, old: &Row) -> Result<usize, StoreError>;
+    /// The compare-and-set write of `new` over `old`, with its `stamps`: rows written (0 or 1).
+    fn update(&mut self, new: &Row, old: &Row, stamps: Stamps) -> Result<usize, StoreError>;
     /// Leases expiring at or before `through`, earliest first, at most `limit`.
     fn expiring(&mut self, through: i64, limit: i64) -> Result<Vec<Row>, StoreError>;
     /// A worker's last grant by request.
@@ -231,8 +238,6 @@ pub trait Tx {
     /// head row's next number, the row locked to commit; PostgreSQL: the log's sequence). The
     /// log's order: [`crate::Clock`].
     fn log(&mut self, t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Result<(), StoreError>;
-    /// Notes when a job ended ([`crate::schema::MARK_ENDED`]).
-    fn mark_ended(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError>;
     /// Sends the writes held so far, their guards checked, without committing: a batch's next job
     /// reads what its earlier jobs wrote. A store that writes at once has nothing to send.
     fn flush(&mut self) -> Result<(), StoreError> {
@@ -292,15 +297,14 @@ impl Op<'_> {
         if decision.keeps_expiry && row.expires_at_us.is_none() {
             row.expires_at_us = old.expires_at_us; // The planted bug: the expiry outlives the lease.
         }
-        let written = tx.update(&row, old)?;
+        let now = Some(int(self.now.0));
+        let stamps = Stamps {
+            queued_at_us: now.filter(|_| decision.place == Place::Back && matches!(new.state, JobState::Queued)),
+            ended_at_us: now.filter(|_| matches!(new.state, JobState::Terminal(_)) && old.state != "terminal"),
+        };
+        let written = tx.update(&row, old, stamps)?;
         if written != 1 {
             return Err(StoreError::Raced { job });
-        }
-        if decision.place == Place::Back && matches!(new.state, JobState::Queued) {
-            tx.mark_queued(job, int(self.now.0))?;
-        }
-        if matches!(new.state, JobState::Terminal(_)) && old.state != "terminal" {
-            tx.mark_ended(job, int(self.now.0))?;
         }
         Ok(())
     }
@@ -313,8 +317,7 @@ impl Op<'_> {
         let decision = self.rules.enqueue(known, tx.backlog()?);
         if let Some(record) = decision.write {
             let (back, _) = tx.queue_ends()?;
-            tx.insert(&Row::of(job, &record, Some(back)))?;
-            tx.mark_queued(job, int(self.now.0))?;
+            tx.insert(&Row::of(job, &record, Some(back)), int(self.now.0))?;
             if !payload.is_empty() {
                 tx.insert_payload(job, payload)?;
             }

@@ -7,7 +7,7 @@
 //! read once `BEGIN IMMEDIATE` holds the lock: then the log's order is its time order too.
 
 use crate::schema::{self, for_sqlite};
-use crate::sql::{bits, identity, int, Op, Row, Tx};
+use crate::sql::{bits, identity, int, Op, Row, Stamps, Tx};
 use crate::sql_store::{Scope, Session, SqlStore};
 use crate::{Clock, Figures, StoreError};
 use lease_core::{
@@ -215,13 +215,7 @@ impl Tx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn mark_queued(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
-        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::MARK_QUEUED))?;
-        statement.execute(params![int(job.0), t_us])?;
-        Ok(())
-    }
-
-    fn insert(&mut self, r: &Row) -> Result<(), StoreError> {
+    fn insert(&mut self, r: &Row, queued_at_us: i64) -> Result<(), StoreError> {
         let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_JOB))?;
         statement.execute(params![
             r.job,
@@ -236,12 +230,13 @@ impl Tx for SqliteTx<'_> {
             r.output,
             r.rival,
             r.ended_epoch,
-            r.ended_attempts
+            r.ended_attempts,
+            queued_at_us
         ])?;
         Ok(())
     }
 
-    fn update(&mut self, r: &Row, old: &Row) -> Result<usize, StoreError> {
+    fn update(&mut self, r: &Row, old: &Row, stamps: Stamps) -> Result<usize, StoreError> {
         let mut statement = self.conn.prepare_cached(&for_sqlite(schema::UPDATE_JOB))?;
         Ok(statement.execute(params![
             r.job,
@@ -261,7 +256,9 @@ impl Tx for SqliteTx<'_> {
             old.epoch,
             old.attempts,
             old.lease_epoch,
-            old.expires_at_us
+            old.expires_at_us,
+            stamps.queued_at_us,
+            stamps.ended_at_us
         ])?)
     }
 
@@ -319,12 +316,6 @@ impl Tx for SqliteTx<'_> {
         let seq: i64 = self.conn.prepare_cached(schema::NEXT_SEQ)?.query_row([], |row| row.get(0))?;
         let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_EVENT))?;
         statement.execute(params![seq, int(t_us), node, line, job.map(|job| int(job.0))])?;
-        Ok(())
-    }
-
-    fn mark_ended(&mut self, job: JobId, t_us: i64) -> Result<(), StoreError> {
-        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::MARK_ENDED))?;
-        statement.execute(params![int(job.0), t_us])?;
         Ok(())
     }
 }

@@ -400,7 +400,8 @@ fn postgres_batches_run_beside_acquires_and_single_calls() {
 // jobs; a batched write of both whose old record for job 1 is stale (epoch 0, not 1) writes job 2
 // alone, returns only job 2, and leaves job 1's row as it was; likewise a batched ledger write
 // over two operations writes only the one whose old output matches, never overwriting a
-// recorded output. Fails if a guard column is dropped from `UPDATE_JOBS` or `UPDATE_OPS`.
+// recorded output. Fails if a guard column is dropped from `UPDATE_JOBS` or `UPDATE_OPS`, or
+// if `UPDATE_JOBS` stamps a row it did not write.
 #[test]
 fn postgres_a_batched_write_checks_each_rows_guard() {
     use lease_store::schema;
@@ -424,7 +425,8 @@ fn postgres_a_batched_write_checks_each_rows_guard() {
     let old_epochs = i([0, 1]); // job 1's old record is stale
     let old_lease = o([Some(1), Some(1)]);
     let old_expiry = o([Some(1000), Some(1000)]);
-    let params: [&(dyn postgres::types::ToSql + Sync); 18] = [
+    let ended_at = o([Some(900), Some(900)]);
+    let params: [&(dyn postgres::types::ToSql + Sync); 20] = [
         &jobs,
         &terminal,
         &epochs,
@@ -443,17 +445,20 @@ fn postgres_a_batched_write_checks_each_rows_guard() {
         &attempts,
         &old_lease,
         &old_expiry,
+        &none,
+        &ended_at,
     ];
     let wrote: Vec<i64> =
         client.query(schema::UPDATE_JOBS, &params).expect("update").iter().map(|r| r.get(0)).collect();
     assert_eq!(wrote, [2], "only the row whose old record matched");
-    let states: Vec<(i64, String)> = client
-        .query("SELECT job, state FROM lease_jobs ORDER BY job", &[])
+    let states: Vec<(i64, String, Option<i64>)> = client
+        .query("SELECT job, state, ended_at_us FROM lease_jobs ORDER BY job", &[])
         .expect("rows")
         .iter()
-        .map(|row| (row.get(0), row.get(1)))
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
         .collect();
-    assert_eq!(states, [(1, "leased".to_string()), (2, "terminal".to_string())]);
+    let stamped = [(1, "leased".to_string(), None), (2, "terminal".to_string(), Some(900))];
+    assert_eq!(states, stamped, "job 2 alone written, with the time it ended");
     // The ledger: op (1, 0) has output 5 recorded; op (2, 0) nothing.
     client.execute("INSERT INTO lease_ledger (job, step, fence, output) VALUES (1, 0, 1, 5)", &[]).expect("op 1");
     client.execute("INSERT INTO lease_ledger (job, step, fence) VALUES (2, 0, 1)", &[]).expect("op 2");
