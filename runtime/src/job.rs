@@ -19,7 +19,8 @@ pub struct Job {
     pub op: OpId,
     /// The lease's epoch: the fencing token to hand to the dependency.
     pub epoch: Epoch,
-    /// The job's payload, as it was enqueued (read with its `executing` line, [`crate::Client::started`]; empty when it had none).
+    /// The job's payload, as it was enqueued (read with its `executing` line,
+    /// [`crate::Client::started`]; empty when it had none).
     pub payload: Vec<u8>,
     /// Fires when the runtime stops acting on the lease (self-fenced, lease lost, shut down).
     pub cancel: Cancel,

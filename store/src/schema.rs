@@ -301,13 +301,14 @@ pub const UPDATE_OP: &str = "UPDATE lease_ledger SET fence = $3, output = $4, ri
 
 /// PostgreSQL, a batch's decisions over job rows written back in one statement: each row's new
 /// record (`$1`..`$13`, arrays in the job columns' order) over the row read (`$14`..`$18`), with
-/// its stamps (`$19`, `$20`), each guarded as [`UPDATE_JOB`] guards one row; the jobs written are returned, and one missing
-/// rolls the transaction back. A batch never writes one job twice in it.
+/// its stamps (`$19`, `$20`), each guarded as [`UPDATE_JOB`] guards one row; the jobs written are
+/// returned, and one missing rolls the transaction back. A batch never writes one job twice in it.
 pub const UPDATE_JOBS: &str = "UPDATE lease_jobs AS j SET state = v.state, epoch = v.epoch, \
      attempts = v.attempts, queue_seq = v.queue_seq, owner = v.owner, lease_epoch = v.lease_epoch, \
      expires_at_us = v.expires_at_us, outcome = v.outcome, output = v.output, rival = v.rival, \
      ended_epoch = v.ended_epoch, ended_attempts = v.ended_attempts, \
-     queued_at_us = COALESCE(v.queued_at_us, j.queued_at_us), ended_at_us = COALESCE(v.ended_at_us, j.ended_at_us) \
+     queued_at_us = COALESCE(v.queued_at_us, j.queued_at_us), \
+     ended_at_us = COALESCE(v.ended_at_us, j.ended_at_us) \
      FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bigint[], \
      $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], \
      $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::bigint[], $20::bigint[]) \
