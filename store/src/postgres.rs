@@ -279,10 +279,15 @@ impl PostgresStore {
                 prefetched.heads = Some(heads.iter().map(job_row).collect::<Result<_, _>>()?);
             }
             Scope::Op(op) => prefetched.ops.push((op, self.prefetch_op(op).await?)),
-            // One statement: the rows are locked in job order.
-            Scope::Jobs(ref jobs) => {
+            // One statement, each job as often as it is named: a batch's rows locked in job order,
+            // or an `executing` line's rows read unlocked (see Scope::Leases).
+            Scope::Jobs(ref jobs) | Scope::Leases(ref jobs) => {
                 let ids: Vec<i64> = jobs.iter().map(|job| int(job.0)).collect();
-                let rows = client.query(self.locked(schema::SELECT_JOBS), &[&ids]).await?;
+                let statement = match scope {
+                    Scope::Jobs(_) => self.locked(schema::SELECT_JOBS),
+                    _ => self.statement(schema::SELECT_JOBS),
+                };
+                let rows = client.query(statement, &[&ids]).await?;
                 let rows: BTreeMap<i64, Row> =
                     rows.iter().map(|row| job_row(row).map(|row| (row.job, row))).collect::<Result<_, _>>()?;
                 for (&job, id) in jobs.iter().zip(&ids) {
@@ -290,16 +295,6 @@ impl PostgresStore {
                 }
             }
             // Two statements: the missing rows made, then every row read, locked in key order.
-            // One statement, no row locked (see Scope::Leases); each job as often as it is named.
-            Scope::Leases(ref jobs) => {
-                let ids: Vec<i64> = jobs.iter().map(|job| int(job.0)).collect();
-                let rows = client.query(self.statement(schema::SELECT_JOBS), &[&ids]).await?;
-                let rows: BTreeMap<i64, Row> =
-                    rows.iter().map(|row| job_row(row).map(|row| (row.job, row))).collect::<Result<_, _>>()?;
-                for (&job, id) in jobs.iter().zip(&ids) {
-                    prefetched.jobs.push((job, rows.get(id).cloned()));
-                }
-            }
             Scope::Ops(ref ops) => {
                 let jobs: Vec<i64> = ops.iter().map(|op| int(op.job.0)).collect();
                 let steps: Vec<i64> = ops.iter().map(|op| i64::from(op.step)).collect();
