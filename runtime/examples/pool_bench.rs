@@ -9,6 +9,9 @@
 //! log bytes, commits, and rows inserted and updated (from `pg_stat_database`, which a backend
 //! reports as it exits: the figures are read once the run's connections have closed).
 //!
+//! With `--sqlite PATH` instead of `--url`, the same on a SQLite file (one connection; the store
+//! runs in this process, so `--costs` gives its CPU time as this process's).
+//!
 //! `cargo run --release -p lease-runtime --example pool_bench -- --url URL [--slots 8] [--jobs 2000] [--pools 1,2,4,8] [--batches 1] [--lingers 0] [--costs]`
 use clap::Parser;
 use lease_core::{JobId, Span, TableConfig, WorkerId};
@@ -21,8 +24,12 @@ use std::time::{Duration, Instant};
 #[derive(Parser)]
 struct Args {
     /// The PostgreSQL server (a schema of its own per pool size, dropped after).
+    #[arg(long, required_unless_present = "sqlite", conflicts_with = "sqlite")]
+    url: Option<String>,
+    /// A SQLite file instead (created, and removed after each run; one connection, so `--pools`
+    /// does not apply; `--costs` prints this process's CPU time only).
     #[arg(long)]
-    url: String,
+    sqlite: Option<std::path::PathBuf>,
     /// Jobs in flight in the one process.
     #[arg(long, default_value_t = 8)]
     slots: u32,
@@ -54,7 +61,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runs = runs.flat_map(|run| args.lingers.iter().map(move |&linger| (run, linger)));
     for ((pool, batch), linger) in runs.collect::<Vec<_>>() {
         let schema = format!("pool_bench_{}_{pool}_{batch}_{linger}", std::process::id());
-        let place = Place::Postgres { url: args.url.clone(), schema: schema.clone() };
+        let (place, pool) = match (&args.url, &args.sqlite) {
+            (Some(url), _) => (Place::Postgres { url: url.clone(), schema: schema.clone() }, pool),
+            (None, Some(path)) => {
+                if path.exists() {
+                    return Err(format!("{} exists: pool_bench makes its own file, and removes it", path.display()).into());
+                }
+                (Place::Sqlite { path: path.clone() }, 1)
+            }
+            (None, None) => return Err("--url or --sqlite".into()),
+        };
         let clock = HostClock::start();
         let client = StoreClient::open_with(&place, table, clock, 1, Connections::pool(pool)).await?;
         for job in 0..args.jobs {
@@ -68,7 +84,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let linger = Span::from_ms(linger);
         let options =
             WorkerOptions { batch, linger, ..WorkerOptions::with_ttl((0..args.slots).map(WorkerId).collect(), ttl) };
-        let before = if args.costs { Some(Costs::read(&args.url)?) } else { None };
+        let before = if args.costs { Some(Costs::read(args.url.as_deref())?) } else { None };
         let started = Instant::now();
         let tally = runtime.work(options, handler, client.clone().drained()).await?;
         let seconds = started.elapsed().as_secs_f64();
@@ -80,14 +96,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tally.completed as f64 / seconds,
             client.errors().count
         );
+        drop((runtime, client));
         if let Some(before) = before {
             // The connections closed, their backends report what they counted as they exit.
-            drop((runtime, client));
             std::thread::sleep(Duration::from_secs(1));
-            let after = Costs { cpu_ticks: cpu, ..Costs::read(&args.url)? };
+            let after = Costs { cpu_ticks: cpu, ..Costs::read(args.url.as_deref())? };
             println!("  per job: {}", after.since(&before, tally.completed.max(1)));
         }
-        let url = args.url.clone();
+        let Some(url) = args.url.clone() else {
+            if let Some(path) = &args.sqlite {
+                for end in ["", "-wal", "-shm"] {
+                    let file = format!("{}{end}", path.display());
+                    if std::path::Path::new(&file).exists() {
+                        std::fs::remove_file(&file)?;
+                    }
+                }
+            }
+            continue;
+        };
         let sql = format!("DROP SCHEMA {schema} CASCADE");
         // The synchronous admin client runs a runtime of its own: on a thread of its own.
         let dropped = std::thread::spawn(move || postgres::Client::connect(&url, postgres::NoTls)?.batch_execute(&sql));
@@ -100,12 +126,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 struct Costs {
     /// CPU ticks (1/100 s) of this process and of every `postgres` process, if `/proc` tells.
     cpu_ticks: Option<(u64, u64)>,
-    /// The write-ahead log's position in bytes, commits, rows inserted and rows updated.
-    database: [i64; 4],
+    /// PostgreSQL's write-ahead log position in bytes, commits, rows inserted and rows updated
+    /// (`None` on SQLite).
+    database: Option<[i64; 4]>,
 }
 
 impl Costs {
-    fn read(url: &str) -> Result<Costs, String> {
+    fn read(url: Option<&str>) -> Result<Costs, String> {
+        let Some(url) = url else { return Ok(Costs { cpu_ticks: cpu_ticks(), database: None }) };
         let url = url.to_string();
         let database = std::thread::spawn(move || -> Result<[i64; 4], postgres::Error> {
             let mut admin = postgres::Client::connect(&url, postgres::NoTls)?;
@@ -117,17 +145,21 @@ impl Costs {
             Ok([row.get(0), row.get(1), row.get(2), row.get(3)])
         });
         let database = database.join().map_err(|_| "the statistics' reader panicked")?.map_err(|e| e.to_string())?;
-        Ok(Costs { cpu_ticks: cpu_ticks(), database })
+        Ok(Costs { cpu_ticks: cpu_ticks(), database: Some(database) })
     }
 
     fn since(&self, before: &Costs, jobs: u64) -> String {
-        let per = |after: i64, before: i64| (after - before) as f64 / jobs as f64;
-        let d = |i: usize| per(self.database[i], before.database[i]);
+        let us = |after: u64, before: u64| after.saturating_sub(before) as f64 * 10_000.0 / jobs as f64;
+        let (Some(database), Some(was)) = (self.database, before.database) else {
+            // SQLite runs in this process: its CPU time is here.
+            return match (before.cpu_ticks, self.cpu_ticks) {
+                (Some(b), Some(a)) => format!("cpu {:.0} us here (the store's too, in process)", us(a.0, b.0)),
+                _ => "no CPU time: /proc does not tell".to_string(),
+            };
+        };
+        let d = |i: usize| (database[i] - was[i]) as f64 / jobs as f64;
         let cpu = match (before.cpu_ticks, self.cpu_ticks) {
-            (Some(b), Some(a)) => {
-                let us = |after: u64, before: u64| after.saturating_sub(before) as f64 * 10_000.0 / jobs as f64;
-                format!("cpu {:.0} us here, {:.0} us in the database; ", us(a.0, b.0), us(a.1, b.1))
-            }
+            (Some(b), Some(a)) => format!("cpu {:.0} us here, {:.0} us in the database; ", us(a.0, b.0), us(a.1, b.1)),
             _ => String::new(),
         };
         format!("{cpu}{:.0} wal bytes, {:.2} commits, {:.2} rows inserted, {:.2} rows updated", d(0), d(1), d(2), d(3))

@@ -185,8 +185,9 @@ impl PostgresStore {
             _ if whole => schema::LOCK_LOG,
             Scope::Set => schema::LOCK_LOG,
             Scope::Queue(_) | Scope::Heads(_) | Scope::Askers(_) => schema::LOCK_QUEUE,
-            Scope::Jobs(_) | Scope::Ops(_) => schema::LOCK_BATCH,
-            Scope::Job(_) | Scope::Op(_) | Scope::Line | Scope::Leases(_) => schema::LOCK_LOG_SHARED,
+            Scope::Jobs(_) => schema::LOCK_BATCH,
+            // Ledger rows only: no acquire locks one, and none is in the queue.
+            Scope::Job(_) | Scope::Op(_) | Scope::Ops(_) | Scope::Line | Scope::Leases(_) => schema::LOCK_LOG_SHARED,
         };
         let client = &self.client;
         // One round trip: the lock, then the rows, then the clock, in that order on the server.

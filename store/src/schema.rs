@@ -182,16 +182,18 @@ pub const LOCK_LOG: &str = "LOCK TABLE lease_log_head IN EXCLUSIVE MODE";
 pub const LOCK_QUEUE: &str = "LOCK TABLE lease_log_head IN SHARE ROW EXCLUSIVE MODE";
 
 /// PostgreSQL, under the database's clock, an operation over one row it locks (a renewal, a
-/// completion, a quarantine, a ledger lookup or apply, a line of a caller's own): side by side
-/// with any other such operation and with an acquire ([`LOCK_QUEUE`]), but never beside one that
-/// holds [`LOCK_LOG`]. Its row is locked before the clock is read, so of two operations over one
+/// completion, a quarantine, a ledger lookup or apply, a line of a caller's own), or a batch of
+/// ledger lookups or records (ledger rows, locked in key order): side by side with any other such
+/// operation and with an acquire ([`LOCK_QUEUE`]), but never beside one that holds [`LOCK_LOG`].
+/// An acquire locks no ledger row, and no ledger row is in the queue, so a ledger batch and an
+/// acquire never wait on each other. Its row is locked before the clock is read, so of two operations over one
 /// row the later reads a later time: the log, in time order, is an order the decisions could have
 /// been made in one at a time ([`SELECT_EVENTS_BY_TIME`]). The lock queue is fair: a waiting
 /// [`LOCK_LOG`] holds back any operation that comes after it.
 pub const LOCK_LOG_SHARED: &str = "LOCK TABLE lease_log_head IN ROW SHARE MODE";
 
-/// PostgreSQL, under the database's clock, a batch over several rows it locks (renewals,
-/// completions, ledger lookups or records of different rows, locked in key order): side by side
+/// PostgreSQL, under the database's clock, a batch over several job rows it locks (renewals,
+/// completions of different rows, locked in key order): side by side
 /// with [`LOCK_LOG_SHARED`] operations and with other batches, but never beside an acquire
 /// ([`LOCK_QUEUE`]) or [`LOCK_LOG`]. An operation over one row cannot wait on a batch in a cycle
 /// (it holds one row), nor can two batches (each locks in key order); an acquire holds its last
@@ -227,9 +229,13 @@ pub const SELECT_BACKLOG: &str = "SELECT COUNT(*) FROM lease_jobs WHERE state <>
 /// The earliest live expiry.
 pub const SELECT_EARLIEST: &str = "SELECT MIN(expires_at_us) FROM lease_jobs WHERE expires_at_us IS NOT NULL";
 
-/// The next place at the back of the queue, and at its head.
-pub const SELECT_QUEUE_ENDS: &str =
-    "SELECT COALESCE(MAX(queue_seq), 0) + 1, COALESCE(MIN(queue_seq), 0) - 1 FROM lease_jobs WHERE state = 'queued'";
+/// The next place at the back of the queue, and at its head. Each end is its own subquery, so that
+/// each is one step down the queue's index (`lease_jobs_queue`) from its end: a `MIN` and a `MAX`
+/// in one query make SQLite scan the whole queue (it takes the shortcut only for a lone `MIN` or
+/// `MAX`), an enqueue then costs a step per queued job, and a preloaded backlog costs its square.
+pub const SELECT_QUEUE_ENDS: &str = "SELECT \
+     COALESCE((SELECT queue_seq FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq DESC LIMIT 1), 0) + 1, \
+     COALESCE((SELECT queue_seq FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq LIMIT 1), 0) - 1";
 
 /// A new job.
 pub const INSERT_JOB: &str = concat!(
