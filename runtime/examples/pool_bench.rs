@@ -65,7 +65,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             (Some(url), _) => (Place::Postgres { url: url.clone(), schema: schema.clone() }, pool),
             (None, Some(path)) => {
                 if path.exists() {
-                    return Err(format!("{} exists: pool_bench makes its own file, and removes it", path.display()).into());
+                    return Err(
+                        format!("{} exists: pool_bench makes its own file, and removes it", path.display()).into()
+                    );
                 }
                 (Place::Sqlite { path: path.clone() }, 1)
             }
