@@ -39,6 +39,9 @@ pub struct PostgresStore {
     /// The `FOR UPDATE` forms of [`LOCKED`], by the text they lock (no text built per call).
     locked: BTreeMap<&'static str, Statement>,
     session: Session,
+    /// The backlog's row this handle writes ([`schema::ADD_BACKLOG`]): its server process's id,
+    /// modulo [`schema::BACKLOG_SHARDS`], so that connections seldom share one.
+    shard: i64,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -60,7 +63,7 @@ const LOCKED: [&str; 8] = [
 ];
 
 /// The text of every statement a handle prepares when it opens (and [`LOCKED`]).
-const STATEMENTS: [&str; 40] = [
+const STATEMENTS: [&str; 41] = [
     schema::SELECT_PAYLOADS,
     schema::UPDATE_JOBS,
     schema::SELECT_JOBS,
@@ -84,6 +87,7 @@ const STATEMENTS: [&str; 40] = [
     schema::SELECT_KNOWN,
     schema::SELECT_EXPIRED,
     schema::SELECT_BACKLOG,
+    schema::ADD_BACKLOG,
     schema::SELECT_EARLIEST,
     schema::SELECT_QUEUE_ENDS,
     schema::INSERT_JOB,
@@ -136,7 +140,7 @@ impl PostgresStore {
                 eprintln!("lease-store: the PostgreSQL connection failed: {error}");
             }
         });
-        let (prepared, locked) = runtime.block_on(async {
+        let (prepared, locked, pid) = runtime.block_on(async {
             if let Some(name) = schema {
                 // `CREATE SCHEMA IF NOT EXISTS` is not safe against itself: two handles opening at
                 // once (a pool) can both find it missing, and one fails on the catalog's unique
@@ -154,9 +158,13 @@ impl PostgresStore {
                 try_join_all(locked_texts.iter().map(|sql| client.prepare(sql))),
             )
             .await?;
-            Ok::<_, StoreError>((STATEMENTS.into_iter().zip(plain).collect(), LOCKED.into_iter().zip(locked).collect()))
+            let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
+            let prepared = STATEMENTS.into_iter().zip(plain).collect();
+            Ok::<_, StoreError>((prepared, LOCKED.into_iter().zip(locked).collect(), pid))
         })?;
-        Ok(PostgresStore { runtime, client, prepared, locked, session: Session::new(Rules { config, bugs }, clock) })
+        let shard = i64::from(pid).rem_euclid(schema::BACKLOG_SHARDS);
+        let session = Session::new(Rules { config, bugs }, clock);
+        Ok(PostgresStore { runtime, client, prepared, locked, session, shard })
     }
 
     /// A statement prepared when the handle opened.
@@ -208,7 +216,7 @@ impl PostgresStore {
             Some(row) => Time(row.get::<_, i64>(0) as u64).max(session.last_now),
         };
         let op = session.op(now);
-        let mut tx = PgTx { store: self, whole: lock == schema::LOCK_LOG, prefetched, writes: Vec::new() };
+        let mut tx = PgTx { store: self, whole: lock == schema::LOCK_LOG, prefetched, writes: Vec::new(), backlog: 0 };
         let answer = f(&op, &mut tx)?;
         tx.commit()?;
         Ok((answer, now))
@@ -490,12 +498,13 @@ impl Write {
 
 /// The statements that send `writes`. A kind with two or more writes goes as one statement over
 /// arrays (`unnest`, each row's own guard in its `WHERE`), when the writes allow it: every other
-/// write is a job's insert or payload (sent first, in order), and no key is written twice by one
-/// kind. A batch's lines keep their order (their sequence numbers are taken in it). Otherwise
-/// every write is its own statement, in order, as one row's are.
+/// write is a job's insert or payload (sent first, in order) or the backlog's change (sent last),
+/// and no key is written twice by one kind. A batch's lines keep their order (their sequence
+/// numbers are taken in it). Otherwise every write is its own statement, in order, as one row's
+/// are.
 fn statements(writes: Vec<Write>) -> Vec<Outgoing> {
     let inserts_only = |write: &Write| match write {
-        Write::One { sql, .. } => *sql == schema::INSERT_JOB || *sql == schema::INSERT_PAYLOAD,
+        Write::One { sql, .. } => [schema::INSERT_JOB, schema::INSERT_PAYLOAD, schema::ADD_BACKLOG].contains(sql),
         _ => true,
     };
     let mut keys = std::collections::BTreeSet::new();
@@ -505,9 +514,10 @@ fn statements(writes: Vec<Write>) -> Vec<Outgoing> {
         return writes.into_iter().map(Write::alone).collect();
     }
     let mut kinds: [Vec<Write>; 6] = Default::default();
-    let mut out = Vec::new();
+    let (mut out, mut last) = (Vec::new(), Vec::new());
     for write in writes {
         match write.kind() {
+            None if matches!(write, Write::One { sql: schema::ADD_BACKLOG, .. }) => last.push(write.alone()),
             None => out.push(write.alone()),
             Some(kind) => kinds[kind].push(write),
         }
@@ -519,6 +529,7 @@ fn statements(writes: Vec<Write>) -> Vec<Outgoing> {
             _ => out.push(together(group)),
         }
     }
+    out.extend(last);
     out
 }
 
@@ -600,6 +611,9 @@ pub(crate) struct PgTx<'a> {
     whole: bool,
     prefetched: Prefetched,
     writes: Vec<Write>,
+    /// What this transaction changed the backlog by, written last, just before the commit: the
+    /// count's row is then held for the least time.
+    backlog: i64,
 }
 
 fn job_row(row: &tokio_postgres::Row) -> Result<Row, StoreError> {
@@ -677,6 +691,10 @@ impl PgTx<'_> {
     /// be seen before the commit (a guard that wrote nothing rolls the transaction back).
     fn commit(mut self) -> Result<(), StoreError> {
         let store = self.store;
+        if self.backlog != 0 {
+            let params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(self.backlog), Box::new(store.shard)];
+            self.hold(schema::ADD_BACKLOG, params, None);
+        }
         let statements = statements(std::mem::take(&mut self.writes));
         if statements.iter().all(|statement| matches!(statement.guard, Guard::None)) {
             let writes = try_join_all(statements.iter().map(|statement| store.send(statement)));
@@ -755,8 +773,14 @@ impl Tx for PgTx<'_> {
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
         self.read("the backlog");
-        let count: i64 = self.store.query(schema::SELECT_BACKLOG, &[])?[0].get(0);
-        Ok(usize::try_from(count).expect("a count is not negative"))
+        // With what this transaction changed, not yet written.
+        let sum: i64 = self.store.query(schema::SELECT_BACKLOG, &[])?[0].get(0);
+        crate::sql::backlog_of(sum + self.backlog)
+    }
+
+    fn add_backlog(&mut self, delta: i64) -> Result<(), StoreError> {
+        self.backlog += delta;
+        Ok(())
     }
 
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError> {
@@ -877,8 +901,7 @@ impl SqlStore for PostgresStore {
     }
 
     fn read_backlog(&mut self) -> Result<usize, StoreError> {
-        let count: i64 = self.query(schema::SELECT_BACKLOG, &[])?[0].get(0);
-        Ok(usize::try_from(count).expect("a count is not negative"))
+        crate::sql::backlog_of(self.query(schema::SELECT_BACKLOG, &[])?[0].get(0))
     }
 
     fn read_earliest(&mut self) -> Result<Option<Time>, StoreError> {
@@ -1023,7 +1046,7 @@ async fn enqueue_in_schema(
         tx.query_one(schema::SELECT_QUEUE_ENDS, &[]),
     )
     .await?;
-    let backlog = usize::try_from(backlog.get::<_, i64>(0)).expect("a count is not negative");
+    let backlog = crate::sql::backlog_of(backlog.get(0))?;
     let mut held = Held { known: known.is_some(), backlog, ends: (ends.get(0), ends.get(1)), writes: Vec::new() };
     let (rules, caller) = (Rules { config, bugs: Bugs::NONE }, crate::Caller::default());
     let now = Time(clock.get::<_, i64>(0) as u64);
@@ -1078,6 +1101,13 @@ impl Tx for Held {
         Ok(self.backlog)
     }
 
+    fn add_backlog(&mut self, delta: i64) -> Result<(), StoreError> {
+        // Under the log's exclusive lock: no other transaction writes the count meanwhile.
+        let params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(delta), Box::new(0i64)];
+        self.writes.push(Write::One { sql: schema::ADD_BACKLOG, params, guard: None });
+        Ok(())
+    }
+
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError> {
         Ok(self.ends)
     }
@@ -1125,5 +1155,42 @@ impl Tx for Held {
         let (node, line, job) = (node.to_string(), line.to_string(), job.map(|job| int(job.0)));
         self.writes.push(Write::Line { t_us: int(t_us), node, line, job });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{statements, Write};
+    use crate::schema;
+    use crate::sql::{Row, Stamps};
+    use lease_core::{Epoch, JobId, JobRecord, JobState};
+
+    fn job(id: u64) -> Write {
+        let row = Row::of(JobId(id), &JobRecord { epoch: Epoch(1), attempts: 0, state: JobState::Queued }, Some(1));
+        Write::Job { new: row.clone(), old: row, stamps: Stamps::default() }
+    }
+
+    fn line(id: i64) -> Write {
+        Write::Line { t_us: 1, node: "table".to_string(), line: "{}".to_string(), job: Some(id) }
+    }
+
+    fn backlog(delta: i64) -> Write {
+        Write::One { sql: schema::ADD_BACKLOG, params: vec![Box::new(delta), Box::new(0i64)], guard: None }
+    }
+
+    fn sent(writes: Vec<Write>) -> Vec<&'static str> {
+        statements(writes).iter().map(|statement| statement.sql).collect()
+    }
+
+    /// A batch that ends jobs still goes as one statement per kind: the backlog's change does not
+    /// split it into a statement per row, and goes last, so its row is held for the least time.
+    #[test]
+    fn a_batch_that_changes_the_backlog_goes_as_one_statement_per_kind_then_the_count() {
+        let writes = vec![job(1), line(1), job(2), line(2), backlog(-2)];
+        assert_eq!(sent(writes), [schema::UPDATE_JOBS, schema::INSERT_EVENTS_NEXT, schema::ADD_BACKLOG]);
+        let enqueue = vec![backlog(1), line(3)];
+        assert_eq!(sent(enqueue), [schema::ADD_BACKLOG, schema::INSERT_EVENT_NEXT], "one of a kind: in order");
+        let twice = vec![job(1), job(1), backlog(-1)];
+        assert_eq!(sent(twice), [schema::UPDATE_JOB, schema::UPDATE_JOB, schema::ADD_BACKLOG], "a row twice: in order");
     }
 }

@@ -9,10 +9,15 @@
 /// The schema versions this build knows, in order: `(version, for both databases, for
 /// PostgreSQL only)`. Each migration moves the database from the version before it to its own. A
 /// database at a later version than the last is refused.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, V1, ""), (2, "", V2_POSTGRES), (3, V3, ""), (4, V4, "")];
+pub const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, V1, ""), (2, "", V2_POSTGRES), (3, V3, ""), (4, V4, ""), (5, V5, "")];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
+
+/// The rows the backlog is counted in ([`V5`]): a transaction adds what it changed to one of them
+/// ([`ADD_BACKLOG`]), so that operations of different connections seldom wait on one row.
+pub const BACKLOG_SHARDS: i64 = 16;
 
 /// Version 1: jobs, the ledger, the per-worker last grants and the event log.
 const V1: &str = "
@@ -36,7 +41,7 @@ CREATE TABLE lease_jobs (
 );
 CREATE INDEX lease_jobs_queue ON lease_jobs (queue_seq, job) WHERE state = 'queued';
 CREATE INDEX lease_jobs_expiry ON lease_jobs (expires_at_us, job) WHERE expires_at_us IS NOT NULL;
--- The backlog (jobs not yet terminal) is counted over this index: at most `capacity` entries.
+-- The backlog (jobs not yet terminal) was counted over this index, until version 5 kept a count.
 CREATE INDEX lease_jobs_live ON lease_jobs (job) WHERE state <> 'terminal';
 CREATE TABLE lease_grants (
     worker BIGINT PRIMARY KEY,
@@ -97,6 +102,25 @@ ALTER TABLE lease_events ADD COLUMN job BIGINT;
 CREATE INDEX lease_events_job ON lease_events (job);
 CREATE INDEX lease_jobs_ended ON lease_jobs (ended_at_us, job) WHERE state = 'terminal';
 ALTER TABLE lease_schema ADD COLUMN pruned_before_us BIGINT;
+";
+
+/// Version 5: the backlog (accepted jobs not yet terminal) is kept as a count, not counted. An
+/// enqueue adds one in the transaction that inserts the job, and every write that ends a job takes
+/// one away in the transaction that writes it ([`ADD_BACKLOG`]), so the count always equals the
+/// rows it stands for. Counting the rows instead ([`SELECT_BACKLOG`] before this version) cost an
+/// enqueue a step per job in the backlog, under the log's exclusive lock, and so did every read of
+/// the figures. The count is spread over [`BACKLOG_SHARDS`] rows, each transaction writing one,
+/// so that completions of different connections seldom wait on each other for it; it starts as
+/// the rows' own count. The index the count was taken over goes: it only cost every write.
+///
+/// A handle of an earlier build that is still open as the database moves to this version does not
+/// keep the count: move a fleet to this version with its workers stopped.
+const V5: &str = "
+CREATE TABLE lease_backlog (shard BIGINT PRIMARY KEY, n BIGINT NOT NULL);
+INSERT INTO lease_backlog (shard, n) SELECT 0, COUNT(*) FROM lease_jobs WHERE state <> 'terminal';
+INSERT INTO lease_backlog (shard, n) VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), (7, 0), (8, 0),
+    (9, 0), (10, 0), (11, 0), (12, 0), (13, 0), (14, 0), (15, 0);
+DROP INDEX lease_jobs_live;
 ";
 
 /// Notes that jobs ended before `$1` may have been pruned (the latest such time is kept): the
@@ -223,8 +247,12 @@ pub const SELECT_EXPIRED: &str = concat!(
     " FROM lease_jobs WHERE expires_at_us IS NOT NULL AND expires_at_us <= $1 ORDER BY expires_at_us, job LIMIT $2"
 );
 
-/// Accepted jobs not yet terminal.
-pub const SELECT_BACKLOG: &str = "SELECT COUNT(*) FROM lease_jobs WHERE state <> 'terminal'";
+/// Accepted jobs not yet terminal: the sum of the backlog's rows ([`V5`]), not a count of jobs.
+pub const SELECT_BACKLOG: &str = "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM lease_backlog";
+
+/// Adds `$1` to the backlog's row `$2` (of [`BACKLOG_SHARDS`]): one for each job an enqueue
+/// accepted, minus one for each job a transaction ended, written in that same transaction.
+pub const ADD_BACKLOG: &str = "UPDATE lease_backlog SET n = n + $1 WHERE shard = $2";
 
 /// The earliest live expiry.
 pub const SELECT_EARLIEST: &str = "SELECT MIN(expires_at_us) FROM lease_jobs WHERE expires_at_us IS NOT NULL";
@@ -394,7 +422,7 @@ pub fn for_sqlite(sql: &str) -> String {
 
 /// Every statement an operation of the SQLite store runs (migrations and PostgreSQL's own
 /// `FOR UPDATE` forms aside): what an SQLite handle prepares when it opens.
-pub const STATEMENTS: [&str; 35] = [
+pub const STATEMENTS: [&str; 36] = [
     MARK_PRUNED,
     SELECT_PRUNED,
     SELECT_UNNAMED_LINES,
@@ -413,6 +441,7 @@ pub const STATEMENTS: [&str; 35] = [
     SELECT_HEAD,
     SELECT_EXPIRED,
     SELECT_BACKLOG,
+    ADD_BACKLOG,
     SELECT_EARLIEST,
     SELECT_QUEUE_ENDS,
     INSERT_JOB,

@@ -202,6 +202,12 @@ impl Row {
     }
 }
 
+/// The backlog as the count's rows sum it ([`crate::schema::SELECT_BACKLOG`]): a sum below zero is
+/// a count some write did not keep.
+pub(crate) fn backlog_of(sum: i64) -> Result<usize, StoreError> {
+    usize::try_from(sum).map_err(|_| StoreError::Corrupt(format!("the backlog's count is {sum}, below zero")))
+}
+
 /// The statements a store runs inside one transaction. Every method is one or two statements of
 /// [`crate::schema`]; the decisions are the callers', in this module.
 pub trait Tx {
@@ -213,6 +219,10 @@ pub trait Tx {
     fn head(&mut self) -> Result<Option<Row>, StoreError>;
     /// Accepted, non-terminal jobs.
     fn backlog(&mut self) -> Result<usize, StoreError>;
+    /// Adds `delta` to the backlog's count, in this transaction ([`crate::schema::ADD_BACKLOG`]):
+    /// one for a job accepted, minus one for a job ended. A store may add its calls up and write
+    /// the sum once, before it commits.
+    fn add_backlog(&mut self, delta: i64) -> Result<(), StoreError>;
     /// `(back, front)`: the queue places behind the last queued job and ahead of the first.
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError>;
     /// A new row, in the queue since `queued_at_us`.
@@ -298,13 +308,17 @@ impl Op<'_> {
             row.expires_at_us = old.expires_at_us; // The planted bug: the expiry outlives the lease.
         }
         let now = Some(int(self.now.0));
+        let ends = matches!(new.state, JobState::Terminal(_)) && old.state != "terminal";
         let stamps = Stamps {
             queued_at_us: now.filter(|_| decision.place == Place::Back && matches!(new.state, JobState::Queued)),
-            ended_at_us: now.filter(|_| matches!(new.state, JobState::Terminal(_)) && old.state != "terminal"),
+            ended_at_us: now.filter(|_| ends),
         };
         let written = tx.update(&row, old, stamps)?;
         if written != 1 {
             return Err(StoreError::Raced { job });
+        }
+        if ends {
+            tx.add_backlog(-1)?;
         }
         Ok(())
     }
@@ -318,6 +332,7 @@ impl Op<'_> {
         if let Some(record) = decision.write {
             let (back, _) = tx.queue_ends()?;
             tx.insert(&Row::of(job, &record, Some(back)), int(self.now.0))?;
+            tx.add_backlog(1)?;
             if !payload.is_empty() {
                 tx.insert_payload(job, payload)?;
             }
@@ -440,7 +455,11 @@ impl Op<'_> {
     ) -> Result<Completion, StoreError> {
         let answer = match tx.planted(schema::PLANTED_COMPLETE_BY_STATE, job, epoch, bits(output))? {
             0 => self.rules.complete(job, record, epoch, output).answer,
-            _ => Completion::Completed(Terminal { job, epoch, outcome: Outcome::Completed { output } }),
+            _ => {
+                // A leased job ended: the count follows, whatever the bug.
+                tx.add_backlog(-1)?;
+                Completion::Completed(Terminal { job, epoch, outcome: Outcome::Completed { output } })
+            }
         };
         self.log(tx, answers::completion(&self.caller.asker(), job, epoch, output, &answer))?;
         Ok(answer)

@@ -148,6 +148,23 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
 /// The statements of [`Tx`] on one SQLite transaction.
 pub(crate) struct SqliteTx<'c> {
     conn: &'c Connection,
+    /// What this transaction changed the backlog by, written once before it commits.
+    backlog: i64,
+}
+
+impl<'c> SqliteTx<'c> {
+    fn new(conn: &'c Connection) -> SqliteTx<'c> {
+        SqliteTx { conn, backlog: 0 }
+    }
+
+    /// Writes the backlog's change, if any (SQLite has one writer at a time: its row 0).
+    fn write_backlog(&mut self) -> Result<(), StoreError> {
+        if self.backlog != 0 {
+            self.conn.prepare_cached(&for_sqlite(schema::ADD_BACKLOG))?.execute(params![self.backlog, 0i64])?;
+            self.backlog = 0;
+        }
+        Ok(())
+    }
 }
 
 fn job_row(row: &rusqlite::Row) -> rusqlite::Result<Result<Row, StoreError>> {
@@ -200,8 +217,14 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
+        self.write_backlog()?;
         let count: i64 = self.conn.prepare_cached(schema::SELECT_BACKLOG)?.query_row([], |row| row.get(0))?;
-        Ok(usize::try_from(count).expect("a count is not negative"))
+        crate::sql::backlog_of(count)
+    }
+
+    fn add_backlog(&mut self, delta: i64) -> Result<(), StoreError> {
+        self.backlog += delta;
+        Ok(())
     }
 
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError> {
@@ -346,18 +369,20 @@ impl SqlStore for SqliteStore {
             // Read holding the write lock: no line can commit after this one with an earlier time.
             Clock::Database => host_now().max(self.session.last_now),
         };
-        let answer = f(&self.session.op(now), &mut SqliteTx { conn: &tx })?;
+        let mut stx = SqliteTx::new(&tx);
+        let answer = f(&self.session.op(now), &mut stx)?;
+        stx.write_backlog()?;
         tx.commit()?;
         self.session.committed(now, advances);
         Ok(answer)
     }
 
     fn read_job(&mut self, job: JobId) -> Result<Option<Row>, StoreError> {
-        SqliteTx { conn: &self.conn }.job(job)
+        SqliteTx::new(&self.conn).job(job)
     }
 
     fn read_backlog(&mut self) -> Result<usize, StoreError> {
-        SqliteTx { conn: &self.conn }.backlog()
+        SqliteTx::new(&self.conn).backlog()
     }
 
     fn read_earliest(&mut self) -> Result<Option<Time>, StoreError> {

@@ -82,10 +82,11 @@ fn a_sqlite_file_at_schema_version_2_migrates_and_keeps_its_jobs() {
     let mut store = SqliteStore::open(file.path(), config()).unwrap();
     assert!(matches!(store.enqueue(Time(1), JobId(7)).unwrap(), Enqueued::Accepted { .. }));
     drop(store);
-    // As a build of version 2 left it: no payload table, no queue-entry times.
+    // As a build of version 2 left it: no payload table, no queue-entry times, no backlog count.
     let conn = rusqlite::Connection::open(file.path()).unwrap();
     conn.execute_batch(
-        "DROP TABLE lease_payloads; DROP INDEX lease_events_job; DROP INDEX lease_jobs_ended;
+        "DROP TABLE lease_backlog; CREATE INDEX lease_jobs_live ON lease_jobs (job) WHERE state <> 'terminal';
+         DROP TABLE lease_payloads; DROP INDEX lease_events_job; DROP INDEX lease_jobs_ended;
          ALTER TABLE lease_jobs DROP COLUMN queued_at_us; ALTER TABLE lease_jobs DROP COLUMN ended_at_us;
          ALTER TABLE lease_events DROP COLUMN job; ALTER TABLE lease_schema DROP COLUMN pruned_before_us;
          UPDATE lease_schema SET version = 2",
@@ -97,7 +98,8 @@ fn a_sqlite_file_at_schema_version_2_migrates_and_keeps_its_jobs() {
     assert_eq!(store.payload(JobId(7)).unwrap(), b"", "an old job has no payload");
     let figures = store.figures().unwrap();
     assert_eq!((figures.queued, figures.oldest_queued_at), (1, None), "nor a time it entered the queue");
-    assert!(matches!(store.enqueue_with(Time(2), JobId(8), b"new").unwrap(), Enqueued::Accepted { .. }));
+    assert_eq!(store.backlog().unwrap(), 1, "version 5's count starts at the old job");
+    assert!(matches!(store.enqueue_with(Time(2), JobId(8), b"new").unwrap(), Enqueued::Accepted { backlog: 2 }));
     assert_eq!(store.payload(JobId(8)).unwrap(), b"new");
     let figures = store.figures().unwrap();
     assert_eq!((figures.queued, figures.oldest_queued_at), (2, Some(Time(2))), "a new job has one");
