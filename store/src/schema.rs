@@ -398,9 +398,11 @@ pub const ENSURE_OPS: &str = "INSERT INTO lease_ledger (job, step, fence) \
 pub const SELECT_OPS: &str = "SELECT job, step, fence, output, rival FROM lease_ledger \
      WHERE (job, step) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[])) ORDER BY job, step";
 
-/// SQLite: takes the next log sequence number, in the transaction's `BEGIN IMMEDIATE`: numbers
-/// are taken in commit order. (PostgreSQL numbers its lines from a sequence: [`INSERT_EVENT_NEXT`].)
-pub const NEXT_SEQ: &str = "UPDATE lease_log_head SET seq = seq + 1 RETURNING seq";
+/// SQLite: takes a transaction's `$1` log sequence numbers at once, as it is about to commit, in
+/// its `BEGIN IMMEDIATE`: numbers are taken in commit order, and its lines are numbered in their
+/// order, up to the one returned. (PostgreSQL numbers its lines from a sequence:
+/// [`INSERT_EVENT_NEXT`].)
+pub const NEXT_SEQ: &str = "UPDATE lease_log_head SET seq = seq + $1 RETURNING seq";
 /// One history line.
 pub const INSERT_EVENT: &str = "INSERT INTO lease_events (seq, t_us, node, line, job) VALUES ($1, $2, $3, $4, $5)";
 /// One history line, PostgreSQL: numbered from the log's sequence.

@@ -150,11 +150,14 @@ pub(crate) struct SqliteTx<'c> {
     conn: &'c Connection,
     /// What this transaction changed the backlog by, written once before it commits.
     backlog: i64,
+    /// Its history lines (time, writer, job, line), numbered and written as it commits: one
+    /// [`schema::NEXT_SEQ`] for them all, not one each.
+    lines: Vec<(i64, String, Option<i64>, String)>,
 }
 
 impl<'c> SqliteTx<'c> {
     fn new(conn: &'c Connection) -> SqliteTx<'c> {
-        SqliteTx { conn, backlog: 0 }
+        SqliteTx { conn, backlog: 0, lines: Vec::new() }
     }
 
     /// Writes the backlog's change, if any (SQLite has one writer at a time: its row 0).
@@ -162,6 +165,23 @@ impl<'c> SqliteTx<'c> {
         if self.backlog != 0 {
             self.conn.prepare_cached(&for_sqlite(schema::ADD_BACKLOG))?.execute(params![self.backlog, 0i64])?;
             self.backlog = 0;
+        }
+        Ok(())
+    }
+
+    /// What the transaction holds back until it commits: the backlog's change, and its lines,
+    /// numbered in the order they were written.
+    fn finish(mut self) -> Result<(), StoreError> {
+        self.write_backlog()?;
+        if self.lines.is_empty() {
+            return Ok(());
+        }
+        let count = i64::try_from(self.lines.len()).expect("a transaction's lines fit in an i64");
+        let last: i64 =
+            self.conn.prepare_cached(&for_sqlite(schema::NEXT_SEQ))?.query_row([count], |row| row.get(0))?;
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_EVENT))?;
+        for (seq, (t_us, node, job, line)) in (last - count + 1..).zip(self.lines) {
+            statement.execute(params![seq, t_us, node, line, job])?;
         }
         Ok(())
     }
@@ -336,9 +356,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn log(&mut self, t_us: u64, node: &str, job: Option<JobId>, line: &str) -> Result<(), StoreError> {
-        let seq: i64 = self.conn.prepare_cached(schema::NEXT_SEQ)?.query_row([], |row| row.get(0))?;
-        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_EVENT))?;
-        statement.execute(params![seq, int(t_us), node, line, job.map(|job| int(job.0))])?;
+        self.lines.push((int(t_us), node.to_string(), job.map(|job| int(job.0)), line.to_string()));
         Ok(())
     }
 }
@@ -371,7 +389,7 @@ impl SqlStore for SqliteStore {
         };
         let mut stx = SqliteTx::new(&tx);
         let answer = f(&self.session.op(now), &mut stx)?;
-        stx.write_backlog()?;
+        stx.finish()?;
         tx.commit()?;
         self.session.committed(now, advances);
         Ok(answer)
