@@ -773,9 +773,10 @@ impl Tx for PgTx<'_> {
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
         self.read("the backlog");
-        // With what this transaction changed, not yet written.
-        let sum: i64 = self.store.query(schema::SELECT_BACKLOG, &[])?[0].get(0);
-        crate::sql::backlog_of(sum + self.backlog)
+        // Read before this transaction changes it (an enqueue reads it first): a change is held
+        // until the commit, so a read after one would miss it.
+        assert_eq!(self.backlog, 0, "the backlog read after this transaction changed it");
+        crate::sql::backlog_of(self.store.query(schema::SELECT_BACKLOG, &[])?[0].get(0))
     }
 
     fn add_backlog(&mut self, delta: i64) -> Result<(), StoreError> {
@@ -1192,5 +1193,18 @@ mod tests {
         assert_eq!(sent(enqueue), [schema::ADD_BACKLOG, schema::INSERT_EVENT_NEXT], "one of a kind: in order");
         let twice = vec![job(1), job(1), backlog(-1)];
         assert_eq!(sent(twice), [schema::UPDATE_JOB, schema::UPDATE_JOB, schema::ADD_BACKLOG], "a row twice: in order");
+    }
+
+    /// A job's insert goes before the kinds' statements and the count's change after them; a
+    /// statement of any other text would go alone, and then every write goes alone, in order.
+    #[test]
+    fn inserts_go_first_the_count_last_and_any_other_statement_sends_all_in_order() {
+        let insert = || Write::One { sql: schema::INSERT_JOB, params: Vec::new(), guard: None };
+        let writes = vec![line(5), insert(), line(6), backlog(1)];
+        assert_eq!(sent(writes), [schema::INSERT_JOB, schema::INSERT_EVENTS_NEXT, schema::ADD_BACKLOG]);
+        let other = Write::One { sql: schema::UPDATE_OP, params: Vec::new(), guard: None };
+        let writes = vec![line(5), other, line(6), backlog(1)];
+        let alone = [schema::INSERT_EVENT_NEXT, schema::UPDATE_OP, schema::INSERT_EVENT_NEXT, schema::ADD_BACKLOG];
+        assert_eq!(sent(writes), alone);
     }
 }

@@ -217,7 +217,8 @@ pub trait Tx {
     fn known(&mut self, job: JobId) -> Result<bool, StoreError>;
     /// The queue's head, or in a batched acquire the next queued job after those granted.
     fn head(&mut self) -> Result<Option<Row>, StoreError>;
-    /// Accepted, non-terminal jobs.
+    /// Accepted, non-terminal jobs, read before this transaction changes the count (an enqueue
+    /// reads it first).
     fn backlog(&mut self) -> Result<usize, StoreError>;
     /// Adds `delta` to the backlog's count, in this transaction ([`crate::schema::ADD_BACKLOG`]):
     /// one for a job accepted, minus one for a job ended. A store may add its calls up and write

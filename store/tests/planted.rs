@@ -37,8 +37,10 @@ fn late_renewal(store: &mut dyn Store) -> Renewal {
 fn check(name: &str, open: &dyn Fn(Bugs) -> Box<dyn Store>) {
     let stale = stale_completion(&mut *open(Bugs::NONE));
     assert!(matches!(stale, Completion::Refused(Refusal::StaleEpoch { current: Epoch(2) })), "{name}: {stale:?}");
-    let stale = stale_completion(&mut *open(Bugs::plant(Some(Bug::CompleteByStateOnly))));
+    let mut store = open(Bugs::plant(Some(Bug::CompleteByStateOnly)));
+    let stale = stale_completion(&mut *store);
     assert!(matches!(stale, Completion::Completed(_)), "{name}: River's completion lets the stale worker in");
+    assert_eq!(store.backlog().expect("backlog"), 0, "{name}: the job the bug ended left the backlog's count");
     let late = late_renewal(&mut *open(Bugs::NONE));
     assert!(matches!(late, Renewal::Refused(Refusal::Expired { .. })), "{name}: {late:?}");
     let late = late_renewal(&mut *open(Bugs::plant(Some(Bug::RenewByEpochOnly))));
