@@ -160,19 +160,12 @@ impl<'c> SqliteTx<'c> {
         SqliteTx { conn, backlog: 0, lines: Vec::new() }
     }
 
-    /// Writes the backlog's change, if any (SQLite has one writer at a time: its row 0).
-    fn write_backlog(&mut self) -> Result<(), StoreError> {
+    /// What the transaction holds back until it commits: the backlog's change (SQLite has one
+    /// writer at a time: its row 0), and its lines, numbered in the order they were written.
+    fn finish(self) -> Result<(), StoreError> {
         if self.backlog != 0 {
             self.conn.prepare_cached(&for_sqlite(schema::ADD_BACKLOG))?.execute(params![self.backlog, 0i64])?;
-            self.backlog = 0;
         }
-        Ok(())
-    }
-
-    /// What the transaction holds back until it commits: the backlog's change, and its lines,
-    /// numbered in the order they were written.
-    fn finish(mut self) -> Result<(), StoreError> {
-        self.write_backlog()?;
         if self.lines.is_empty() {
             return Ok(());
         }
@@ -237,7 +230,8 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn backlog(&mut self) -> Result<usize, StoreError> {
-        self.write_backlog()?;
+        // As on PostgreSQL: a change is held until the commit, so a read after one would miss it.
+        assert_eq!(self.backlog, 0, "the backlog read after this transaction changed it");
         let count: i64 = self.conn.prepare_cached(schema::SELECT_BACKLOG)?.query_row([], |row| row.get(0))?;
         crate::sql::backlog_of(count)
     }
