@@ -15,8 +15,9 @@ pub const MIGRATIONS: &[(i64, &str, &str)] =
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i64 = 5;
 
-/// The rows the backlog is counted in ([`V5`]): a transaction adds what it changed to one of them
-/// ([`ADD_BACKLOG`]), so that operations of different connections seldom wait on one row.
+/// The rows the backlog is counted in (schema version 5): a transaction adds what it changed to
+/// one of them ([`ADD_BACKLOG`]), so that operations of different connections seldom wait on one
+/// row.
 pub const BACKLOG_SHARDS: i64 = 16;
 
 /// Version 1: jobs, the ledger, the per-worker last grants and the event log.
@@ -210,10 +211,10 @@ pub const LOCK_QUEUE: &str = "LOCK TABLE lease_log_head IN SHARE ROW EXCLUSIVE M
 /// ledger lookups or records (ledger rows, locked in key order): side by side with any other such
 /// operation and with an acquire ([`LOCK_QUEUE`]), but never beside one that holds [`LOCK_LOG`].
 /// An acquire locks no ledger row, and no ledger row is in the queue, so a ledger batch and an
-/// acquire never wait on each other. Its row is locked before the clock is read, so of two operations over one
-/// row the later reads a later time: the log, in time order, is an order the decisions could have
-/// been made in one at a time ([`SELECT_EVENTS_BY_TIME`]). The lock queue is fair: a waiting
-/// [`LOCK_LOG`] holds back any operation that comes after it.
+/// acquire never wait on each other. Its row is locked before the clock is read, so of two
+/// operations over one row the later reads a later time: the log, in time order, is an order the
+/// decisions could have been made in one at a time ([`SELECT_EVENTS_BY_TIME`]). The lock queue is
+/// fair: a waiting [`LOCK_LOG`] holds back any operation that comes after it.
 pub const LOCK_LOG_SHARED: &str = "LOCK TABLE lease_log_head IN ROW SHARE MODE";
 
 /// PostgreSQL, under the database's clock, a batch over several job rows it locks (renewals,
@@ -247,7 +248,8 @@ pub const SELECT_EXPIRED: &str = concat!(
     " FROM lease_jobs WHERE expires_at_us IS NOT NULL AND expires_at_us <= $1 ORDER BY expires_at_us, job LIMIT $2"
 );
 
-/// Accepted jobs not yet terminal: the sum of the backlog's rows ([`V5`]), not a count of jobs.
+/// Accepted jobs not yet terminal: the sum of the backlog's rows (schema version 5), not a count
+/// of jobs.
 pub const SELECT_BACKLOG: &str = "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM lease_backlog";
 
 /// Adds `$1` to the backlog's row `$2` (of [`BACKLOG_SHARDS`]): one for each job an enqueue
