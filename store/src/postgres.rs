@@ -670,6 +670,13 @@ fn insert_params(r: &Row, queued_at_us: i64) -> Vec<Box<dyn ToSql + Sync>> {
     params
 }
 
+impl Write {
+    /// [`schema::ADD_BACKLOG`]: `delta` added to the backlog's row `shard`.
+    fn backlog(delta: i64, shard: i64) -> Write {
+        Write::One { sql: schema::ADD_BACKLOG, params: vec![Box::new(delta), Box::new(shard)], guard: None }
+    }
+}
+
 impl PgTx<'_> {
     /// A read of rows this transaction does not lock, or of a row it did not lock before its
     /// clock: only under the whole lock, and before any write (a held write is not yet visible).
@@ -692,8 +699,7 @@ impl PgTx<'_> {
     fn commit(mut self) -> Result<(), StoreError> {
         let store = self.store;
         if self.backlog != 0 {
-            let params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(self.backlog), Box::new(store.shard)];
-            self.hold(schema::ADD_BACKLOG, params, None);
+            self.writes.push(Write::backlog(self.backlog, store.shard));
         }
         let statements = statements(std::mem::take(&mut self.writes));
         if statements.iter().all(|statement| matches!(statement.guard, Guard::None)) {
@@ -1104,8 +1110,7 @@ impl Tx for Held {
 
     fn add_backlog(&mut self, delta: i64) -> Result<(), StoreError> {
         // Under the log's exclusive lock: no other transaction writes the count meanwhile.
-        let params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(delta), Box::new(0i64)];
-        self.writes.push(Write::One { sql: schema::ADD_BACKLOG, params, guard: None });
+        self.writes.push(Write::backlog(delta, 0));
         Ok(())
     }
 
@@ -1176,7 +1181,7 @@ mod tests {
     }
 
     fn backlog(delta: i64) -> Write {
-        Write::One { sql: schema::ADD_BACKLOG, params: vec![Box::new(delta), Box::new(0i64)], guard: None }
+        Write::backlog(delta, 0)
     }
 
     fn sent(writes: Vec<Write>) -> Vec<&'static str> {

@@ -112,15 +112,14 @@ ALTER TABLE lease_schema ADD COLUMN pruned_before_us BIGINT;
 /// enqueue a step per job in the backlog, under the log's exclusive lock, and so did every read of
 /// the figures. The count is spread over [`BACKLOG_SHARDS`] rows, each transaction writing one,
 /// so that completions of different connections seldom wait on each other for it; it starts as
-/// the rows' own count. The index the count was taken over goes: it only cost every write.
+/// the rows' own count, in row 0, and a row is made by the first change written to it. The index
+/// the count was taken over goes: it only cost every write.
 ///
 /// A handle of an earlier build that is still open as the database moves to this version does not
 /// keep the count: move a fleet to this version with its workers stopped.
 const V5: &str = "
 CREATE TABLE lease_backlog (shard BIGINT PRIMARY KEY, n BIGINT NOT NULL);
 INSERT INTO lease_backlog (shard, n) SELECT 0, COUNT(*) FROM lease_jobs WHERE state <> 'terminal';
-INSERT INTO lease_backlog (shard, n) VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), (7, 0), (8, 0),
-    (9, 0), (10, 0), (11, 0), (12, 0), (13, 0), (14, 0), (15, 0);
 DROP INDEX lease_jobs_live;
 ";
 
@@ -218,8 +217,8 @@ pub const LOCK_QUEUE: &str = "LOCK TABLE lease_log_head IN SHARE ROW EXCLUSIVE M
 pub const LOCK_LOG_SHARED: &str = "LOCK TABLE lease_log_head IN ROW SHARE MODE";
 
 /// PostgreSQL, under the database's clock, a batch over several job rows it locks (renewals,
-/// completions of different rows, locked in key order): side by side
-/// with [`LOCK_LOG_SHARED`] operations and with other batches, but never beside an acquire
+/// completions of different rows, locked in key order): side by side with [`LOCK_LOG_SHARED`]
+/// operations and with other batches, but never beside an acquire
 /// ([`LOCK_QUEUE`]) or [`LOCK_LOG`]. An operation over one row cannot wait on a batch in a cycle
 /// (it holds one row), nor can two batches (each locks in key order); an acquire holds its last
 /// granted row while it waits for the head, and a stale batch may hold the head while it waits
@@ -252,9 +251,11 @@ pub const SELECT_EXPIRED: &str = concat!(
 /// of jobs.
 pub const SELECT_BACKLOG: &str = "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM lease_backlog";
 
-/// Adds `$1` to the backlog's row `$2` (of [`BACKLOG_SHARDS`]): one for each job an enqueue
-/// accepted, minus one for each job a transaction ended, written in that same transaction.
-pub const ADD_BACKLOG: &str = "UPDATE lease_backlog SET n = n + $1 WHERE shard = $2";
+/// Adds `$1` to the backlog's row `$2` (of [`BACKLOG_SHARDS`]), made if missing: one for each job
+/// an enqueue accepted, minus one for each job a transaction ended, written in that same
+/// transaction.
+pub const ADD_BACKLOG: &str = "INSERT INTO lease_backlog (shard, n) VALUES ($2, $1) \
+     ON CONFLICT (shard) DO UPDATE SET n = lease_backlog.n + excluded.n";
 
 /// The earliest live expiry.
 pub const SELECT_EARLIEST: &str = "SELECT MIN(expires_at_us) FROM lease_jobs WHERE expires_at_us IS NOT NULL";
