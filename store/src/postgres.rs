@@ -17,7 +17,7 @@ use crate::schema::{self, SCHEMA_VERSION};
 use crate::sql::{bits, identity, int, Op, Row, Stamps, Tx};
 use crate::sql_store::{Scope, Session, SqlStore};
 use crate::{Clock, Figures, StoreError};
-use futures_util::future::{try_join, try_join3, try_join4, try_join_all};
+use futures_util::future::{try_join, try_join4, try_join_all};
 use futures_util::TryFutureExt;
 use lease_core::{
     Bugs, Epoch, JobId, LastGrant, OpId, OpRecord, OutputId, RequestId, Rules, TableConfig, Time, WorkerId,
@@ -51,14 +51,12 @@ impl std::fmt::Debug for PostgresStore {
 }
 
 /// The reads a handle also prepares with PostgreSQL's row lock (`… FOR UPDATE`).
-const LOCKED: [&str; 8] = [
+const LOCKED: [&str; 6] = [
     schema::SELECT_JOB,
-    schema::SELECT_GRANTED_JOB,
     schema::SELECT_HEAD,
-    schema::SELECT_HEADS,
     schema::SELECT_OP,
     schema::SELECT_JOBS,
-    schema::SELECT_GRANTED_JOBS,
+    schema::SELECT_ACQUIRE_ROWS,
     schema::SELECT_OPS,
 ];
 
@@ -193,9 +191,11 @@ impl PostgresStore {
             _ if whole => schema::LOCK_LOG,
             Scope::Set => schema::LOCK_LOG,
             Scope::Queue(_) | Scope::Heads(_) | Scope::Askers(_) => schema::LOCK_QUEUE,
-            Scope::Jobs(_) => schema::LOCK_BATCH,
-            // Ledger rows only: no acquire locks one, and none is in the queue.
-            Scope::Job(_) | Scope::Op(_) | Scope::Ops(_) | Scope::Line | Scope::Leases(_) => schema::LOCK_LOG_SHARED,
+            // Rows each locks in key order (job rows, as an acquire locks its own: no cycle), or
+            // none: see LOCK_LOG_SHARED.
+            Scope::Job(_) | Scope::Jobs(_) | Scope::Op(_) | Scope::Ops(_) | Scope::Line | Scope::Leases(_) => {
+                schema::LOCK_LOG_SHARED
+            }
         };
         let client = &self.client;
         // One round trip: the lock, then the rows, then the clock, in that order on the server.
@@ -228,20 +228,23 @@ impl PostgresStore {
         let mut prefetched = Prefetched::default();
         match *scope {
             Scope::Set | Scope::Line => {}
+            // Two statements for one acquire or a batch of them: the grants, and the rows of the
+            // jobs they name with the queue's first, locked in job order (the heads told apart by
+            // their order in the queue: `SELECT_ACQUIRE_ROWS`).
             Scope::Queue(worker) => {
                 let worker = i64::from(worker.0);
-                let (grant, granted, head) = try_join3(
+                let (grant, rows) = try_join(
                     client.query_opt(self.statement(schema::SELECT_GRANT), &[&worker]),
-                    client.query_opt(self.locked(schema::SELECT_GRANTED_JOB), &[&worker]),
-                    client.query_opt(self.locked(schema::SELECT_HEAD), &[]),
+                    client.query(self.locked(schema::SELECT_ACQUIRE_ROWS), &[&vec![worker], &1i64]),
                 )
                 .await?;
-                prefetched.grant = Some(grant.as_ref().map(last_grant));
-                if let Some(row) = granted {
-                    let row = job_row(&row)?;
-                    prefetched.jobs.push((JobId(row.job as u64), Some(row)));
+                let grant = grant.as_ref().map(last_grant);
+                let (rows, mut heads) = acquire_rows(&rows, 1)?;
+                if let Some(row) = grant.and_then(|grant| rows.get(&int(grant.job.0))) {
+                    prefetched.jobs.push((JobId(row.job as u64), Some(row.clone())));
                 }
-                prefetched.head = Some(head.as_ref().map(job_row).transpose()?);
+                prefetched.grant = Some(grant);
+                prefetched.head = Some(heads.pop_front());
             }
             Scope::Job(job) => {
                 let id = int(job.0);
@@ -250,18 +253,16 @@ impl PostgresStore {
             }
             Scope::Heads(want) => {
                 let limit = i64::try_from(want).unwrap_or(i64::MAX);
-                let rows = client.query(self.locked(schema::SELECT_HEADS), &[&limit]).await?;
-                prefetched.heads = Some(rows.iter().map(job_row).collect::<Result<_, _>>()?);
+                let rows =
+                    client.query(self.locked(schema::SELECT_ACQUIRE_ROWS), &[&Vec::<i64>::new(), &limit]).await?;
+                prefetched.heads = Some(acquire_rows(&rows, want)?.1);
             }
-            // Three statements for the whole batch: the grants, the rows they name (locked in job
-            // order), the heads.
             Scope::Askers(ref workers) => {
                 let ids: Vec<i64> = workers.iter().map(|worker| i64::from(worker.0)).collect();
                 let limit = i64::try_from(workers.len()).unwrap_or(i64::MAX);
-                let (grants, granted, heads) = try_join3(
+                let (grants, rows) = try_join(
                     client.query(self.statement(schema::SELECT_GRANTS), &[&ids]),
-                    client.query(self.locked(schema::SELECT_GRANTED_JOBS), &[&ids]),
-                    client.query(self.locked(schema::SELECT_HEADS), &[&limit]),
+                    client.query(self.locked(schema::SELECT_ACQUIRE_ROWS), &[&ids, &limit]),
                 )
                 .await?;
                 let grants: BTreeMap<i64, LastGrant> = grants
@@ -275,17 +276,16 @@ impl PostgresStore {
                         (row.get::<_, i64>(0), grant)
                     })
                     .collect();
-                let granted: BTreeMap<i64, Row> =
-                    granted.iter().map(|row| job_row(row).map(|row| (row.job, row))).collect::<Result<_, _>>()?;
+                let (rows, heads) = acquire_rows(&rows, workers.len())?;
                 for (&worker, id) in workers.iter().zip(&ids) {
                     let grant = grants.get(id).copied();
                     prefetched.grants.push((worker, grant));
                     // As one worker's read: the row of the job its last grant names, if any.
-                    if let Some(row) = grant.and_then(|grant| granted.get(&int(grant.job.0))) {
+                    if let Some(row) = grant.and_then(|grant| rows.get(&int(grant.job.0))) {
                         prefetched.jobs.push((JobId(row.job as u64), Some(row.clone())));
                     }
                 }
-                prefetched.heads = Some(heads.iter().map(job_row).collect::<Result<_, _>>()?);
+                prefetched.heads = Some(heads);
             }
             Scope::Op(op) => prefetched.ops.push((op, self.prefetch_op(op).await?)),
             // One statement, each job as often as it is named: a batch's rows locked in job order,
@@ -627,6 +627,21 @@ fn job_row(row: &tokio_postgres::Row) -> Result<Row, StoreError> {
         row.get::<_, Option<&str>>(8),
         [row.get(9), row.get(10), row.get(11), row.get(12)],
     )
+}
+
+/// [`schema::SELECT_ACQUIRE_ROWS`]'s rows, by job, and the queue's first `limit` of them in queue
+/// order: every head is among the rows, and a granted job that is queued but not a head comes
+/// after them all (the order is the statement's, `NULLS LAST` as PostgreSQL sorts).
+fn acquire_rows(
+    rows: &[tokio_postgres::Row],
+    limit: usize,
+) -> Result<(BTreeMap<i64, Row>, std::collections::VecDeque<Row>), StoreError> {
+    let rows: BTreeMap<i64, Row> =
+        rows.iter().map(|row| job_row(row).map(|row| (row.job, row))).collect::<Result<_, _>>()?;
+    let mut queued: Vec<&Row> = rows.values().filter(|row| row.state == "queued").collect();
+    queued.sort_by_key(|row| (row.queue_seq.is_none(), row.queue_seq, row.job));
+    let heads = queued.into_iter().take(limit).cloned().collect();
+    Ok((rows, heads))
 }
 
 fn last_grant(row: &tokio_postgres::Row) -> LastGrant {

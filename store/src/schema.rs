@@ -182,11 +182,6 @@ macro_rules! job_columns {
 /// is written back, so no other transaction decides over the same record meanwhile.
 pub const SELECT_JOB: &str = concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE job = $1");
 
-/// PostgreSQL appends `FOR UPDATE`: the row of the job a worker was last granted by request, for
-/// an acquire's check of a standing grant, locked before the acquire reads the clock.
-pub const SELECT_GRANTED_JOB: &str =
-    concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE job = (SELECT job FROM lease_grants WHERE worker = $1)");
-
 /// Whether a job is known. Job rows are never deleted, so no lock is needed.
 pub const SELECT_KNOWN: &str = "SELECT 1 FROM lease_jobs WHERE job = $1";
 
@@ -199,42 +194,38 @@ pub const SELECT_KNOWN: &str = "SELECT 1 FROM lease_jobs WHERE job = $1";
 pub const LOCK_LOG: &str = "LOCK TABLE lease_log_head IN EXCLUSIVE MODE";
 
 /// PostgreSQL, under the database's clock, an acquire: one at a time, and never beside an
-/// operation that holds [`LOCK_LOG`], but side by side with those over one row
-/// ([`LOCK_LOG_SHARED`]): none of them adds a job to the queue or takes one out of it (a stale
-/// request for a queued job is refused without a write), so the queue an acquire reads stays as
-/// it read it until it commits.
+/// operation that holds [`LOCK_LOG`], but side by side with those that hold [`LOCK_LOG_SHARED`]:
+/// none of them adds a job to the queue or takes one out of it (a stale request for a queued job
+/// is refused without a write), so the queue an acquire reads stays as it read it until it
+/// commits. It locks its rows in job order ([`SELECT_ACQUIRE_ROWS`]).
 pub const LOCK_QUEUE: &str = "LOCK TABLE lease_log_head IN SHARE ROW EXCLUSIVE MODE";
 
 /// PostgreSQL, under the database's clock, an operation over one row it locks (a renewal, a
-/// completion, a quarantine, a ledger lookup or apply, a line of a caller's own), or a batch of
-/// ledger lookups or records (ledger rows, locked in key order): side by side with any other such
-/// operation and with an acquire ([`LOCK_QUEUE`]), but never beside one that holds [`LOCK_LOG`].
-/// An acquire locks no ledger row, and no ledger row is in the queue, so a ledger batch and an
-/// acquire never wait on each other. Its row is locked before the clock is read, so of two
-/// operations over one row the later reads a later time: the log, in time order, is an order the
-/// decisions could have been made in one at a time ([`SELECT_EVENTS_BY_TIME`]). The lock queue is
-/// fair: a waiting [`LOCK_LOG`] holds back any operation that comes after it.
+/// completion, a quarantine, a ledger lookup or apply, a line of a caller's own), a batch of
+/// renewals or completions (job rows, locked in job order), or a batch of ledger lookups or
+/// records (ledger rows, locked in key order): side by side with any other such operation and
+/// with an acquire ([`LOCK_QUEUE`]), but never beside one that holds [`LOCK_LOG`].
+///
+/// **No cycle.** Every transaction that locks several rows of a table locks them in key order:
+/// a batch's job rows ([`SELECT_JOBS`]) and an acquire's heads and granted jobs, in one statement
+/// ([`SELECT_ACQUIRE_ROWS`]); a batch's ledger rows ([`SELECT_OPS`]); no transaction locks both a
+/// ledger row and a job row. So no two of them wait on each other in a cycle, even when a stale
+/// batch holds a queued job an acquire wants. (Until the acquire locked in job order, it held its
+/// last granted job while it waited for the head, and a stale batch could hold the head while it
+/// waited for that job: batches were kept apart from acquires, and waited behind them.)
+///
+/// **Time order.** Its row is locked before the clock is read, so of two operations over one row
+/// the later reads a later time: the log, in time order, is an order the decisions could have been
+/// made in one at a time ([`SELECT_EVENTS_BY_TIME`]). The lock queue is fair: a waiting
+/// [`LOCK_LOG`] holds back any operation that comes after it.
 pub const LOCK_LOG_SHARED: &str = "LOCK TABLE lease_log_head IN ROW SHARE MODE";
 
-/// PostgreSQL, under the database's clock, a batch over several job rows it locks (renewals,
-/// completions of different rows, locked in key order): side by side with [`LOCK_LOG_SHARED`]
-/// operations and with other batches, but never beside an acquire
-/// ([`LOCK_QUEUE`]) or [`LOCK_LOG`]. An operation over one row cannot wait on a batch in a cycle
-/// (it holds one row), nor can two batches (each locks in key order); an acquire holds its last
-/// granted row while it waits for the head, and a stale batch may hold the head while it waits
-/// for that row: this mode keeps the two apart, so no two lockers wait on each other.
-pub const LOCK_BATCH: &str = "LOCK TABLE lease_log_head IN ROW EXCLUSIVE MODE";
-
-/// The queue's head. PostgreSQL appends `FOR UPDATE`, under [`LOCK_QUEUE`]: acquires take turns, and
-/// the head is the oldest queued job, never one skipped because a stale request held its row for a
-/// moment (SQLite serialises writers: `BEGIN IMMEDIATE`).
+/// The queue's head, for SQLite's acquire (SQLite serialises writers: `BEGIN IMMEDIATE`).
+/// PostgreSQL appends `FOR UPDATE`; its acquires read the head with the granted jobs, in job
+/// order ([`SELECT_ACQUIRE_ROWS`]). Either way acquires take turns, and the head is the oldest
+/// queued job, never one skipped because a stale request held its row for a moment.
 pub const SELECT_HEAD: &str =
     concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq, job LIMIT 1");
-
-/// The queue's first `$1` jobs, for a batched acquire. PostgreSQL appends `FOR UPDATE`, under
-/// [`LOCK_QUEUE`], as for [`SELECT_HEAD`]: the rows are locked in queue order, in one statement.
-pub const SELECT_HEADS: &str =
-    concat!("SELECT ", job_columns!(), " FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq, job LIMIT $1");
 
 /// The reclaim listing: leases expired by the table's clock (`$1`, the latest expiry that counts
 /// as expired), earliest first, at most `batch_max` (`$2`). A lease is listed only once its
@@ -385,12 +376,18 @@ pub const SELECT_JOBS: &str =
 pub const SELECT_GRANTS: &str =
     "SELECT worker, request, job, epoch FROM lease_grants WHERE worker = ANY($1::bigint[]) ORDER BY worker";
 
-/// PostgreSQL, the rows of the jobs several workers were last granted by request: PostgreSQL
-/// appends `FOR UPDATE` (in job order).
-pub const SELECT_GRANTED_JOBS: &str = concat!(
+/// PostgreSQL, an acquire's rows in one statement: the queue's first `$2` jobs and the jobs the
+/// workers `$1` were last granted by request (for the check of a standing grant; a job may be
+/// both). PostgreSQL appends `FOR UPDATE`, under [`LOCK_QUEUE`]: the rows are locked in job order,
+/// as a batch locks its rows ([`SELECT_JOBS`]), so an acquire and a batch never wait on each other
+/// in a cycle (see [`LOCK_LOG_SHARED`]). The caller tells the heads by their queue order: every
+/// head is returned, and a granted job still queued but not a head comes after all of them.
+pub const SELECT_ACQUIRE_ROWS: &str = concat!(
     "SELECT ",
     job_columns!(),
-    " FROM lease_jobs WHERE job IN (SELECT job FROM lease_grants WHERE worker = ANY($1::bigint[])) ORDER BY job"
+    " FROM lease_jobs WHERE job IN (SELECT job FROM (SELECT job FROM lease_jobs WHERE state = 'queued' \
+     ORDER BY queue_seq, job LIMIT $2) AS heads \
+     UNION ALL SELECT job FROM lease_grants WHERE worker = ANY($1::bigint[])) ORDER BY job"
 );
 
 /// PostgreSQL, makes sure a batch's operations have ledger rows, in one statement.

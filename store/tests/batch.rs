@@ -326,8 +326,8 @@ fn postgres_a_batch_on_the_database_clock_locks_only_its_rows() {
 /// acquiring worker completes what it is granted in batches, while a stale worker renews batches
 /// of any jobs (queued ones among them, the head included) and another renews one at a time.
 /// Nothing errs (no deadlock, no lost race), and every job ends completed once. (A smoke test:
-/// the cycle `schema::LOCK_BATCH` prevents needs a stale batch to hold the head at the moment an
-/// acquire holds that batch's other row, which this run does not force.)
+/// the cycle `schema::SELECT_ACQUIRE_ROWS` rules out needs a stale batch to hold the head at the
+/// moment an acquire would hold that batch's other row; the test after this one forces it.)
 #[test]
 fn postgres_batches_run_beside_acquires_and_single_calls() {
     let Some(scratch) = pg::scratch("batch_beside") else { return };
@@ -392,6 +392,87 @@ fn postgres_batches_run_beside_acquires_and_single_calls() {
         assert_eq!(completed, 200, "every job completed once");
     });
     assert_eq!(enqueuer.backlog().unwrap(), 0);
+}
+
+/// The cycle a batch beside an acquire could make, forced, for each kind of acquire (one, a batch
+/// of one owner's, a runtime's batch of workers'): a stale batch of renewals or completions, under
+/// the shared lock, holds a queued job the acquire wants (job 1), then locks a job of a higher key
+/// that the acquire wants too (job 5: the job worker 1 was last granted, or, for the batch of one
+/// owner's, the queue's head, enqueued before job 1). The acquire must lock its rows in job order,
+/// so that it waits for job 1 holding nothing. Had it locked job 5 first (the granted job before
+/// the head, or the heads in queue order), the batch's second lock would close a cycle, and
+/// PostgreSQL would abort one of the two as a deadlock. Here the batch's second lock is granted,
+/// and once the batch commits, the acquire grants the queue's first jobs.
+#[test]
+fn postgres_an_acquire_and_a_stale_batch_holding_the_head_never_deadlock() {
+    type Acquire = fn(&mut lease_store::PostgresStore) -> Vec<JobId>;
+    let one: Acquire = |store| match store.acquire_for(Time(0), WorkerId(1), RequestId(1)).unwrap() {
+        Acquired::Granted(grant) => vec![grant.lease.job],
+        other => panic!("{other:?}"),
+    };
+    let heads: Acquire =
+        |store| store.acquire_batch(Time(0), WorkerId(2), 2).unwrap().iter().map(|g| g.lease.job).collect();
+    let askers: Acquire = |store| {
+        let calls = [(WorkerId(1), RequestId(1), WorkerRequest::Acquire)];
+        store
+            .serve_batch(Time(0), &calls)
+            .unwrap()
+            .iter()
+            .map(|reply| match reply {
+                lease_core::WorkerReply::Acquired(Acquired::Granted(grant)) => grant.lease.job,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    for (kind, acquire, granted_first, expect) in [
+        ("one", one, true, vec![JobId(1)]),
+        ("heads", heads, false, vec![JobId(5), JobId(1)]),
+        ("askers", askers, true, vec![JobId(1)]),
+    ] {
+        let Some(scratch) = pg::scratch(&format!("acquire_cycle_{kind}")) else { return };
+        let config = TableConfig { capacity: 8, lease_ttl: Span::from_secs(30), batch_max: 4, attempts_max: 3 };
+        let mut store = pg::open_on(&scratch.name, config, Bugs::NONE, lease_store::Clock::Database);
+        // The queue: 5, then 1. Worker 1 is first granted 5, so the head is 1, below it.
+        for job in [5, 1] {
+            assert!(matches!(store.enqueue(Time(0), JobId(job)).unwrap(), Enqueued::Accepted { .. }));
+        }
+        if granted_first {
+            assert!(
+                matches!(store.acquire_for(Time(0), WorkerId(1), RequestId(0)).unwrap(), Acquired::Granted(g) if g.lease.job == JobId(5))
+            );
+        }
+        // The stale batch: under the batch's lock, the head's row locked.
+        let mut batch = postgres::Client::connect(&pg::url(), postgres::NoTls).expect("connect");
+        batch.batch_execute(&format!("SET search_path TO {}; SET lock_timeout = '20s'", scratch.name)).unwrap();
+        let mut tx = batch.transaction().unwrap();
+        tx.batch_execute(lease_store::schema::LOCK_LOG_SHARED).unwrap();
+        tx.query_one("SELECT job FROM lease_jobs WHERE job = 1 FOR UPDATE", &[]).unwrap();
+        std::thread::scope(|s| {
+            let acquiring = s.spawn(|| acquire(&mut store));
+            // Until the acquire waits on a row lock (bounded: 20 s).
+            let mut watcher = postgres::Client::connect(&pg::url(), postgres::NoTls).expect("connect");
+            let waiting = (0..4_000).any(|_| {
+                let row = watcher
+                    .query_one(
+                        "SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND locktype IN ('transactionid', 'tuple')",
+                        &[],
+                    )
+                    .unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                row.get::<_, i64>(0) > 0 || acquiring.is_finished()
+            });
+            assert!(
+                waiting && !acquiring.is_finished(),
+                "{kind}: the acquire did not wait for the head the batch holds"
+            );
+            // The batch's next row, in key order: free, for the acquire holds nothing yet.
+            tx.query_one("SELECT job FROM lease_jobs WHERE job = 5 FOR UPDATE", &[]).unwrap();
+            tx.commit().unwrap();
+            let granted = acquiring.join().expect("the acquire ends without an error");
+            assert_eq!(granted, expect, "{kind}: the acquire grants the queue's first jobs");
+        });
+        drop(store);
+    }
 }
 
 // Proves each row's guard in PostgreSQL's one-statement batch writes (a batch's rows are locked

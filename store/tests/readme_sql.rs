@@ -17,7 +17,7 @@ const STATEMENTS: &[(&str, &str)] = &[
     ("LOCK_LOG", schema::LOCK_LOG),
     ("LOCK_QUEUE", schema::LOCK_QUEUE),
     ("LOCK_LOG_SHARED", schema::LOCK_LOG_SHARED),
-    ("LOCK_BATCH", schema::LOCK_BATCH),
+    ("SELECT_ACQUIRE_ROWS", schema::SELECT_ACQUIRE_ROWS),
     ("SELECT_HEAD", schema::SELECT_HEAD),
     ("SELECT_EXPIRED", schema::SELECT_EXPIRED),
     ("INSERT_JOB", schema::INSERT_JOB),
@@ -47,7 +47,7 @@ const REQUIRED: &[&str] = &[
     "LOCK_LOG",
     "LOCK_QUEUE",
     "LOCK_LOG_SHARED",
-    "LOCK_BATCH",
+    "SELECT_ACQUIRE_ROWS",
 ];
 
 /// One quoted statement: its constant's name, its comment and its text, as docs/stores.md has them.
