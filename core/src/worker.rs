@@ -325,6 +325,13 @@ impl Worker {
         renew.or(self.main.filter(|inflight| inflight.id == id)).map(|inflight| inflight.request)
     }
 
+    /// The main request in flight (an acquire, lookup, execute, complete or requeue), if any:
+    /// where the worker is in a job's course. A runtime that holds requests back to send them
+    /// together reads it to tell whether more of a kind may still come.
+    pub fn main_request(&self) -> Option<WorkerRequest> {
+        self.main.map(|inflight| inflight.request)
+    }
+
     /// The next action, if any.
     pub fn poll(&mut self) -> Option<WorkerAction> {
         self.actions.pop_front()

@@ -27,14 +27,16 @@
 //! and the requests the machines make at one turn leave together, one call per kind (acquires,
 //! renewals, lookups, completions, requeues: [`Client::worker_batch`]; records:
 //! [`Client::record_batch`]; the `executing` lines of the effects decided at the turn:
-//! [`Client::lines`]), at most `batch` a call. Each answer goes to its own machine as it comes. With
-//! [`WorkerOptions::handlers`] below the slots, the slots beyond are a local buffer of granted
-//! jobs, fenced as any other (a lease its machine gave up while it waited is released unrun). With a [`WorkerOptions::linger`], a
-//! kind whose batch is not full waits up to that long for more (River's completer timer), so the
-//! ends of handlers that come a few milliseconds apart leave together; a full batch leaves at
-//! once, and a request its machine has replaced under a new id while it waited never leaves. Between a decision and its start a
-//! turn may stall at another slot's point (a pause of the whole process), so each effect is
-//! decided again, the machine taking the time, before its line is written and before it starts.
+//! [`Client::lines`]), at most `batch` a call. Each answer goes to its own machine as it comes.
+//! With [`WorkerOptions::handlers`] below the slots, the slots beyond are a local buffer of granted
+//! jobs, fenced as any other (a lease its machine gave up while it waited is released unrun). With
+//! a [`WorkerOptions::linger`], a kind whose batch is not full waits up to that long for more
+//! (River's completer timer), so the ends of handlers that come a few milliseconds apart leave
+//! together; a full batch leaves at once, and so do records and completions that no other slot's
+//! job can join, and a request its machine has replaced under a new id while it waited never
+//! leaves. Between a decision and its start a turn may stall at another slot's point (a pause of
+//! the whole process), so each effect is decided again, the machine taking the time, before its
+//! line is written and before it starts.
 //!
 //! **Shutdown.** Once the signal resolves, no slot acquires again (a grant that answers an
 //! acquire already sent is released at once); jobs in flight may finish for `grace`. Then every
@@ -109,7 +111,9 @@ pub struct WorkerOptions {
     /// How long a batch that is not full may wait for more of its kind ([`WorkerOptions::batch`]
     /// above 1): the completer's and the fetcher's timer, as River's. Zero, the default, sends
     /// each turn's requests at the end of the turn. Requests of one kind leave as soon as
-    /// `batch` of them wait, or when the oldest has waited `linger`; at most half a request's
+    /// `batch` of them wait, or when the oldest has waited `linger`, or when no more can come (a
+    /// record or a completion, once no other slot's job is before that step: the last jobs of a
+    /// burst do not wait at each step for company that cannot come); at most half a request's
     /// timeout (a request's timeout counts from when its machine made it), and a lease that a
     /// wait carries past its machine's estimate is never acted on: an effect is decided again
     /// before its `executing` line leaves, and a record of an abandoned lease is dropped.
@@ -294,6 +298,7 @@ fn batch_group(request: &WorkerRequest) -> Option<u8> {
 
 /// The batch groups beyond the requests': outputs to record, and effects to start (their
 /// `executing` lines).
+const COMPLETES: usize = 3;
 const RECORDS: usize = 5;
 const EFFECTS: usize = 6;
 const GROUPS: usize = 7;
@@ -623,9 +628,10 @@ impl<H: Handler> Run<H> {
 
     /// How many of `waiting` entries of `group` leave now: every full batch, and the rest once
     /// the oldest has waited [`WorkerOptions::linger`] (or the runtime is draining).
-    fn leaving(&mut self, group: usize, waiting: usize) -> usize {
+    fn leaving(&mut self, group: usize, waiting: usize, more: bool) -> usize {
         let batch = self.options.batch;
-        let due = self.waiting_since[group].is_none_or(|since| self.clock().now() >= since + self.options.linger);
+        let due =
+            !more || self.waiting_since[group].is_none_or(|since| self.clock().now() >= since + self.options.linger);
         let leaving = if due || self.drain_until.is_some() { waiting } else { waiting - waiting % batch };
         // What stays waits on from now if a batch left, else from when it began.
         self.waiting_since[group] = match (waiting - leaving, leaving) {
@@ -634,6 +640,43 @@ impl<H: Handler> Run<H> {
             _ => Some(self.clock().now()),
         };
         leaving
+    }
+
+    /// Whether more of `group` may still come: a slot not waiting in it whose job's course is
+    /// before it. An effect to start comes after a grant (an acquire that has left) or a lookup;
+    /// a record, after a lookup or an execute whose handler has no output yet; a completion,
+    /// after a lookup (an output adopted) or an execute. Any other kind may come at any time.
+    /// When none can, a batch that is not full leaves at once: lingering would only delay it (the
+    /// last jobs of a burst waited a linger at each step).
+    fn more_may_come(&self, group: usize) -> bool {
+        let queued = |slot: usize, group: usize| {
+            self.queued
+                .iter()
+                .any(|&(queued, _, request)| queued == slot && batch_group(&request).map(usize::from) == Some(group))
+        };
+        let waiting = |slot: usize| match group {
+            EFFECTS => {
+                self.queued_effects.iter().any(|&(queued, ..)| queued == slot)
+                    || self.buffered.iter().any(|&(queued, ..)| queued == slot)
+            }
+            RECORDS => self.queued_records.iter().any(|&(queued, ..)| queued == slot),
+            _ => queued(slot, group),
+        };
+        let before = |at: usize, slot: &Slot| match (group, slot.worker.main_request()) {
+            (_, Some(WorkerRequest::Lookup { .. })) => true,
+            (EFFECTS, Some(WorkerRequest::Acquire)) => slot.acquiring > 0 || queued(at, 0),
+            (COMPLETES, Some(WorkerRequest::Execute { .. })) => true,
+            (RECORDS, Some(WorkerRequest::Execute { .. })) => {
+                slot.effect.as_ref().is_none_or(|effect| effect.output.is_none())
+            }
+            _ => false,
+        };
+        match group {
+            EFFECTS | RECORDS | COMPLETES => {
+                self.slots.iter().enumerate().any(|(at, slot)| before(at, slot) && !waiting(at))
+            }
+            _ => true,
+        }
     }
 
     /// Sends the records and requests queued that are due ([`Run::leaving`]): each kind in
@@ -646,7 +689,8 @@ impl<H: Handler> Run<H> {
         records.retain(|&(slot, id, _)| {
             self.slots[slot].effect.as_ref().is_some_and(|effect| effect.id == id && effect.running.is_none())
         });
-        let leaving = self.leaving(RECORDS, records.len());
+        let more = self.more_may_come(RECORDS);
+        let leaving = self.leaving(RECORDS, records.len(), more);
         self.queued_records = records.split_off(leaving);
         for batch in records.chunks(self.options.batch) {
             match *batch {
@@ -654,6 +698,7 @@ impl<H: Handler> Run<H> {
                 _ => self.record_batch(batch),
             }
         }
+        let more: Vec<bool> = (0..RECORDS).map(|group| self.more_may_come(group)).collect();
         let mut queued = std::mem::take(&mut self.queued);
         // Stable: within a kind, the machines' order.
         queued.sort_by_key(|(_, _, request)| batch_group(request));
@@ -663,7 +708,7 @@ impl<H: Handler> Run<H> {
             let same = rest.iter().take_while(|(_, _, request)| batch_group(request) == Some(group)).count();
             let (kind, after) = rest.split_at(same);
             rest = after;
-            let leaving = self.leaving(group as usize, kind.len());
+            let leaving = self.leaving(group as usize, kind.len(), more[group as usize]);
             let (leave, stay) = kind.split_at(leaving);
             self.queued.extend_from_slice(stay);
             for batch in leave.chunks(self.options.batch) {
@@ -885,6 +930,7 @@ impl<H: Handler> Run<H> {
     /// ([`Client::started`], which reads the payloads of those written), then each effect whose
     /// line was written started, in turn. Lines not known written start none of them.
     async fn start_queued(&mut self) {
+        let more = self.more_may_come(EFFECTS);
         let mut queued = std::mem::take(&mut self.queued_effects);
         // Decided during the drain, perhaps before a stall at another slot's point (a pause of
         // the whole process): the machines take the time again, and a lease no longer acted on
@@ -905,7 +951,7 @@ impl<H: Handler> Run<H> {
             }
             acting
         });
-        let leaving = self.leaving(EFFECTS, queued.len());
+        let leaving = self.leaving(EFFECTS, queued.len(), more);
         self.queued_effects = queued.split_off(leaving);
         if queued.is_empty() {
             if self.options.planted.0.on(lease_core::Bug::LinesEveryTurn) {

@@ -1010,6 +1010,61 @@ fn a_linger_gathers_ends_that_come_apart_into_one_batch() {
     assert!(matches!(refused, OptionsError::Linger { .. }), "{refused:?}");
 }
 
+// Proves that a batch that is not full leaves at once when nothing more of its kind can come:
+// eight slots, batches of eight, a linger of 100 ms, and three jobs whose handlers all end at
+// 3 s. The eight acquires leave together; the five slots granted nothing hold no job, so no effect,
+// record or completion can join the three: their `executing` lines leave at once (the handlers
+// start at 0 s), then at 3 s the records, then the completions, and the jobs end at 3 s.
+// (Lingering at each step, the handlers started 100 ms late and the jobs ended 200 ms after them:
+// the last jobs of every burst waited so.) That the linger still gathers ends while more can come
+// is `a_linger_gathers_ends_that_come_apart_into_one_batch`.
+#[test]
+fn a_batch_that_nothing_more_can_join_leaves_without_lingering() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(3);
+    let started_last = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let (clock, started_last) = (clock.clone(), Arc::clone(&started_last));
+        move |job: Job| {
+            let clock = clock.clone();
+            started_last.fetch_max(clock.now().0, Ordering::SeqCst);
+            async move {
+                clock.sleep_until(Time(3_000_000)).await;
+                Ok(output_bytes(job.id, 1))
+            }
+        }
+    };
+    // Until the three have ended, looked at every millisecond: when they did.
+    let ended_at = Arc::new(AtomicU64::new(0));
+    let shutdown = {
+        let (client, clock, ended_at) = (client.clone(), clock.clone(), Arc::clone(&ended_at));
+        async move {
+            while !client.table(|table| (0..3).all(|job| table.terminal(JobId(job)).is_some())) {
+                clock.sleep_until(clock.now() + Span::from_ms(1)).await;
+            }
+            ended_at.store(clock.now().0, Ordering::SeqCst);
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let options =
+        WorkerOptions { batch: 8, linger: Span::from_ms(100), ..WorkerOptions::new(slots(8), worker_config()) };
+    let worked = drive(&clock, runtime.work(options, handler, shutdown)).unwrap();
+    assert_eq!((worked.handled, worked.completed), (3, 3), "{worked:?}");
+    let started_last = started_last.load(Ordering::SeqCst);
+    assert!(started_last < 100_000, "the last handler started at {started_last} us, a linger after its grant");
+    let ended_at = ended_at.load(Ordering::SeqCst);
+    assert!(ended_at < 3_000_000 + 100_000, "the jobs ended at {ended_at} us, a linger after their handlers");
+    let completions = client.seen(|seen| {
+        seen.batches
+            .iter()
+            .filter(|batch| matches!(batch[0], WorkerRequest::Complete { .. }))
+            .map(Vec::len)
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(completions, [3], "the three completions leave together");
+}
+
 // Proves a batch of no request, or of more than SLOTS_MAX, is refused before anything is asked,
 // with the error that says so, and that SLOTS_MAX itself is a batch the runtime takes.
 #[test]
