@@ -17,7 +17,7 @@ use crate::schema::{self, SCHEMA_VERSION};
 use crate::sql::{bits, identity, int, Op, Row, Stamps, Tx};
 use crate::sql_store::{Scope, Session, SqlStore};
 use crate::{Clock, Figures, StoreError};
-use futures_util::future::{try_join, try_join4, try_join_all};
+use futures_util::future::{try_join, try_join4, try_join5, try_join_all};
 use futures_util::TryFutureExt;
 use lease_core::{
     Bugs, Epoch, JobId, LastGrant, OpId, OpRecord, OutputId, RequestId, Rules, TableConfig, Time, WorkerId,
@@ -61,7 +61,8 @@ const LOCKED: [&str; 6] = [
 ];
 
 /// The text of every statement a handle prepares when it opens (and [`LOCKED`]).
-const STATEMENTS: [&str; 41] = [
+const STATEMENTS: [&str; 42] = [
+    schema::SELECT_NOTHING_TO_GRANT,
     schema::SELECT_PAYLOADS,
     schema::UPDATE_JOBS,
     schema::SELECT_JOBS,
@@ -198,9 +199,17 @@ impl PostgresStore {
             }
         };
         let client = &self.client;
-        // One round trip: the lock, then the rows, then the clock, in that order on the server.
-        let (_, _, prefetched, clock) = self.runtime.block_on(try_join4(
+        // One round trip: the lock, then the rows, then the clock, in that order on the server
+        // (an acquire's statements on their generic plans).
+        let generic = async {
+            match lock == schema::LOCK_QUEUE {
+                true => client.batch_execute(schema::GENERIC_PLANS).await,
+                false => Ok(()),
+            }
+        };
+        let (_, _, _, prefetched, clock) = self.runtime.block_on(try_join5(
             client.batch_execute("BEGIN").err_into(),
+            generic.err_into(),
             client.batch_execute(lock).err_into(),
             self.prefetch(&scope),
             async {
@@ -916,6 +925,20 @@ impl SqlStore for PostgresStore {
                 Err(error)
             }
         }
+    }
+
+    fn nothing_to_grant(&mut self, askers: &[(WorkerId, Option<RequestId>)]) -> Result<bool, StoreError> {
+        // Under the caller's clock an acquire orders the callers' times, and a planted bug takes
+        // the whole lock for everything: the acquire runs.
+        if self.session.clock == Clock::Caller || self.session.rules.bugs != Bugs::NONE {
+            return Ok(false);
+        }
+        let (workers, requests): (Vec<i64>, Vec<i64>) = askers
+            .iter()
+            .filter_map(|&(worker, request)| request.map(|request| (i64::from(worker.0), int(request.0))))
+            .unzip();
+        let rows = self.query(schema::SELECT_NOTHING_TO_GRANT, &[&workers, &requests])?;
+        Ok(rows.first().is_some_and(|row| row.get::<_, bool>(0)))
     }
 
     fn read_job(&mut self, job: JobId) -> Result<Option<Row>, StoreError> {

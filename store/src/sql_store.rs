@@ -105,6 +105,17 @@ pub(crate) trait SqlStore {
         f: impl FnOnce(&Op, &mut Self::Tx<'_>) -> Result<A, StoreError>,
     ) -> Result<A, StoreError>;
 
+    /// Whether an acquire by each of `askers` (each a worker and its request, `None` for a plain
+    /// acquire) would grant nothing, known without a transaction of the acquire's: nothing is
+    /// queued, and no request is a copy of its worker's last grant's. `false` when the store
+    /// cannot tell so cheaply (then the acquire runs); an answer of `true` must be one the acquire
+    /// would have given at some moment between the call and its return, and it writes nothing, so
+    /// the acquire answers [`Acquired::Empty`] for each.
+    fn nothing_to_grant(&mut self, askers: &[(WorkerId, Option<RequestId>)]) -> Result<bool, StoreError> {
+        let _ = askers;
+        Ok(false)
+    }
+
     /// The job's row, read outside any decision.
     fn read_job(&mut self, job: JobId) -> Result<Option<Row>, StoreError>;
     /// Accepted jobs not yet terminal.
@@ -151,10 +162,16 @@ impl<S: SqlStore> TableStore for S {
     }
 
     fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
+        if self.nothing_to_grant(&[(owner, None)])? {
+            return Ok(Acquired::Empty);
+        }
         self.run(now, true, Scope::Queue(owner), |op, tx| op.acquire(tx, owner, None))
     }
 
     fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, StoreError> {
+        if self.nothing_to_grant(&[(owner, Some(request))])? {
+            return Ok(Acquired::Empty);
+        }
         self.run(now, true, Scope::Queue(owner), |op, tx| op.acquire(tx, owner, Some(request)))
     }
 
@@ -184,6 +201,9 @@ impl<S: SqlStore> TableStore for S {
     // after the writes of the jobs before it (`Tx::flush`), and its lines commit with it.
     fn acquire_batch(&mut self, now: Time, owner: WorkerId, want: usize) -> Result<Vec<Grant>, StoreError> {
         check_batch(self.session().rules.config, want)?;
+        if self.nothing_to_grant(&[(owner, None)])? {
+            return Ok(Vec::new());
+        }
         self.run(now, true, Scope::Heads(want), |op, tx| op.acquire_batch(tx, owner, want))
     }
 
@@ -226,6 +246,12 @@ impl<S: SqlStore> TableStore for S {
     fn serve_batch(&mut self, now: Time, calls: &[crate::WorkerCall]) -> Result<Vec<WorkerReply>, StoreError> {
         check_batch(self.session().rules.config, calls.len())?;
         let kind = crate::batch_kind(calls)?;
+        if kind == crate::BatchKind::Acquire {
+            let askers: Vec<_> = calls.iter().map(|&(worker, id, _)| (worker, Some(id))).collect();
+            if self.nothing_to_grant(&askers)? {
+                return Ok(calls.iter().map(|_| WorkerReply::Acquired(Acquired::Empty)).collect());
+            }
+        }
         let jobs = || {
             calls.iter().filter_map(|&(_, _, request)| match request {
                 WorkerRequest::Renew { job, .. } | WorkerRequest::Complete { job, .. } => Some(job),

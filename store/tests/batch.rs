@@ -475,6 +475,53 @@ fn postgres_an_acquire_and_a_stale_batch_holding_the_head_never_deadlock() {
     }
 }
 
+/// On the database's clock, an acquire that would grant nothing answers without taking the
+/// queue's lock (`schema::SELECT_NOTHING_TO_GRANT`), so an idle worker's poll does not wait for an
+/// acquire that holds it: with the lock held by another transaction, polls of an empty queue
+/// answer empty, one at a time and in a batch. It answers so only when the acquire would: a job
+/// queued is granted, and a copy of the request that got a worker's last grant is answered
+/// from that grant (regranted), alone or in a batch beside a fresh request, which finds nothing.
+#[test]
+fn postgres_an_acquire_of_an_empty_queue_takes_no_lock_and_answers_as_the_acquire_would() {
+    let Some(scratch) = pg::scratch("nothing_to_grant") else { return };
+    let config = TableConfig { capacity: 8, lease_ttl: Span::from_secs(30), batch_max: 4, attempts_max: 3 };
+    let mut store = pg::open_on(&scratch.name, config, Bugs::NONE, lease_store::Clock::Database);
+    let acquire = |w: u32, r: u64| (WorkerId(w), RequestId(r), WorkerRequest::Acquire);
+    let empty = lease_core::WorkerReply::Acquired(Acquired::Empty);
+    // Another acquire holds the queue's lock: polls of the empty queue answer all the same.
+    let mut other = postgres::Client::connect(&pg::url(), postgres::NoTls).expect("connect");
+    other.batch_execute(&format!("SET search_path TO {}", scratch.name)).unwrap();
+    let mut tx = other.transaction().unwrap();
+    tx.batch_execute(lease_store::schema::LOCK_QUEUE).unwrap();
+    let (answers, answered) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let store = &mut store;
+        s.spawn(move || {
+            let one = store.acquire_for(Time(0), WorkerId(1), RequestId(0)).unwrap();
+            let plain = store.acquire(Time(0), WorkerId(1)).unwrap();
+            let heads = store.acquire_batch(Time(0), WorkerId(1), 2).unwrap();
+            let batch = store.serve_batch(Time(0), &[acquire(1, 1), acquire(2, 1)]).unwrap();
+            answers.send((one, plain, heads, batch)).unwrap();
+        });
+        let polled = answered.recv_timeout(std::time::Duration::from_secs(20));
+        tx.commit().unwrap(); // Else a poll that waits for the lock would wait for ever.
+        let (one, plain, heads, batch) = polled.expect("the polls waited for the queue's lock");
+        assert_eq!((one, plain), (Acquired::Empty, Acquired::Empty));
+        assert!(heads.is_empty(), "{heads:?}");
+        assert_eq!(batch, [empty, empty]);
+    });
+    // A queued job is granted; a copy of its request is answered from the grant, alone and
+    // beside a fresh request of another worker, though nothing is queued any more.
+    assert!(matches!(store.enqueue(Time(0), JobId(0)).unwrap(), Enqueued::Accepted { .. }));
+    let Acquired::Granted(grant) = store.acquire_for(Time(0), WorkerId(1), RequestId(2)).unwrap() else {
+        panic!("a queued job is granted")
+    };
+    assert_eq!(store.acquire_for(Time(0), WorkerId(1), RequestId(2)).unwrap(), Acquired::Regranted(grant));
+    let batch = store.serve_batch(Time(0), &[acquire(2, 2), acquire(1, 2)]).unwrap();
+    assert_eq!(batch, [empty, lease_core::WorkerReply::Acquired(Acquired::Regranted(grant))]);
+    assert_eq!(store.acquire_for(Time(0), WorkerId(1), RequestId(3)).unwrap(), Acquired::Empty);
+}
+
 // Proves each row's guard in PostgreSQL's one-statement batch writes (a batch's rows are locked
 // before its decision, so these guards never fire in a run: they are the compare-and-set that
 // stands if a lock is ever missed, and this test is what a mistake in them fails). Two leased
