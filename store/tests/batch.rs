@@ -522,6 +522,44 @@ fn postgres_an_acquire_of_an_empty_queue_takes_no_lock_and_answers_as_the_acquir
     assert_eq!(store.acquire_for(Time(0), WorkerId(1), RequestId(3)).unwrap(), Acquired::Empty);
 }
 
+/// The same on a SQLite file under the database's clock: with another connection holding the
+/// write lock (`BEGIN IMMEDIATE`), polls of the empty queue answer empty from a read, one at a time
+/// and in a batch; a queued job is granted, and a copy of a granted request is still regranted,
+/// alone and beside a fresh request.
+#[test]
+fn sqlite_an_acquire_of_an_empty_queue_takes_no_write_lock_and_answers_as_the_acquire_would() {
+    let file = TempFile::new("nothing_to_grant");
+    let config = TableConfig { capacity: 8, lease_ttl: Span::from_secs(30), batch_max: 4, attempts_max: 3 };
+    let mut store = SqliteStore::open_on(file.path(), config, lease_store::Clock::Database).expect("open");
+    let acquire = |w: u32, r: u64| (WorkerId(w), RequestId(r), WorkerRequest::Acquire);
+    let empty = lease_core::WorkerReply::Acquired(Acquired::Empty);
+    let mut other = rusqlite::Connection::open(file.path()).expect("open the file again");
+    let tx = other.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
+    let (answers, answered) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let store = &mut store;
+        s.spawn(move || {
+            let one = store.acquire_for(Time(0), WorkerId(1), RequestId(0)).unwrap();
+            let heads = store.acquire_batch(Time(0), WorkerId(1), 2).unwrap();
+            let batch = store.serve_batch(Time(0), &[acquire(1, 1), acquire(2, 1)]).unwrap();
+            answers.send((one, heads, batch)).unwrap();
+        });
+        let polled = answered.recv_timeout(std::time::Duration::from_secs(20));
+        tx.commit().unwrap(); // Else a poll that waits for the lock would wait its busy timeout.
+        let (one, heads, batch) = polled.expect("the polls waited for the write lock");
+        assert_eq!(one, Acquired::Empty);
+        assert!(heads.is_empty(), "{heads:?}");
+        assert_eq!(batch, [empty, empty]);
+    });
+    assert!(matches!(store.enqueue(Time(0), JobId(0)).unwrap(), Enqueued::Accepted { .. }));
+    let Acquired::Granted(grant) = store.acquire_for(Time(0), WorkerId(1), RequestId(2)).unwrap() else {
+        panic!("a queued job is granted")
+    };
+    assert_eq!(store.acquire_for(Time(0), WorkerId(1), RequestId(2)).unwrap(), Acquired::Regranted(grant));
+    let batch = store.serve_batch(Time(0), &[acquire(2, 2), acquire(1, 2)]).unwrap();
+    assert_eq!(batch, [empty, lease_core::WorkerReply::Acquired(Acquired::Regranted(grant))]);
+}
+
 // Proves each row's guard in PostgreSQL's one-statement batch writes (a batch's rows are locked
 // before its decision, so these guards never fire in a run: they are the compare-and-set that
 // stands if a lock is ever missed, and this test is what a mistake in them fails). Two leased
