@@ -510,8 +510,15 @@ fn postgres_an_acquire_of_an_empty_queue_takes_no_lock_and_answers_as_the_acquir
         assert!(heads.is_empty(), "{heads:?}");
         assert_eq!(batch, [empty, empty]);
     });
-    // A queued job is granted; a copy of its request is answered from the grant, alone and
-    // beside a fresh request of another worker, though nothing is queued any more.
+    granted_then_regranted(&mut store);
+}
+
+/// After polls of an empty queue: a queued job is granted; a copy of its request is answered from
+/// the grant, alone and beside a fresh request of another worker, though nothing is queued any
+/// more; a fresh request finds nothing.
+fn granted_then_regranted(store: &mut impl TableStore) {
+    let acquire = |w: u32, r: u64| (WorkerId(w), RequestId(r), WorkerRequest::Acquire);
+    let empty = lease_core::WorkerReply::Acquired(Acquired::Empty);
     assert!(matches!(store.enqueue(Time(0), JobId(0)).unwrap(), Enqueued::Accepted { .. }));
     let Acquired::Granted(grant) = store.acquire_for(Time(0), WorkerId(1), RequestId(2)).unwrap() else {
         panic!("a queued job is granted")
@@ -524,8 +531,7 @@ fn postgres_an_acquire_of_an_empty_queue_takes_no_lock_and_answers_as_the_acquir
 
 /// The same on a SQLite file under the database's clock: with another connection holding the
 /// write lock (`BEGIN IMMEDIATE`), polls of the empty queue answer empty from a read, one at a time
-/// and in a batch; a queued job is granted, and a copy of a granted request is still regranted,
-/// alone and beside a fresh request.
+/// and in a batch; then [`granted_then_regranted`].
 #[test]
 fn sqlite_an_acquire_of_an_empty_queue_takes_no_write_lock_and_answers_as_the_acquire_would() {
     let file = TempFile::new("nothing_to_grant");
@@ -551,13 +557,7 @@ fn sqlite_an_acquire_of_an_empty_queue_takes_no_write_lock_and_answers_as_the_ac
         assert!(heads.is_empty(), "{heads:?}");
         assert_eq!(batch, [empty, empty]);
     });
-    assert!(matches!(store.enqueue(Time(0), JobId(0)).unwrap(), Enqueued::Accepted { .. }));
-    let Acquired::Granted(grant) = store.acquire_for(Time(0), WorkerId(1), RequestId(2)).unwrap() else {
-        panic!("a queued job is granted")
-    };
-    assert_eq!(store.acquire_for(Time(0), WorkerId(1), RequestId(2)).unwrap(), Acquired::Regranted(grant));
-    let batch = store.serve_batch(Time(0), &[acquire(2, 2), acquire(1, 2)]).unwrap();
-    assert_eq!(batch, [empty, lease_core::WorkerReply::Acquired(Acquired::Regranted(grant))]);
+    granted_then_regranted(&mut store);
 }
 
 // Proves each row's guard in PostgreSQL's one-statement batch writes (a batch's rows are locked
