@@ -32,11 +32,11 @@
 //! jobs, fenced as any other (a lease its machine gave up while it waited is released unrun). With
 //! a [`WorkerOptions::linger`], a kind whose batch is not full waits up to that long for more
 //! (River's completer timer), so the ends of handlers that come a few milliseconds apart leave
-//! together; a full batch leaves at once, and so do records and completions that no other slot's
-//! job can join, and a request its machine has replaced under a new id while it waited never
-//! leaves. Between a decision and its start a turn may stall at another slot's point (a pause of
-//! the whole process), so each effect is decided again, the machine taking the time, before its
-//! line is written and before it starts.
+//! together; a full batch leaves at once, and so do `executing` lines, records and completions that
+//! no other slot's job can join, and a request its machine has replaced under a new id while it
+//! waited never leaves. Between a decision and its start a turn may stall at another slot's point
+//! (a pause of the whole process), so each effect is decided again, the machine taking the time,
+//! before its line is written and before it starts.
 //!
 //! **Shutdown.** Once the signal resolves, no slot acquires again (a grant that answers an
 //! acquire already sent is released at once); jobs in flight may finish for `grace`. Then every
@@ -109,14 +109,14 @@ pub struct WorkerOptions {
     /// a time. 1, the default, sends each alone. At most the table's `batch_max`.
     pub batch: usize,
     /// How long a batch that is not full may wait for more of its kind ([`WorkerOptions::batch`]
-    /// above 1): the completer's and the fetcher's timer, as River's. Zero, the default, sends
-    /// each turn's requests at the end of the turn. Requests of one kind leave as soon as
-    /// `batch` of them wait, or when the oldest has waited `linger`, or when no more can come (a
-    /// record or a completion, once no other slot's job is before that step: the last jobs of a
-    /// burst do not wait at each step for company that cannot come); at most half a request's
-    /// timeout (a request's timeout counts from when its machine made it), and a lease that a
-    /// wait carries past its machine's estimate is never acted on: an effect is decided again
-    /// before its `executing` line leaves, and a record of an abandoned lease is dropped.
+    /// above 1): the completer's and the fetcher's timer, as River's. Zero, the default, sends each
+    /// turn's requests at the end of the turn. Requests of one kind leave as soon as `batch` of
+    /// them wait, or when the oldest has waited `linger`, or when no more can come (an `executing`
+    /// line, a record or a completion, once no other slot's job is before that step: the last jobs
+    /// of a burst do not wait at each step for company that cannot come); at most half a request's
+    /// timeout (a request's timeout counts from when its machine made it), and a lease that a wait
+    /// carries past its machine's estimate is never acted on: an effect is decided again before its
+    /// `executing` line leaves, and a record of an abandoned lease is dropped.
     pub linger: Span,
     /// How many handlers run at once: 0, the default, one per slot. Fewer, and the slots beyond
     /// them are a local buffer of granted jobs (River's fetcher keeps one): their machines
@@ -649,34 +649,34 @@ impl<H: Handler> Run<H> {
     /// When none can, a batch that is not full leaves at once: lingering would only delay it (the
     /// last jobs of a burst waited a linger at each step).
     fn more_may_come(&self, group: usize) -> bool {
-        let queued = |slot: usize, group: usize| {
-            self.queued
-                .iter()
-                .any(|&(queued, _, request)| queued == slot && batch_group(&request).map(usize::from) == Some(group))
-        };
-        let waiting = |slot: usize| match group {
-            EFFECTS => {
-                self.queued_effects.iter().any(|&(queued, ..)| queued == slot)
-                    || self.buffered.iter().any(|&(queued, ..)| queued == slot)
+        if !matches!(group, EFFECTS | RECORDS | COMPLETES) {
+            return true;
+        }
+        // Which slots wait in the group already, and which have an acquire waiting to leave: one
+        // pass over each queue, then one over the slots.
+        let (mut waiting, mut acquire_waits) = (vec![false; self.slots.len()], vec![false; self.slots.len()]);
+        match group {
+            EFFECTS => self.queued_effects.iter().chain(&self.buffered).for_each(|&(slot, ..)| waiting[slot] = true),
+            RECORDS => self.queued_records.iter().for_each(|&(slot, ..)| waiting[slot] = true),
+            _ => {}
+        }
+        for &(slot, _, request) in &self.queued {
+            match batch_group(&request).map(usize::from) {
+                Some(kind) if kind == group => waiting[slot] = true,
+                Some(0) => acquire_waits[slot] = true,
+                _ => {}
             }
-            RECORDS => self.queued_records.iter().any(|&(queued, ..)| queued == slot),
-            _ => queued(slot, group),
-        };
+        }
         let before = |at: usize, slot: &Slot| match (group, slot.worker.main_request()) {
             (_, Some(WorkerRequest::Lookup { .. })) => true,
-            (EFFECTS, Some(WorkerRequest::Acquire)) => slot.acquiring > 0 || queued(at, 0),
+            (EFFECTS, Some(WorkerRequest::Acquire)) => slot.acquiring > 0 || acquire_waits[at],
             (COMPLETES, Some(WorkerRequest::Execute { .. })) => true,
             (RECORDS, Some(WorkerRequest::Execute { .. })) => {
                 slot.effect.as_ref().is_none_or(|effect| effect.output.is_none())
             }
             _ => false,
         };
-        match group {
-            EFFECTS | RECORDS | COMPLETES => {
-                self.slots.iter().enumerate().any(|(at, slot)| before(at, slot) && !waiting(at))
-            }
-            _ => true,
-        }
+        self.slots.iter().enumerate().any(|(at, slot)| !waiting[at] && before(at, slot))
     }
 
     /// Sends the records and requests queued that are due ([`Run::leaving`]): each kind in
@@ -689,7 +689,7 @@ impl<H: Handler> Run<H> {
         records.retain(|&(slot, id, _)| {
             self.slots[slot].effect.as_ref().is_some_and(|effect| effect.id == id && effect.running.is_none())
         });
-        let more = self.more_may_come(RECORDS);
+        let more = !records.is_empty() && self.more_may_come(RECORDS);
         let leaving = self.leaving(RECORDS, records.len(), more);
         self.queued_records = records.split_off(leaving);
         for batch in records.chunks(self.options.batch) {
@@ -698,7 +698,14 @@ impl<H: Handler> Run<H> {
                 _ => self.record_batch(batch),
             }
         }
-        let more: Vec<bool> = (0..RECORDS).map(|group| self.more_may_come(group)).collect();
+        // Asked only of the kinds that wait (each asking is a pass over the slots).
+        let more: Vec<bool> = (0..RECORDS)
+            .map(|group| {
+                let waits =
+                    self.queued.iter().any(|(_, _, request)| batch_group(request).map(usize::from) == Some(group));
+                waits && self.more_may_come(group)
+            })
+            .collect();
         let mut queued = std::mem::take(&mut self.queued);
         // Stable: within a kind, the machines' order.
         queued.sort_by_key(|(_, _, request)| batch_group(request));
@@ -930,7 +937,7 @@ impl<H: Handler> Run<H> {
     /// ([`Client::started`], which reads the payloads of those written), then each effect whose
     /// line was written started, in turn. Lines not known written start none of them.
     async fn start_queued(&mut self) {
-        let more = self.more_may_come(EFFECTS);
+        let more = !self.queued_effects.is_empty() && self.more_may_come(EFFECTS);
         let mut queued = std::mem::take(&mut self.queued_effects);
         // Decided during the drain, perhaps before a stall at another slot's point (a pause of
         // the whole process): the machines take the time again, and a lease no longer acted on
