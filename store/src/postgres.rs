@@ -191,7 +191,7 @@ impl PostgresStore {
         let lock = match &scope {
             _ if whole => schema::LOCK_LOG,
             Scope::Set => schema::LOCK_LOG,
-            Scope::Queue(_) | Scope::Heads(_) | Scope::Askers(_) => schema::LOCK_QUEUE,
+            Scope::Heads(_) | Scope::Askers(_) => schema::LOCK_QUEUE,
             // Rows each locks in key order (job rows, as an acquire locks its own: no cycle), or
             // none: see LOCK_LOG_SHARED.
             Scope::Job(_) | Scope::Jobs(_) | Scope::Op(_) | Scope::Ops(_) | Scope::Line | Scope::Leases(_) => {
@@ -237,24 +237,6 @@ impl PostgresStore {
         let mut prefetched = Prefetched::default();
         match *scope {
             Scope::Set | Scope::Line => {}
-            // Two statements for one acquire or a batch of them: the grants, and the rows of the
-            // jobs they name with the queue's first, locked in job order (the heads told apart by
-            // their order in the queue: `SELECT_ACQUIRE_ROWS`).
-            Scope::Queue(worker) => {
-                let worker = i64::from(worker.0);
-                let (grant, rows) = try_join(
-                    client.query_opt(self.statement(schema::SELECT_GRANT), &[&worker]),
-                    client.query(self.locked(schema::SELECT_ACQUIRE_ROWS), &[&vec![worker], &1i64]),
-                )
-                .await?;
-                let grant = grant.as_ref().map(last_grant);
-                let (rows, mut heads) = acquire_rows(&rows, 1)?;
-                if let Some(row) = grant.and_then(|grant| rows.get(&int(grant.job.0))) {
-                    prefetched.jobs.push((JobId(row.job as u64), Some(row.clone())));
-                }
-                prefetched.grant = Some(grant);
-                prefetched.head = Some(heads.pop_front());
-            }
             Scope::Job(job) => {
                 let id = int(job.0);
                 let row = client.query_opt(self.locked(schema::SELECT_JOB), &[&id]).await?;
@@ -266,6 +248,9 @@ impl PostgresStore {
                     client.query(self.locked(schema::SELECT_ACQUIRE_ROWS), &[&Vec::<i64>::new(), &limit]).await?;
                 prefetched.heads = Some(acquire_rows(&rows, want)?.1);
             }
+            // Two statements for one acquire or a batch of them: the grants, and the rows of the
+            // jobs they name with the queue's first, locked in job order (the heads told apart by
+            // their order in the queue: `SELECT_ACQUIRE_ROWS`).
             Scope::Askers(ref workers) => {
                 let ids: Vec<i64> = workers.iter().map(|worker| i64::from(worker.0)).collect();
                 let limit = i64::try_from(workers.len()).unwrap_or(i64::MAX);
@@ -394,12 +379,8 @@ struct Prefetched {
     jobs: Vec<(JobId, Option<Row>)>,
     /// Ledger rows, by operation.
     ops: Vec<(OpId, OpRecord)>,
-    /// The worker's last grant by request, for an acquire.
-    grant: Option<Option<LastGrant>>,
-    /// Each worker's last grant by request, for a runtime's batched acquire.
+    /// Each asking worker's last grant by request, for an acquire (one, or a runtime's batch).
     grants: Vec<(WorkerId, Option<LastGrant>)>,
-    /// The queue's head, for an acquire.
-    head: Option<Option<Row>>,
     /// The queue's first jobs, in order, for a batched acquire.
     heads: Option<std::collections::VecDeque<Row>>,
 }
@@ -794,9 +775,6 @@ impl Tx for PgTx<'_> {
         if let Some(heads) = &mut self.prefetched.heads {
             return Ok(heads.pop_front());
         }
-        if let Some(head) = self.prefetched.head.take() {
-            return Ok(head);
-        }
         self.read("the queue's head");
         Ok(self.rows(self.store.locked(schema::SELECT_HEAD), &[])?.pop())
     }
@@ -842,9 +820,6 @@ impl Tx for PgTx<'_> {
     }
 
     fn last_grant(&mut self, worker: WorkerId) -> Result<Option<LastGrant>, StoreError> {
-        if let Some(grant) = self.prefetched.grant.take() {
-            return Ok(grant);
-        }
         if let Some(at) = self.prefetched.grants.iter().position(|(asker, _)| *asker == worker) {
             return Ok(self.prefetched.grants.swap_remove(at).1);
         }
@@ -927,12 +902,7 @@ impl SqlStore for PostgresStore {
         }
     }
 
-    fn nothing_to_grant(&mut self, askers: &[(WorkerId, Option<RequestId>)]) -> Result<bool, StoreError> {
-        // Under the caller's clock an acquire orders the callers' times, and a planted bug takes
-        // the whole lock for everything: the acquire runs.
-        if self.session.clock == Clock::Caller || self.session.rules.bugs != Bugs::NONE {
-            return Ok(false);
-        }
+    fn read_nothing_to_grant(&mut self, askers: &[(WorkerId, Option<RequestId>)]) -> Result<bool, StoreError> {
         let (workers, requests): (Vec<i64>, Vec<i64>) = askers
             .iter()
             .filter_map(|&(worker, request)| request.map(|request| (i64::from(worker.0), int(request.0))))

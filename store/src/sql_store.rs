@@ -21,15 +21,12 @@ pub(crate) enum Scope {
     /// Rows it does not lock (the backlog, the queue's ends, the expired leases): the log's whole
     /// lock ([`crate::schema::LOCK_LOG`]).
     Set,
-    /// An acquire for this worker: the queue's lock ([`crate::schema::LOCK_QUEUE`]), then the row
-    /// of the job it was last granted (by request) and the queue's head.
-    Queue(WorkerId),
     /// A batched acquire of up to this many jobs: the queue's lock ([`crate::schema::LOCK_QUEUE`]),
     /// then that many of the queue's first rows, in one statement.
     Heads(usize),
-    /// A runtime's batched acquire for these workers (distinct): the queue's lock, then each
-    /// worker's last grant and the row of the job it was last granted, and as many of the
-    /// queue's first rows as there are workers, together.
+    /// An acquire for these workers (distinct; one, or a runtime's batch): the queue's lock
+    /// ([`crate::schema::LOCK_QUEUE`]), then each worker's last grant and the row of the job it
+    /// was last granted, and as many of the queue's first rows as there are workers, together.
     Askers(Vec<WorkerId>),
     /// One job's row.
     Job(JobId),
@@ -106,15 +103,11 @@ pub(crate) trait SqlStore {
     ) -> Result<A, StoreError>;
 
     /// Whether an acquire by each of `askers` (each a worker and its request, `None` for a plain
-    /// acquire) would grant nothing, known without a transaction of the acquire's: nothing is
-    /// queued, and no request is a copy of its worker's last grant's. `false` when the store
-    /// cannot tell so cheaply (then the acquire runs); an answer of `true` must be one the acquire
-    /// would have given at some moment between the call and its return, and it writes nothing, so
-    /// the acquire answers [`Acquired::Empty`] for each.
-    fn nothing_to_grant(&mut self, askers: &[(WorkerId, Option<RequestId>)]) -> Result<bool, StoreError> {
-        let _ = askers;
-        Ok(false)
-    }
+    /// acquire) would grant nothing, read without the acquire's lock: nothing is queued, and no
+    /// request is a copy of its worker's last grant's. `true` must be the answer the acquire would
+    /// have given at some moment between the call and its return (one snapshot). Asked only under
+    /// the database's clock with no bug planted ([`nothing_to_grant`]).
+    fn read_nothing_to_grant(&mut self, askers: &[(WorkerId, Option<RequestId>)]) -> Result<bool, StoreError>;
 
     /// The job's row, read outside any decision.
     fn read_job(&mut self, job: JobId) -> Result<Option<Row>, StoreError>;
@@ -140,6 +133,19 @@ pub(crate) trait SqlStore {
     }
 }
 
+/// Whether an acquire by each of `askers` would grant nothing, so that it answers
+/// [`Acquired::Empty`] for each without its transaction ([`SqlStore::read_nothing_to_grant`]): an
+/// empty acquire writes nothing, so an idle worker's poll need not wait for the acquires that grant.
+/// Only under the database's clock with no bug planted: under the caller's clock an acquire orders
+/// the callers' times, and a planted bug takes the whole lock for everything.
+fn nothing_to_grant<S: SqlStore>(store: &mut S, askers: &[(WorkerId, Option<RequestId>)]) -> Result<bool, StoreError> {
+    let session = store.session();
+    if session.clock == Clock::Caller || session.rules.bugs != lease_core::Bugs::NONE {
+        return Ok(false);
+    }
+    store.read_nothing_to_grant(askers)
+}
+
 impl<S: SqlStore> TableStore for S {
     fn config(&self) -> TableConfig {
         self.session().rules.config
@@ -162,17 +168,17 @@ impl<S: SqlStore> TableStore for S {
     }
 
     fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, StoreError> {
-        if self.nothing_to_grant(&[(owner, None)])? {
+        if nothing_to_grant(self, &[(owner, None)])? {
             return Ok(Acquired::Empty);
         }
-        self.run(now, true, Scope::Queue(owner), |op, tx| op.acquire(tx, owner, None))
+        self.run(now, true, Scope::Askers(vec![owner]), |op, tx| op.acquire(tx, owner, None))
     }
 
     fn acquire_for(&mut self, now: Time, owner: WorkerId, request: RequestId) -> Result<Acquired, StoreError> {
-        if self.nothing_to_grant(&[(owner, Some(request))])? {
+        if nothing_to_grant(self, &[(owner, Some(request))])? {
             return Ok(Acquired::Empty);
         }
-        self.run(now, true, Scope::Queue(owner), |op, tx| op.acquire(tx, owner, Some(request)))
+        self.run(now, true, Scope::Askers(vec![owner]), |op, tx| op.acquire(tx, owner, Some(request)))
     }
 
     fn renew(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Renewal, StoreError> {
@@ -201,7 +207,7 @@ impl<S: SqlStore> TableStore for S {
     // after the writes of the jobs before it (`Tx::flush`), and its lines commit with it.
     fn acquire_batch(&mut self, now: Time, owner: WorkerId, want: usize) -> Result<Vec<Grant>, StoreError> {
         check_batch(self.session().rules.config, want)?;
-        if self.nothing_to_grant(&[(owner, None)])? {
+        if nothing_to_grant(self, &[(owner, None)])? {
             return Ok(Vec::new());
         }
         self.run(now, true, Scope::Heads(want), |op, tx| op.acquire_batch(tx, owner, want))
@@ -248,7 +254,7 @@ impl<S: SqlStore> TableStore for S {
         let kind = crate::batch_kind(calls)?;
         if kind == crate::BatchKind::Acquire {
             let askers: Vec<_> = calls.iter().map(|&(worker, id, _)| (worker, Some(id))).collect();
-            if self.nothing_to_grant(&askers)? {
+            if nothing_to_grant(self, &askers)? {
                 return Ok(calls.iter().map(|_| WorkerReply::Acquired(Acquired::Empty)).collect());
             }
         }

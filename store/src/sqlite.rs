@@ -389,13 +389,10 @@ impl SqlStore for SqliteStore {
         Ok(answer)
     }
 
-    /// Under the database's clock, one deferred (reading) transaction: one snapshot of the queue's
-    /// head and the askers' last grants, without the write lock that every acquire takes (and
+    /// One deferred (reading) transaction: one snapshot of the queue's head and the askers' last
+    /// grants, without the write lock that every acquire takes (and
     /// every other writer waits for: an idle fleet's polls took it in turn).
-    fn nothing_to_grant(&mut self, askers: &[(WorkerId, Option<RequestId>)]) -> Result<bool, StoreError> {
-        if self.session.clock == Clock::Caller || self.session.rules.bugs != Bugs::NONE {
-            return Ok(false);
-        }
+    fn read_nothing_to_grant(&mut self, askers: &[(WorkerId, Option<RequestId>)]) -> Result<bool, StoreError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
         let mut read = SqliteTx::new(&tx);
         let mut nothing = read.head()?.is_none();

@@ -449,15 +449,16 @@ fn postgres_an_acquire_and_a_stale_batch_holding_the_head_never_deadlock() {
         tx.query_one("SELECT job FROM lease_jobs WHERE job = 1 FOR UPDATE", &[]).unwrap();
         std::thread::scope(|s| {
             let acquiring = s.spawn(|| acquire(&mut store));
-            // Until the acquire waits on a row lock (bounded: 20 s).
+            // Until the acquire waits on a row lock (bounded: 20 s): a backend that holds the tuple
+            // lock of a row of this schema's jobs and waits (other tests' waits do not count).
             let mut watcher = postgres::Client::connect(&pg::url(), postgres::NoTls).expect("connect");
+            let waiting_on_jobs = format!(
+                "SELECT COUNT(*) FROM pg_locks w JOIN pg_locks t ON t.pid = w.pid WHERE NOT w.granted \
+                 AND t.locktype = 'tuple' AND t.relation = '{}.lease_jobs'::regclass",
+                scratch.name
+            );
             let waiting = (0..4_000).any(|_| {
-                let row = watcher
-                    .query_one(
-                        "SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND locktype IN ('transactionid', 'tuple')",
-                        &[],
-                    )
-                    .unwrap();
+                let row = watcher.query_one(&waiting_on_jobs, &[]).unwrap();
                 std::thread::sleep(std::time::Duration::from_millis(5));
                 row.get::<_, i64>(0) > 0 || acquiring.is_finished()
             });
