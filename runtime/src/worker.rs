@@ -32,11 +32,11 @@
 //! jobs, fenced as any other (a lease its machine gave up while it waited is released unrun). With
 //! a [`WorkerOptions::linger`], a kind whose batch is not full waits up to that long for more
 //! (River's completer timer), so the ends of handlers that come a few milliseconds apart leave
-//! together; a full batch leaves at once, and so do `executing` lines, records and completions that
-//! no other slot's job can join, and a request its machine has replaced under a new id while it
-//! waited never leaves. Between a decision and its start a turn may stall at another slot's point
-//! (a pause of the whole process), so each effect is decided again, the machine taking the time,
-//! before its line is written and before it starts.
+//! together; a full batch leaves at once, and so do lookups, `executing` lines, records and
+//! completions that no other slot's job can join, and a request its machine has replaced under
+//! a new id while it waited never leaves. Between a decision and its start a turn may stall at
+//! another slot's point (a pause of the whole process), so each effect is decided again, the
+//! machine taking the time, before its line is written and before it starts.
 //!
 //! **Shutdown.** Once the signal resolves, no slot acquires again (a grant that answers an
 //! acquire already sent is released at once); jobs in flight may finish for `grace`. Then every
@@ -111,12 +111,13 @@ pub struct WorkerOptions {
     /// How long a batch that is not full may wait for more of its kind ([`WorkerOptions::batch`]
     /// above 1): the completer's and the fetcher's timer, as River's. Zero, the default, sends each
     /// turn's requests at the end of the turn. Requests of one kind leave as soon as `batch` of
-    /// them wait, or when the oldest has waited `linger`, or when no more can come (an `executing`
-    /// line, a record or a completion, once no other slot's job is before that step: the last jobs
-    /// of a burst do not wait at each step for company that cannot come); at most half a request's
-    /// timeout (a request's timeout counts from when its machine made it), and a lease that a wait
-    /// carries past its machine's estimate is never acted on: an effect is decided again before its
-    /// `executing` line leaves, and a record of an abandoned lease is dropped.
+    /// them wait, or when the oldest has waited `linger`, or when no more can come (a lookup, an
+    /// `executing` line, a record or a completion, once no other slot's job is before that step:
+    /// the last jobs of a burst do not wait at each step for company that cannot come); at most
+    /// half a request's timeout (a request's timeout counts from when its machine made it), and a
+    /// lease that a wait carries past its machine's estimate is never acted on: an effect is
+    /// decided again before its `executing` line leaves, and a record of an abandoned lease is
+    /// dropped.
     pub linger: Span,
     /// How many handlers run at once: 0, the default, one per slot. Fewer, and the slots beyond
     /// them are a local buffer of granted jobs (River's fetcher keeps one): their machines
@@ -298,6 +299,7 @@ fn batch_group(request: &WorkerRequest) -> Option<u8> {
 
 /// The batch groups beyond the requests': outputs to record, and effects to start (their
 /// `executing` lines).
+const LOOKUPS: usize = 2;
 const COMPLETES: usize = 3;
 const RECORDS: usize = 5;
 const EFFECTS: usize = 6;
@@ -642,41 +644,29 @@ impl<H: Handler> Run<H> {
         leaving
     }
 
-    /// Whether more of `group` may still come: a slot not waiting in it whose job's course is
-    /// before it. An effect to start comes after a grant (an acquire that has left) or a lookup;
-    /// a record, after a lookup or an execute whose handler has no output yet; a completion,
-    /// after a lookup (an output adopted) or an execute. Any other kind may come at any time.
-    /// When none can, a batch that is not full leaves at once: lingering would only delay it (the
-    /// last jobs of a burst waited a linger at each step).
+    /// Whether more of `group` may still come: a slot whose job's course is before it. A lookup
+    /// comes after a grant (an acquire out, or waiting to leave); an effect to start, after a
+    /// grant or a lookup; a record, after a lookup or an execute whose handler has no output yet;
+    /// a completion, after a lookup (an output adopted) or an execute. Any other kind may come at
+    /// any time. When none can, a batch that is not full leaves at once: lingering would only
+    /// delay it (the last jobs of a burst waited a linger at each step). A slot waiting in the
+    /// group is past that step (its machine's request is the group's own, or an execute whose
+    /// output is known), so it never counts as company for itself.
     fn more_may_come(&self, group: usize) -> bool {
-        if !matches!(group, EFFECTS | RECORDS | COMPLETES) {
+        if !matches!(group, LOOKUPS | EFFECTS | RECORDS | COMPLETES) {
             return true;
         }
-        // Which slots wait in the group already, and which have an acquire waiting to leave: one
-        // pass over each queue, then one over the slots.
-        let (mut waiting, mut acquire_waits) = (vec![false; self.slots.len()], vec![false; self.slots.len()]);
-        match group {
-            EFFECTS => self.queued_effects.iter().chain(&self.buffered).for_each(|&(slot, ..)| waiting[slot] = true),
-            RECORDS => self.queued_records.iter().for_each(|&(slot, ..)| waiting[slot] = true),
-            _ => {}
-        }
-        for &(slot, _, request) in &self.queued {
-            match batch_group(&request).map(usize::from) {
-                Some(kind) if kind == group => waiting[slot] = true,
-                Some(0) => acquire_waits[slot] = true,
-                _ => {}
-            }
-        }
-        let before = |at: usize, slot: &Slot| match (group, slot.worker.main_request()) {
-            (_, Some(WorkerRequest::Lookup { .. })) => true,
-            (EFFECTS, Some(WorkerRequest::Acquire)) => slot.acquiring > 0 || acquire_waits[at],
+        self.slots.iter().any(|slot| match (group, slot.worker.main_request()) {
+            // A lookup comes back as an effect, a record or a completion.
+            (EFFECTS | RECORDS | COMPLETES, Some(WorkerRequest::Lookup { .. })) => true,
+            // The machine awaits a grant: its acquire is out, waits to leave, or is sent again.
+            (LOOKUPS | EFFECTS, Some(WorkerRequest::Acquire)) => true,
             (COMPLETES, Some(WorkerRequest::Execute { .. })) => true,
             (RECORDS, Some(WorkerRequest::Execute { .. })) => {
                 slot.effect.as_ref().is_none_or(|effect| effect.output.is_none())
             }
             _ => false,
-        };
-        self.slots.iter().enumerate().any(|(at, slot)| !waiting[at] && before(at, slot))
+        })
     }
 
     /// Sends the records and requests queued that are due ([`Run::leaving`]): each kind in

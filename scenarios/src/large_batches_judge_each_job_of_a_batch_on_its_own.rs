@@ -215,3 +215,161 @@ mod tests {
         crate::assert_trace_snapshot!(SCENARIO, 3);
     }
 }
+
+/// When a process's batches leave, shown on small worlds of the quiet scenario's timing: one
+/// process of 8 slots batching 8, with a linger of 30 ms (near the most its request timeout
+/// allows, half of 67 ms), no fault but a scripted one, a network of 1 to 2 ms each way, a
+/// dependency of 2 to 10 ms, and idle slots that poll every 200 ms and are not held at the
+/// table. A batch that waits a linger it did not need, or leaves before what could join it, holds
+/// every invariant: only these timings show it.
+#[cfg(test)]
+mod lingering {
+    use lease_core::{Epoch, JobId, Span};
+    use lease_history::{Event, Node, OutcomeKind, Point};
+    use lease_sim::faults::{Scripted, Strike};
+    use lease_sim::world::{self, Arrival, Params, RunReport, Verdict};
+    use std::collections::BTreeMap;
+
+    /// The linger: far above a round trip (2 to 4 ms) and a handler (2 to 10 ms).
+    const LINGER_US: u64 = 30_000;
+    /// The most a step may take once nothing more can join its batch: a round trip and change.
+    const PROMPT_US: u64 = 6_000;
+
+    /// The world, its jobs arriving at the times given.
+    fn world(arrivals: &[(u64, u64)]) -> Params {
+        let mut params = Params::quiet("large-batches".into(), 1, None);
+        params.workers = 1;
+        params.worker_clocks.truncate(1);
+        params.slots = 8;
+        params.batch = 8;
+        params.linger = Span(LINGER_US);
+        params.worker.acquire_wait = Span::ZERO;
+        params.worker.idle_backoff = Span::from_ms(200);
+        params.latency_us = (1_000, 2_000);
+        params.dependency.latency_min_us = 2_000;
+        params.dependency.latency_max_us = 10_000;
+        params.jobs = arrivals.len() as u32;
+        params.arrivals = Some(arrivals.iter().map(|&(job, at_us)| Arrival { job, at_us }).collect());
+        params
+    }
+
+    /// When each step of a job's last lease reached its node: the grant at the table, the
+    /// worker's lookup at the ledger (a later attempt), its `executing` line, its effect's
+    /// record at the ledger, its completion at the table.
+    #[derive(Debug, Default, Clone, Copy)]
+    struct Course {
+        epoch: Epoch,
+        granted: u64,
+        looked_up: Option<u64>,
+        executing: u64,
+        applied: u64,
+        completed: u64,
+    }
+
+    fn courses(report: &RunReport) -> BTreeMap<JobId, Course> {
+        assert_eq!(report.verdict, Verdict::Held, "the world broke an invariant");
+        let mut courses: BTreeMap<JobId, Course> = BTreeMap::new();
+        for entry in &report.history {
+            let t = entry.t_us;
+            match entry.event {
+                Event::Granted { job, epoch, .. } => {
+                    courses.insert(job, Course { epoch, granted: t, ..Course::default() });
+                }
+                _ => {
+                    let Some(course) = entry.event.job().and_then(|job| courses.get_mut(&job)) else { continue };
+                    match (entry.node, &entry.event) {
+                        (Node::Ledger, Event::LookedUp { from: Node::Worker(_), epoch, .. }) if *epoch == course.epoch => {
+                            course.looked_up = Some(t);
+                        }
+                        (Node::Worker(_), Event::Executing { epoch, .. }) if *epoch == course.epoch => course.executing = t,
+                        (Node::Ledger, Event::EffectApplied { epoch, .. }) if *epoch == course.epoch => course.applied = t,
+                        (Node::Table, Event::Terminal { outcome: OutcomeKind::Completed, epoch, .. })
+                            if *epoch == course.epoch =>
+                        {
+                            course.completed = t
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        for (job, course) in &courses {
+            assert!(course.completed > 0, "{job:?} never completed: {course:?}");
+        }
+        courses
+    }
+
+    /// The one time every course gives for a step: its lines left in one batch.
+    fn together(courses: &BTreeMap<JobId, Course>, step: &str, at: fn(&Course) -> u64) -> u64 {
+        let times: Vec<u64> = courses.values().map(at).collect();
+        assert!(times.windows(2).all(|pair| pair[0] == pair[1]), "{step} lines in more than one batch: {courses:?}");
+        times[0]
+    }
+
+    /// No later than a round trip after `since`.
+    fn prompt(step: &str, since: u64, at: u64, courses: &BTreeMap<JobId, Course>) {
+        assert!(
+            at <= since + PROMPT_US,
+            "{step} at {at} us, {} us after what it waited for: it lingered ({LINGER_US} us) though nothing \
+             could join it: {courses:?}",
+            at - since
+        );
+    }
+
+    // Three jobs granted in one batch, their handlers ending 2 to 10 ms apart: their `executing`
+    // lines leave at once (the other slots polled empty and sleep), their completions wait for
+    // the last handler and leave together at once, with no linger at either step. With a
+    // recording handler (the runtime records the outputs), the records do the same.
+    #[test]
+    fn a_batch_that_nothing_more_can_join_leaves_at_once() {
+        for recorders in [0, 1] {
+            let mut params = world(&[(0, 20_000), (1, 20_000), (2, 20_000)]);
+            params.recorders = recorders;
+            let courses = courses(&world::run(params));
+            let granted = together(&courses, "grant", |c| c.granted);
+            let executing = together(&courses, "executing", |c| c.executing);
+            prompt("the executing lines", granted, executing, &courses);
+            let applied = courses.values().map(|c| c.applied).max().expect("three jobs");
+            if recorders > 0 {
+                together(&courses, "record", |c| c.applied);
+                prompt("the records", executing + 10_000, applied, &courses);
+            }
+            let completed = together(&courses, "completion", |c| c.completed);
+            prompt("the completions", applied, completed, &courses);
+        }
+    }
+
+    // A second attempt granted beside two first ones: its lookup leaves at once (no acquire is
+    // out that could bring another), and the first attempts' effects wait for it, so the three
+    // `executing` lines leave in one batch as soon as it answers. Job 0's first lease is lost
+    // to a crash before its effect; a reclaimer requeues it, and it is granted again with jobs
+    // 1 and 2, which arrive meanwhile.
+    #[test]
+    fn a_lookup_leaves_at_once_and_the_effects_beside_it_wait_for_it() {
+        let mut params = world(&[(0, 20_000), (1, 760_000), (2, 760_000)]);
+        params.script.push(Scripted { job: JobId(0), point: Point::BeforeEffect, strike: Strike::Crash });
+        let courses = courses(&world::run(params));
+        let granted = together(&courses, "grant", |c| c.granted);
+        let looked_up = courses[&JobId(0)].looked_up.expect("job 0's second attempt looked its operation up");
+        prompt("the lookup", granted, looked_up, &courses);
+        let executing = together(&courses, "executing", |c| c.executing);
+        prompt("the executing lines", looked_up, executing, &courses);
+    }
+
+    // Held at the table (long polling), the idle slots' acquires are out when job 0 is granted:
+    // its effect waits, and job 1's, granted 10 ms later to another slot, joins it; then nothing
+    // more can come and the two leave at once.
+    #[test]
+    fn an_effect_waits_for_a_grant_an_acquire_out_can_bring() {
+        let mut params = world(&[(0, 20_000), (1, 30_000)]);
+        params.worker.acquire_wait = Span::from_ms(100);
+        let courses = courses(&world::run(params));
+        let last_grant = courses.values().map(|c| c.granted).max().expect("two jobs");
+        assert!(courses[&JobId(0)].granted + 5_000 < last_grant, "granted apart: {courses:?}");
+        let executing = together(&courses, "executing", |c| c.executing);
+        prompt("the executing lines", last_grant, executing, &courses);
+        let applied = courses.values().map(|c| c.applied).max().expect("two jobs");
+        let completed = together(&courses, "completion", |c| c.completed);
+        prompt("the completions", applied, completed, &courses);
+    }
+}
