@@ -37,6 +37,24 @@ pub fn busy_retry(tries: i32) -> bool {
     true
 }
 
+/// Turns off SQLite's count of the memory it holds (`SQLITE_CONFIG_MEMSTATUS`), once a process,
+/// before its first connection. With the count on, every allocation SQLite makes or frees takes
+/// a mutex that every connection of the process shares. Nothing here reads the count
+/// (`sqlite3_memory_used`, a soft heap limit). If the process opened a connection before (not
+/// through this store), SQLite refuses the change and keeps counting: the store works the same.
+fn no_memory_count() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `sqlite3_config` is safe to call before the library starts, and only then
+        // changes anything (otherwise it answers SQLITE_MISUSE, ignored here). No other thread
+        // can be starting it through this store meanwhile: the `Once` holds them until this
+        // returns, and the first connection opens after it.
+        let _refused = unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, std::ffi::c_int::from(0u8))
+        };
+    });
+}
+
 /// The SQLite store. One handle is one connection.
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -52,6 +70,7 @@ impl SqliteStore {
 
     /// [`SqliteStore::open_in_memory`], with `bugs` planted ([`crate::planted`]).
     pub(crate) fn planted_in_memory(config: TableConfig, bugs: Bugs) -> Result<SqliteStore, StoreError> {
+        no_memory_count();
         SqliteStore::with(Connection::open_in_memory()?, config, bugs)
     }
 
@@ -74,6 +93,7 @@ impl SqliteStore {
         bugs: Bugs,
         clock: Clock,
     ) -> Result<SqliteStore, StoreError> {
+        no_memory_count();
         let conn = Connection::open(path)?;
         conn.busy_handler(Some(busy_retry))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
