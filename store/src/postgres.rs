@@ -354,7 +354,7 @@ async fn migrate(client: &mut Client) -> Result<(), StoreError> {
     if current > SCHEMA_VERSION {
         return Err(StoreError::UnknownSchema { found: current, known: SCHEMA_VERSION });
     }
-    for &(version, both, postgres) in schema::MIGRATIONS.iter().filter(|(version, ..)| *version > current) {
+    for &(version, both, postgres, _) in schema::MIGRATIONS.iter().filter(|(version, ..)| *version > current) {
         tx.batch_execute(both).await?;
         tx.batch_execute(postgres).await?;
         if version == 4 {

@@ -143,8 +143,9 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if current > schema::SCHEMA_VERSION {
         return Err(StoreError::UnknownSchema { found: current, known: schema::SCHEMA_VERSION });
     }
-    for &(version, sql, _) in schema::MIGRATIONS.iter().filter(|(version, ..)| *version > current) {
-        tx.execute_batch(sql)?;
+    for &(version, both, _, sqlite) in schema::MIGRATIONS.iter().filter(|(version, ..)| *version > current) {
+        tx.execute_batch(both)?;
+        tx.execute_batch(sqlite)?;
         if version == 4 {
             // Each earlier line gets its job, as every line written from now on has.
             let named: Vec<(i64, String)> = tx

@@ -149,3 +149,82 @@ fn a_schema_name_postgres_cannot_take_as_it_is_is_an_error() {
         assert!(matches!(&opened, Err(StoreError::SchemaName(named)) if named == name), "{name:?}: {:?}", opened.err());
     }
 }
+
+/// A file as a build of schema version 5 left it, with one queued job, its payload and its
+/// arrival line: the tables keyed by `BIGINT PRIMARY KEY`, each with SQLite's unique index beside
+/// it.
+fn a_version_5_file(file: &TempFile) {
+    let conn = rusqlite::Connection::open(file.path()).expect("open the file");
+    conn.execute_batch(schema::CREATE_VERSION).expect("the version table");
+    for &(version, both, _, _) in schema::MIGRATIONS.iter().filter(|(version, ..)| *version <= 5) {
+        conn.execute_batch(both).unwrap_or_else(|error| panic!("version {version}: {error}"));
+    }
+    conn.execute_batch(
+        "INSERT INTO lease_schema (version) VALUES (5);
+         INSERT INTO lease_jobs (job, state, epoch, attempts, queue_seq, queued_at_us) VALUES (7, 'queued', 0, 0, 1, 5);
+         INSERT INTO lease_payloads (job, payload) VALUES (7, x'010203');
+         INSERT INTO lease_events (seq, t_us, node, line, job) VALUES (1, 5, 'table', 'the arrival of job 7', 7);
+         UPDATE lease_log_head SET seq = 1;
+         UPDATE lease_backlog SET n = 1 WHERE shard = 0;",
+    )
+    .expect("version 5's rows");
+    let names = indexes(&conn);
+    for table in ["lease_jobs", "lease_events", "lease_payloads"] {
+        let beside = format!("sqlite_autoindex_{table}_1");
+        assert!(names.contains(&beside), "version 5 keys {table} by an index beside it: {names:?}");
+    }
+}
+
+/// The names of the file's indexes, sorted.
+fn indexes(conn: &rusqlite::Connection) -> Vec<String> {
+    let mut statement = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name").unwrap();
+    statement.query_map([], |row| row.get(0)).unwrap().collect::<Result<_, _>>().unwrap()
+}
+
+// Version 6 rebuilds SQLite's jobs, log and payloads keyed by the row's own id: every row and
+// value is kept, the three tables lose the unique index beside them (the ledger's two-column key
+// and the small tables keep theirs), the indexes on them are made again, and the queue still
+// serves the old job with its payload.
+#[test]
+fn a_sqlite_file_at_schema_version_5_moves_its_keys_to_row_ids_and_keeps_every_row() {
+    let file = TempFile::new("schema_v5");
+    a_version_5_file(&file);
+    let mut store = SqliteStore::open(file.path(), config()).expect("version 5 migrates");
+    let record = store.job(JobId(7)).expect("reads").expect("the old job is kept");
+    assert_eq!((record.epoch.0, record.attempts), (0, 0), "{record:?}");
+    assert_eq!(store.payload(JobId(7)).expect("reads"), vec![1, 2, 3], "its payload is kept");
+    assert_eq!(store.backlog().expect("reads"), 1, "the count is kept");
+    let figures = store.figures().expect("reads");
+    assert_eq!((figures.queued, figures.oldest_queued_at), (1, Some(Time(5))), "it waits where it waited");
+    assert!(matches!(store.enqueue(Time(6), JobId(8)), Ok(Enqueued::Accepted { backlog: 2 })));
+    let granted = store.acquire(Time(7), lease_core::WorkerId(0)).expect("acquires");
+    assert!(
+        matches!(granted, lease_core::Acquired::Granted(grant) if grant.lease.job == JobId(7)),
+        "the old job is still the queue's head: {granted:?}"
+    );
+    drop(store);
+    let conn = rusqlite::Connection::open(file.path()).expect("open the file");
+    let version: i64 = conn.query_row("SELECT version FROM lease_schema", [], |row| row.get(0)).expect("reads");
+    assert_eq!(version, SCHEMA_VERSION);
+    let lines: Vec<(i64, String)> = conn
+        .prepare("SELECT seq, line FROM lease_events WHERE job = 7 ORDER BY seq")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(lines[0], (1, "the arrival of job 7".to_string()), "the old line keeps its number: {lines:?}");
+    assert!(lines.len() >= 2 && lines[1..].iter().all(|(seq, _)| *seq > 1), "new lines follow it: {lines:?}");
+    let names = indexes(&conn);
+    for table in ["lease_jobs", "lease_events", "lease_payloads"] {
+        let beside = format!("sqlite_autoindex_{table}_1");
+        assert!(!names.contains(&beside), "{table} is keyed by its row id alone: {names:?}");
+    }
+    for index in ["lease_events_job", "lease_jobs_ended", "lease_jobs_expiry", "lease_jobs_queue"] {
+        assert!(names.iter().any(|name| name == index), "{index} is made again: {names:?}");
+    }
+    let plan: String = conn
+        .query_row("EXPLAIN QUERY PLAN SELECT state FROM lease_jobs WHERE job = 7", [], |row| row.get(3))
+        .expect("plans");
+    assert!(plan.contains("INTEGER PRIMARY KEY"), "a job is read by its row id: {plan}");
+}
