@@ -1065,6 +1065,47 @@ fn a_batch_that_nothing_more_can_join_leaves_without_lingering() {
     assert_eq!(completions, [3], "the three completions leave together");
 }
 
+// Proves a lookup leaves at once when no acquire is out that could bring another, and the first
+// attempts' effects beside it wait for it: job 0, requeued once by a worker outside the test, is
+// granted again with jobs 1 and 2 (8 slots, batches of 8, a 100 ms linger). Its lookup leaves at
+// once, and the three handlers start together at once. (Lookups lingered before: the lookup
+// left 100 ms after the grant, and the effects beside it, which wait for it, with it.)
+#[test]
+fn a_lookup_that_nothing_more_can_join_leaves_without_lingering() {
+    let clock = ManualClock::default();
+    let client = MemoryClient::new(&clock);
+    client.enqueue(1);
+    client.table_mut(|table, now| {
+        let Ok(lease_core::Acquired::Granted(grant)) = table.acquire(now, WorkerId(99)) else {
+            panic!("job 0 is granted")
+        };
+        table.requeue(now, JobId(0), grant.lease.epoch).expect("and requeued");
+        for job in 1..3 {
+            table.enqueue(now, JobId(job)).expect("enqueued");
+        }
+    });
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let handler = {
+        let (clock, started) = (clock.clone(), Arc::clone(&started));
+        move |job: Job| {
+            started.lock().unwrap().push((job.id, job.epoch, clock.now()));
+            future::ready(Ok(output_bytes(job.id, 1)))
+        }
+    };
+    let runtime = runtime(&clock, &client);
+    let options =
+        WorkerOptions { batch: 8, linger: Span::from_ms(100), ..WorkerOptions::new(slots(8), worker_config()) };
+    let worked = drive(&clock, runtime.work(options, handler, client.all_ended(3))).unwrap();
+    assert_eq!((worked.handled, worked.completed), (3, 3), "{worked:?}");
+    let started = started.lock().unwrap().clone();
+    assert!(
+        started.iter().any(|&(job, epoch, _)| job == JobId(0) && epoch > Epoch(1)),
+        "job 0 ran on its second grant, after a lookup: {started:?}"
+    );
+    assert!(started.iter().all(|&(.., at)| at == started[0].2), "the handlers started together: {started:?}");
+    assert!(started[0].2 < Time(100_000), "the handlers started a linger after their grants: {started:?}");
+}
+
 // Proves a batch of no request, or of more than SLOTS_MAX, is refused before anything is asked,
 // with the error that says so, and that SLOTS_MAX itself is a batch the runtime takes.
 #[test]
