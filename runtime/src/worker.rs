@@ -688,14 +688,6 @@ impl<H: Handler> Run<H> {
                 _ => self.record_batch(batch),
             }
         }
-        // Asked only of the kinds that wait (each asking is a pass over the slots).
-        let more: Vec<bool> = (0..RECORDS)
-            .map(|group| {
-                let waits =
-                    self.queued.iter().any(|(_, _, request)| batch_group(request).map(usize::from) == Some(group));
-                waits && self.more_may_come(group)
-            })
-            .collect();
         let mut queued = std::mem::take(&mut self.queued);
         // Stable: within a kind, the machines' order.
         queued.sort_by_key(|(_, _, request)| batch_group(request));
@@ -705,7 +697,9 @@ impl<H: Handler> Run<H> {
             let same = rest.iter().take_while(|(_, _, request)| batch_group(request) == Some(group)).count();
             let (kind, after) = rest.split_at(same);
             rest = after;
-            let leaving = self.leaving(group as usize, kind.len(), more[group as usize]);
+            // Asked only of a kind that waits, and before any of it leaves (a pass over the slots).
+            let more = self.more_may_come(group as usize);
+            let leaving = self.leaving(group as usize, kind.len(), more);
             let (leave, stay) = kind.split_at(leaving);
             self.queued.extend_from_slice(stay);
             for batch in leave.chunks(self.options.batch) {
