@@ -18,6 +18,9 @@
 //!    SKIP LOCKED: the same two statements, each in its `BEGIN IMMEDIATE`.)
 //! 4. **batched baseline**: the same, each thread taking up to the fleet's batch of jobs in one
 //!    statement and marking them done in one.
+//! 5. **write floor** ([`crate::floor`]): the rows and lines ours writes for each job, in the
+//!    transactions ours writes them in, with nothing read, checked or locked around them: the
+//!    fastest any correct implementation could be on these tables.
 
 use super::db::host_now;
 use super::plan::{FaultKind, LivePlan, Role, Shape, SignalStrike};
@@ -55,6 +58,10 @@ pub struct Row {
     /// The batched baseline's jobs per second: each thread takes up to `batch` jobs in one
     /// statement and marks them done in one.
     pub batched_baseline_jobs_per_s: f64,
+    /// The write floor's jobs per second ([`crate::floor`]): the rows and lines ours writes for
+    /// each job, in its four transactions a batch, with nothing read, checked or locked around
+    /// them, on the same tables. No correct implementation on these tables is faster.
+    pub floor_jobs_per_s: f64,
     /// Ours: slots per worker process.
     pub slots: u32,
     /// Ours: the most requests of a kind per call (`WorkerOptions::batch`); the batched
@@ -73,6 +80,17 @@ impl Row {
     /// Ours over the batched baseline, in jobs per second.
     pub fn batched_ratio(&self) -> f64 {
         self.jobs_per_s / self.batched_baseline_jobs_per_s.max(f64::MIN_POSITIVE)
+    }
+
+    /// Ours over the write floor, in jobs per second.
+    pub fn floor_ratio(&self) -> f64 {
+        self.jobs_per_s / self.floor_jobs_per_s.max(f64::MIN_POSITIVE)
+    }
+
+    /// The write floor over the batched baseline: the most of the batched bare loop's jobs/s
+    /// that any correct implementation on these tables could reach.
+    pub fn floor_of_batched(&self) -> f64 {
+        self.floor_jobs_per_s / self.batched_baseline_jobs_per_s.max(f64::MIN_POSITIVE)
     }
 }
 
@@ -462,6 +480,7 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
             let (_, recovery_us) = ours(store, workers, jobs, &dir.join("recovery"), true, fleet)?;
             let base = baseline(store, workers, jobs, &dir, 1)?;
             let batched = baseline(store, workers, jobs, &dir, fleet.batch.max(2))?;
+            let floor = crate::floor::floor(store, workers, jobs, &dir, fleet.batch)?;
             let row = Row {
                 store: name.to_string(),
                 workers,
@@ -474,6 +493,7 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
                 baseline_p50_us: base.p50_us,
                 baseline_p99_us: base.p99_us,
                 batched_baseline_jobs_per_s: batched.jobs_per_s,
+                floor_jobs_per_s: floor,
                 slots: fleet.slots,
                 batch: fleet.batch,
                 linger_us: fleet.linger_us,
@@ -488,12 +508,12 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
 /// The header of [`line()`].
 pub const HEADER: &str =
     "store     workers  jobs   ours jobs/s  p50 ms   p99 ms  recovery ms   baseline jobs/s  p50 ms   p99 ms   \
-                          ratio   batched baseline   ratio";
+                          ratio   batched baseline   ratio    write floor   ratio";
 
 /// One row, as printed.
 pub fn line(row: &Row) -> String {
     format!(
-        "{:<9} {:>7} {:>5} {:>13.1} {:>7.1} {:>8.1} {:>12} {:>17.1} {:>7.1} {:>8.1} {:>6.0}% {:>18.1} {:>6.0}%",
+        "{:<9} {:>7} {:>5} {:>13.1} {:>7.1} {:>8.1} {:>12} {:>17.1} {:>7.1} {:>8.1} {:>6.0}% {:>18.1} {:>6.0}% {:>14.1} {:>6.0}%",
         row.store,
         row.workers,
         row.jobs,
@@ -507,5 +527,7 @@ pub fn line(row: &Row) -> String {
         row.ratio() * 100.0,
         row.batched_baseline_jobs_per_s,
         row.batched_ratio() * 100.0,
+        row.floor_jobs_per_s,
+        row.floor_ratio() * 100.0,
     )
 }

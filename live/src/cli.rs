@@ -225,10 +225,15 @@ fn bench(args: &LiveArgs) -> Result<u8, BadInput> {
     for store in ["postgres", "sqlite"] {
         let (plain, batched) = (worst(store, crate::bench::Row::ratio), worst(store, crate::bench::Row::batched_ratio));
         if plain.is_finite() {
+            let floor = worst(store, crate::bench::Row::floor_ratio);
+            let ceiling = worst(store, crate::bench::Row::floor_of_batched);
             println!(
-                "bench: {store}: ours at {:.0}% of the bare loop's jobs/s at worst, {:.0}% of the batched bare loop's",
+                "bench: {store}: ours at {:.0}% of the bare loop's jobs/s at worst, {:.0}% of the batched bare loop's, \
+                 {:.0}% of the write floor's (the floor itself at {:.0}% of the batched bare loop's, at worst)",
                 plain * 100.0,
-                batched * 100.0
+                batched * 100.0,
+                floor * 100.0,
+                ceiling * 100.0
             );
         }
     }

@@ -196,8 +196,9 @@ fn a_live_run_of_batching_multi_slot_workers_holds() {
 
 // Proves the short bench measures what it says: 100 jobs, 2 worker processes of 4 slots in
 // batches of 4 waiting up to 2 ms to fill, on each store it reaches. Every row of bench.json keeps the keys of before and
-// adds the batched baseline; each throughput is positive, and the recovery run's kill lands
-// mid-burst on at least one store (a recovery time, not none).
+// adds the batched baseline and the write floor; each throughput is positive (the floor's only
+// once it ended every job and wrote every line: it fails the bench otherwise), and the recovery
+// run's kill lands mid-burst on at least one store (a recovery time, not none).
 #[test]
 fn the_short_bench_measures_both_baselines_and_recovery() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -221,7 +222,7 @@ fn the_short_bench_measures_both_baselines_and_recovery() {
         {
             assert!(row.get(key).is_some(), "{key} missing: {row}");
         }
-        for key in ["jobs_per_s", "baseline_jobs_per_s", "batched_baseline_jobs_per_s"] {
+        for key in ["jobs_per_s", "baseline_jobs_per_s", "batched_baseline_jobs_per_s", "floor_jobs_per_s"] {
             assert!(row[key].as_f64().is_some_and(|figure| figure > 0.0), "{key}: {row}");
         }
         assert_eq!(

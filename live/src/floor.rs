@@ -1,0 +1,311 @@
+//! The write floor of `lease-sim live --bench`: what the protocol's durable writes cost on their
+//! own, with nothing of the protocol around them.
+//!
+//! On our own tables (made by lease-store's migrations, with every index ours has), each thread
+//! takes a batch of queued jobs and writes, for every job, the rows a fenced run writes, in the
+//! four transactions a batch of ours commits:
+//!
+//! 1. the grant: the job rows leased (taken with `FOR UPDATE SKIP LOCKED` on PostgreSQL, without
+//!    the queue's lock), a `granted` line each, the worker's last grant;
+//! 2. an `executing` line each;
+//! 3. the ledger: a row made and its output recorded, an `effect_applied` line each;
+//! 4. the completion: the job rows ended, a `terminal` line each, the backlog's count.
+//!
+//! Nothing is read but the queue's head, nothing is guarded, no epoch is compared and no clock is
+//! read inside a transaction. So no correct implementation of the protocol, with its history
+//! written in the transaction of each decision, can be faster on these tables: this is the
+//! ceiling the batched bare loop is not. A run of ours at 70% of the floor spends 30% on what it
+//! reads, checks and waits for; the floor's own distance from the batched bare loop is what the
+//! history and the ledger cost.
+
+use super::db::host_now;
+use super::{Failure, StoreChoice};
+use lease_core::{Enqueued, JobId, Span, TableConfig, Time};
+use lease_store::{schema, Clock, PostgresStore, SqliteStore, TableStore};
+use std::path::Path;
+
+/// The write floor's jobs per second: `workers` threads, each with its own connection, writing
+/// `jobs` jobs' rows in batches of `batch`. Fails unless every job ended and every line was
+/// written.
+pub(crate) fn floor(store: &StoreChoice, workers: u32, jobs: u64, out: &Path, batch: usize) -> Result<f64, Failure> {
+    let harness = |error: String| Failure::Harness(format!("write floor: {error}"));
+    let e = |error: &dyn std::fmt::Display| error.to_string();
+    let batch = batch.max(1);
+    let config = TableConfig {
+        capacity: usize::try_from(jobs).map_err(|x| harness(e(&x)))?.max(1),
+        lease_ttl: Span::from_secs(60),
+        batch_max: batch,
+        attempts_max: 3,
+    };
+    let name = format!("lease_floor_{}_{}", std::process::id(), host_now().0 % 1_000_000_000);
+    let path = out.join("floor.sqlite");
+    // The tables, made by the store's own migrations, and the queue loaded through it.
+    {
+        let mut table: Box<dyn TableStore> = match store {
+            StoreChoice::Sqlite => {
+                std::fs::create_dir_all(out).map_err(|x| harness(e(&x)))?;
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+                }
+                Box::new(SqliteStore::open_on(&path, config, Clock::Database).map_err(|x| harness(e(&x)))?)
+            }
+            StoreChoice::Postgres { url } => {
+                Box::new(PostgresStore::open(url, Some(&name), config, Clock::Database).map_err(|x| harness(e(&x)))?)
+            }
+        };
+        for job in 0..jobs {
+            match table.enqueue(Time(host_now().0), JobId(job)).map_err(|x| harness(e(&x)))? {
+                Enqueued::Accepted { .. } => {}
+                other => return Err(harness(format!("job {job} not accepted: {other:?}"))),
+            }
+        }
+    }
+    let mut conns = Vec::new();
+    for _ in 0..=workers {
+        conns.push(Writer::open(store, &path, &name).map_err(harness)?);
+    }
+    let mut checker = conns.remove(0);
+    let started = std::time::Instant::now();
+    let threads: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(worker, mut conn)| {
+            std::thread::spawn(move || -> Result<u64, String> {
+                let mut written = 0;
+                // Bounded: each pass ends at least one job, or the queue is empty.
+                for _ in 0..=jobs {
+                    match conn.batch(worker as i64, batch as i64)? {
+                        0 => return Ok(written),
+                        n => written += n as u64,
+                    }
+                }
+                Err("the loop ran out".to_string())
+            })
+        })
+        .collect();
+    let mut written = 0;
+    for thread in threads {
+        written += thread.join().map_err(|_| harness("a thread panicked".into()))?.map_err(harness)?;
+    }
+    let seconds = started.elapsed().as_secs_f64().max(1e-6);
+    let (open, lines) = checker.counts().map_err(harness)?;
+    checker.drop_all().map_err(harness)?;
+    // Every job ended once, with its four lines beside its arrival's.
+    if written != jobs || open != 0 || lines != 5 * jobs as i64 {
+        return Err(harness(format!(
+            "{written} of {jobs} jobs written, {open} not ended, {lines} lines (expected {})",
+            5 * jobs
+        )));
+    }
+    Ok(jobs as f64 / seconds)
+}
+
+/// One connection of the write floor.
+enum Writer {
+    Sqlite(rusqlite::Connection),
+    Postgres(Box<postgres::Client>, String),
+}
+
+/// A history line as long as ours: `kind` and what follows it.
+fn line(t_us: i64, job: i64, kind: &str, rest: &str) -> String {
+    format!(r#"{{"t_us":{t_us},"node":"worker-3","kind":"{kind}","job":{job},"op":{job},"epoch":1{rest}}}"#)
+}
+
+/// The four kinds of line a job's batch writes, in order, with what follows each kind.
+const KINDS: [(&str, &str); 4] = [
+    ("granted", r#","owner":"worker-3","expires_at_us":1764000000000000"#),
+    ("executing", ""),
+    ("effect_applied", r#","output":1764000000000"#),
+    ("terminal", r#","outcome":"completed","output":1764000000000"#),
+];
+
+impl Writer {
+    fn open(store: &StoreChoice, path: &Path, schema: &str) -> Result<Writer, String> {
+        let e = |error: &dyn std::fmt::Display| error.to_string();
+        match store {
+            StoreChoice::Sqlite => {
+                let conn = rusqlite::Connection::open(path).map_err(|x| e(&x))?;
+                conn.busy_handler(Some(lease_store::busy_retry)).map_err(|x| e(&x))?;
+                conn.pragma_update(None, "journal_mode", "WAL").map_err(|x| e(&x))?;
+                conn.pragma_update(None, "synchronous", "NORMAL").map_err(|x| e(&x))?;
+                Ok(Writer::Sqlite(conn))
+            }
+            StoreChoice::Postgres { url } => {
+                let mut client = postgres::Client::connect(url, postgres::NoTls).map_err(|x| e(&x))?;
+                client.batch_execute(&format!("SET search_path TO {schema}")).map_err(|x| e(&x))?;
+                Ok(Writer::Postgres(Box::new(client), schema.to_string()))
+            }
+        }
+    }
+
+    /// One batch of up to `batch` jobs, in four transactions: the number of jobs it ended.
+    fn batch(&mut self, worker: i64, batch: i64) -> Result<usize, String> {
+        let e = |error: &dyn std::fmt::Display| error.to_string();
+        let now = host_now().0 as i64;
+        let node = format!("worker-{worker}");
+        match self {
+            Writer::Sqlite(conn) => {
+                use rusqlite::TransactionBehavior::Immediate;
+                let lines = |tx: &rusqlite::Transaction, jobs: &[i64], kind: usize| -> rusqlite::Result<()> {
+                    let last: i64 = tx
+                        .prepare_cached("UPDATE lease_log_head SET seq = seq + ?1 RETURNING seq")?
+                        .query_row([jobs.len() as i64], |row| row.get(0))?;
+                    let mut insert = tx.prepare_cached(
+                        "INSERT INTO lease_events (seq, t_us, node, line, job) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )?;
+                    let first = last - jobs.len() as i64 + 1;
+                    for (at, &job) in jobs.iter().enumerate() {
+                        let (name, rest) = KINDS[kind];
+                        insert.execute(rusqlite::params![
+                            first + at as i64,
+                            now,
+                            node,
+                            line(now, job, name, rest),
+                            job
+                        ])?;
+                    }
+                    Ok(())
+                };
+                let run = |conn: &mut rusqlite::Connection| -> rusqlite::Result<usize> {
+                    let tx = conn.transaction_with_behavior(Immediate)?;
+                    let jobs: Vec<i64> = tx
+                        .prepare_cached(
+                            "SELECT job FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq, job LIMIT ?1",
+                        )?
+                        .query_map([batch], |row| row.get(0))?
+                        .collect::<Result<_, _>>()?;
+                    if jobs.is_empty() {
+                        return Ok(0);
+                    }
+                    for &job in &jobs {
+                        tx.prepare_cached(
+                            "UPDATE lease_jobs SET state = 'leased', epoch = epoch + 1, attempts = attempts + 1, \
+                             queue_seq = NULL, owner = ?2, lease_epoch = epoch + 1, expires_at_us = ?3 WHERE job = ?1",
+                        )?
+                        .execute(rusqlite::params![job, node, now + 60_000_000])?;
+                    }
+                    lines(&tx, &jobs, 0)?;
+                    tx.prepare_cached(
+                        "INSERT INTO lease_grants (worker, request, job, epoch) VALUES (?1, 1, ?2, 1) \
+                         ON CONFLICT (worker) DO UPDATE SET request = excluded.request, job = excluded.job",
+                    )?
+                    .execute([worker, jobs[0]])?;
+                    tx.commit()?;
+                    let tx = conn.transaction_with_behavior(Immediate)?;
+                    lines(&tx, &jobs, 1)?;
+                    tx.commit()?;
+                    let tx = conn.transaction_with_behavior(Immediate)?;
+                    for &job in &jobs {
+                        tx.prepare_cached(
+                            "INSERT INTO lease_ledger (job, step, fence) VALUES (?1, 0, 0) ON CONFLICT DO NOTHING",
+                        )?
+                        .execute([job])?;
+                        tx.prepare_cached(
+                            "UPDATE lease_ledger SET fence = 1, output = ?2 WHERE job = ?1 AND step = 0",
+                        )?
+                        .execute([job, now])?;
+                    }
+                    lines(&tx, &jobs, 2)?;
+                    tx.commit()?;
+                    let tx = conn.transaction_with_behavior(Immediate)?;
+                    for &job in &jobs {
+                        tx.prepare_cached(
+                            "UPDATE lease_jobs SET state = 'terminal', outcome = 'completed', output = ?2, \
+                             ended_epoch = epoch, ended_attempts = attempts, ended_at_us = ?2, owner = NULL, \
+                             lease_epoch = NULL, expires_at_us = NULL WHERE job = ?1",
+                        )?
+                        .execute([job, now])?;
+                    }
+                    lines(&tx, &jobs, 3)?;
+                    tx.prepare_cached(&schema::for_sqlite(schema::ADD_BACKLOG))?
+                        .execute([-(jobs.len() as i64), worker % schema::BACKLOG_SHARDS])?;
+                    tx.commit()?;
+                    Ok(jobs.len())
+                };
+                run(conn).map_err(|x| e(&x))
+            }
+            Writer::Postgres(client, _) => {
+                let lines =
+                    |tx: &mut postgres::Transaction, jobs: &[i64], kind: usize| -> Result<(), postgres::Error> {
+                        let (name, rest) = KINDS[kind];
+                        let times = vec![now; jobs.len()];
+                        let nodes = vec![node.clone(); jobs.len()];
+                        let texts: Vec<String> = jobs.iter().map(|&job| line(now, job, name, rest)).collect();
+                        tx.execute(schema::INSERT_EVENTS_NEXT, &[&times, &nodes, &texts, &jobs]).map(drop)
+                    };
+                let mut run = || -> Result<usize, postgres::Error> {
+                    let mut tx = client.transaction()?;
+                    let jobs: Vec<i64> = tx
+                        .query(
+                            "WITH heads AS (SELECT job FROM lease_jobs WHERE state = 'queued' \
+                             ORDER BY queue_seq, job LIMIT $1 FOR UPDATE SKIP LOCKED) \
+                             UPDATE lease_jobs AS j SET state = 'leased', epoch = j.epoch + 1, \
+                             attempts = j.attempts + 1, queue_seq = NULL, owner = $2, lease_epoch = j.epoch + 1, \
+                             expires_at_us = $3 FROM heads WHERE j.job = heads.job RETURNING j.job",
+                            &[&batch, &node, &(now + 60_000_000)],
+                        )?
+                        .iter()
+                        .map(|row| row.get(0))
+                        .collect();
+                    if jobs.is_empty() {
+                        tx.commit()?;
+                        return Ok(0);
+                    }
+                    lines(&mut tx, &jobs, 0)?;
+                    tx.execute(schema::UPSERT_GRANTS, &[&vec![worker], &vec![1i64], &vec![jobs[0]], &vec![1i64]])?;
+                    tx.commit()?;
+                    let mut tx = client.transaction()?;
+                    lines(&mut tx, &jobs, 1)?;
+                    tx.commit()?;
+                    let mut tx = client.transaction()?;
+                    tx.execute(schema::ENSURE_OPS, &[&jobs, &vec![0i64; jobs.len()]])?;
+                    tx.execute(
+                        "UPDATE lease_ledger SET fence = 1, output = $2 WHERE job = ANY($1) AND step = 0",
+                        &[&jobs, &now],
+                    )?;
+                    lines(&mut tx, &jobs, 2)?;
+                    tx.commit()?;
+                    let mut tx = client.transaction()?;
+                    tx.execute(
+                        "UPDATE lease_jobs SET state = 'terminal', outcome = 'completed', output = $2, \
+                         ended_epoch = epoch, ended_attempts = attempts, ended_at_us = $2, owner = NULL, \
+                         lease_epoch = NULL, expires_at_us = NULL WHERE job = ANY($1)",
+                        &[&jobs, &now],
+                    )?;
+                    lines(&mut tx, &jobs, 3)?;
+                    tx.execute(schema::ADD_BACKLOG, &[&-(jobs.len() as i64), &(worker % schema::BACKLOG_SHARDS)])?;
+                    tx.commit()?;
+                    Ok(jobs.len())
+                };
+                run().map_err(|x| e(&x))
+            }
+        }
+    }
+
+    /// Jobs not ended, and lines written.
+    fn counts(&mut self) -> Result<(i64, i64), String> {
+        let open = "SELECT COUNT(*) FROM lease_jobs WHERE state <> 'terminal'";
+        let lines = "SELECT COUNT(*) FROM lease_events";
+        let e = |error: &dyn std::fmt::Display| error.to_string();
+        match self {
+            Writer::Sqlite(conn) => {
+                let count = |sql: &str| conn.query_row(sql, [], |row| row.get::<_, i64>(0)).map_err(|x| e(&x));
+                Ok((count(open)?, count(lines)?))
+            }
+            Writer::Postgres(client, _) => {
+                let open: i64 = client.query_one(open, &[]).map_err(|x| e(&x))?.get(0);
+                let lines: i64 = client.query_one(lines, &[]).map_err(|x| e(&x))?.get(0);
+                Ok((open, lines))
+            }
+        }
+    }
+
+    fn drop_all(&mut self) -> Result<(), String> {
+        match self {
+            Writer::Sqlite(_) => Ok(()),
+            Writer::Postgres(client, schema) => {
+                client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).map_err(|e| e.to_string())
+            }
+        }
+    }
+}
