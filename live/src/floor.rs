@@ -21,7 +21,7 @@
 use super::db::host_now;
 use super::{Failure, StoreChoice};
 use lease_core::{Enqueued, JobId, Span, TableConfig, Time};
-use lease_store::{schema, Clock, PostgresStore, SqliteStore, TableStore};
+use lease_store::{schema, tokio_postgres, Clock, PostgresStore, SqliteStore, TableStore};
 use std::path::Path;
 
 /// The write floor's jobs per second: `workers` threads, each with its own connection, writing
@@ -103,8 +103,36 @@ pub(crate) fn floor(store: &StoreChoice, workers: u32, jobs: u64, out: &Path, ba
 /// One connection of the write floor.
 enum Writer {
     Sqlite(rusqlite::Connection),
-    Postgres(Box<postgres::Client>, String),
+    Postgres(Box<Pg>),
 }
+
+/// A PostgreSQL connection of the floor: each transaction's statements prepared once and sent
+/// together, in one round trip (the grant's in two: its jobs are known once taken), as the
+/// store sends its own.
+struct Pg {
+    runtime: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
+    schema: String,
+    /// [`PG_STATEMENTS`], prepared.
+    prepared: Vec<tokio_postgres::Statement>,
+}
+
+/// The floor's statements on PostgreSQL: the take, the lines, the last grant, the ledger's rows
+/// made and recorded, the jobs ended, the backlog.
+const PG_STATEMENTS: [&str; 7] = [
+    "WITH heads AS (SELECT job FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq, job LIMIT $1 \
+     FOR UPDATE SKIP LOCKED) UPDATE lease_jobs AS j SET state = 'leased', epoch = j.epoch + 1, \
+     attempts = j.attempts + 1, queue_seq = NULL, owner = $2, lease_epoch = j.epoch + 1, expires_at_us = $3 \
+     FROM heads WHERE j.job = heads.job RETURNING j.job",
+    schema::INSERT_EVENTS_NEXT,
+    schema::UPSERT_GRANTS,
+    schema::ENSURE_OPS,
+    "UPDATE lease_ledger SET fence = 1, output = $2 WHERE job = ANY($1) AND step = 0",
+    "UPDATE lease_jobs SET state = 'terminal', outcome = 'completed', output = $2, ended_epoch = epoch, \
+     ended_attempts = attempts, ended_at_us = $2, owner = NULL, lease_epoch = NULL, expires_at_us = NULL \
+     WHERE job = ANY($1)",
+    schema::ADD_BACKLOG,
+];
 
 /// A history line as long as ours: `kind` and what follows it.
 fn line(t_us: i64, job: i64, kind: &str, rest: &str) -> String {
@@ -131,9 +159,17 @@ impl Writer {
                 Ok(Writer::Sqlite(conn))
             }
             StoreChoice::Postgres { url } => {
-                let mut client = postgres::Client::connect(url, postgres::NoTls).map_err(|x| e(&x))?;
-                client.batch_execute(&format!("SET search_path TO {schema}")).map_err(|x| e(&x))?;
-                Ok(Writer::Postgres(Box::new(client), schema.to_string()))
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|x| e(&x))?;
+                let (client, connection) =
+                    runtime.block_on(tokio_postgres::connect(url, tokio_postgres::NoTls)).map_err(|x| e(&x))?;
+                runtime.spawn(connection);
+                let prepared = runtime
+                    .block_on(async {
+                        client.batch_execute(&format!("SET search_path TO {schema}")).await?;
+                        futures::future::try_join_all(PG_STATEMENTS.iter().map(|sql| client.prepare(sql))).await
+                    })
+                    .map_err(|x| e(&x))?;
+                Ok(Writer::Postgres(Box::new(Pg { runtime, client, schema: schema.to_string(), prepared })))
             }
         }
     }
@@ -224,60 +260,64 @@ impl Writer {
                 };
                 run(conn).map_err(|x| e(&x))
             }
-            Writer::Postgres(client, _) => {
-                let lines =
-                    |tx: &mut postgres::Transaction, jobs: &[i64], kind: usize| -> Result<(), postgres::Error> {
-                        let (name, rest) = KINDS[kind];
-                        let times = vec![now; jobs.len()];
-                        let nodes = vec![node.clone(); jobs.len()];
-                        let texts: Vec<String> = jobs.iter().map(|&job| line(now, job, name, rest)).collect();
-                        tx.execute(schema::INSERT_EVENTS_NEXT, &[&times, &nodes, &texts, &jobs]).map(drop)
-                    };
-                let mut run = || -> Result<usize, postgres::Error> {
-                    let mut tx = client.transaction()?;
-                    let jobs: Vec<i64> = tx
-                        .query(
-                            "WITH heads AS (SELECT job FROM lease_jobs WHERE state = 'queued' \
-                             ORDER BY queue_seq, job LIMIT $1 FOR UPDATE SKIP LOCKED) \
-                             UPDATE lease_jobs AS j SET state = 'leased', epoch = j.epoch + 1, \
-                             attempts = j.attempts + 1, queue_seq = NULL, owner = $2, lease_epoch = j.epoch + 1, \
-                             expires_at_us = $3 FROM heads WHERE j.job = heads.job RETURNING j.job",
-                            &[&batch, &node, &(now + 60_000_000)],
-                        )?
-                        .iter()
-                        .map(|row| row.get(0))
-                        .collect();
+            Writer::Postgres(pg) => {
+                let Pg { runtime, client, prepared, .. } = &**pg;
+                let [take, lines, grants, ensure, record, end, backlog] = &prepared[..] else {
+                    unreachable!("every statement prepared")
+                };
+                let texts = |jobs: &[i64], kind: usize| -> Vec<String> {
+                    let (name, rest) = KINDS[kind];
+                    jobs.iter().map(|&job| line(now, job, name, rest)).collect()
+                };
+                let run = async {
+                    use futures::future::{try_join, try_join3, try_join4, try_join5};
+                    let (_, taken) = try_join(
+                        client.batch_execute("BEGIN"),
+                        client.query(take, &[&batch, &node, &(now + 60_000_000)]),
+                    )
+                    .await?;
+                    let jobs: Vec<i64> = taken.iter().map(|row| row.get(0)).collect();
                     if jobs.is_empty() {
-                        tx.commit()?;
+                        client.batch_execute("COMMIT").await?;
                         return Ok(0);
                     }
-                    lines(&mut tx, &jobs, 0)?;
-                    tx.execute(schema::UPSERT_GRANTS, &[&vec![worker], &vec![1i64], &vec![jobs[0]], &vec![1i64]])?;
-                    tx.commit()?;
-                    let mut tx = client.transaction()?;
-                    lines(&mut tx, &jobs, 1)?;
-                    tx.commit()?;
-                    let mut tx = client.transaction()?;
-                    tx.execute(schema::ENSURE_OPS, &[&jobs, &vec![0i64; jobs.len()]])?;
-                    tx.execute(
-                        "UPDATE lease_ledger SET fence = 1, output = $2 WHERE job = ANY($1) AND step = 0",
-                        &[&jobs, &now],
-                    )?;
-                    lines(&mut tx, &jobs, 2)?;
-                    tx.commit()?;
-                    let mut tx = client.transaction()?;
-                    tx.execute(
-                        "UPDATE lease_jobs SET state = 'terminal', outcome = 'completed', output = $2, \
-                         ended_epoch = epoch, ended_attempts = attempts, ended_at_us = $2, owner = NULL, \
-                         lease_epoch = NULL, expires_at_us = NULL WHERE job = ANY($1)",
-                        &[&jobs, &now],
-                    )?;
-                    lines(&mut tx, &jobs, 3)?;
-                    tx.execute(schema::ADD_BACKLOG, &[&-(jobs.len() as i64), &(worker % schema::BACKLOG_SHARDS)])?;
-                    tx.commit()?;
-                    Ok(jobs.len())
+                    let n = jobs.len();
+                    let (times, nodes) = (vec![now; n], vec![node.clone(); n]);
+                    let (granted, executing, applied, ended) =
+                        (texts(&jobs, 0), texts(&jobs, 1), texts(&jobs, 2), texts(&jobs, 3));
+                    try_join3(
+                        client.execute(lines, &[&times, &nodes, &granted, &jobs]),
+                        client.execute(grants, &[&vec![worker], &vec![1i64], &vec![jobs[0]], &vec![1i64]]),
+                        client.batch_execute("COMMIT"),
+                    )
+                    .await?;
+                    try_join3(
+                        client.batch_execute("BEGIN"),
+                        client.execute(lines, &[&times, &nodes, &executing, &jobs]),
+                        client.batch_execute("COMMIT"),
+                    )
+                    .await?;
+                    try_join5(
+                        client.batch_execute("BEGIN"),
+                        client.execute(ensure, &[&jobs, &vec![0i64; n]]),
+                        client.execute(record, &[&jobs, &now]),
+                        client.execute(lines, &[&times, &nodes, &applied, &jobs]),
+                        client.batch_execute("COMMIT"),
+                    )
+                    .await?;
+                    try_join4(
+                        client.batch_execute("BEGIN"),
+                        client.execute(end, &[&jobs, &now]),
+                        client.execute(lines, &[&times, &nodes, &ended, &jobs]),
+                        try_join(
+                            client.execute(backlog, &[&-(n as i64), &(worker % schema::BACKLOG_SHARDS)]),
+                            client.batch_execute("COMMIT"),
+                        ),
+                    )
+                    .await?;
+                    Ok::<_, tokio_postgres::Error>(n)
                 };
-                run().map_err(|x| e(&x))
+                runtime.block_on(run).map_err(|x| e(&x))
             }
         }
     }
@@ -292,10 +332,15 @@ impl Writer {
                 let count = |sql: &str| conn.query_row(sql, [], |row| row.get::<_, i64>(0)).map_err(|x| e(&x));
                 Ok((count(open)?, count(lines)?))
             }
-            Writer::Postgres(client, _) => {
-                let open: i64 = client.query_one(open, &[]).map_err(|x| e(&x))?.get(0);
-                let lines: i64 = client.query_one(lines, &[]).map_err(|x| e(&x))?.get(0);
-                Ok((open, lines))
+            Writer::Postgres(pg) => {
+                let (open, lines) = pg
+                    .runtime
+                    .block_on(futures::future::try_join(
+                        pg.client.query_one(open, &[]),
+                        pg.client.query_one(lines, &[]),
+                    ))
+                    .map_err(|x| e(&x))?;
+                Ok((open.get(0), lines.get(0)))
             }
         }
     }
@@ -303,9 +348,10 @@ impl Writer {
     fn drop_all(&mut self) -> Result<(), String> {
         match self {
             Writer::Sqlite(_) => Ok(()),
-            Writer::Postgres(client, schema) => {
-                client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).map_err(|e| e.to_string())
-            }
+            Writer::Postgres(pg) => pg
+                .runtime
+                .block_on(pg.client.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", pg.schema)))
+                .map_err(|e| e.to_string()),
         }
     }
 }
