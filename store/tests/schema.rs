@@ -228,3 +228,78 @@ fn a_sqlite_file_at_schema_version_5_moves_its_keys_to_row_ids_and_keeps_every_r
         .expect("plans");
     assert!(plan.contains("INTEGER PRIMARY KEY"), "a job is read by its row id: {plan}");
 }
+
+/// A file as version 6 left it, with a queued job and one ended.
+fn a_version_6_file(file: &TempFile) {
+    let conn = rusqlite::Connection::open(file.path()).expect("open the file");
+    conn.execute_batch(schema::CREATE_VERSION).expect("the version table");
+    for &(version, both, _, sqlite) in schema::MIGRATIONS.iter().filter(|(version, ..)| *version <= 6) {
+        conn.execute_batch(both).unwrap_or_else(|error| panic!("version {version}: {error}"));
+        conn.execute_batch(sqlite).unwrap_or_else(|error| panic!("version {version}: {error}"));
+    }
+    conn.execute_batch(
+        "INSERT INTO lease_schema (version) VALUES (6);
+         INSERT INTO lease_jobs (job, state, epoch, attempts, queue_seq, queued_at_us) VALUES (7, 'queued', 0, 0, 1, 5);
+         INSERT INTO lease_jobs (job, state, epoch, attempts, outcome, output, ended_epoch, ended_attempts, ended_at_us)
+             VALUES (3, 'terminal', 1, 1, 'completed', 33, 1, 1, 4);
+         UPDATE lease_backlog SET n = 1 WHERE shard = 0;",
+    )
+    .expect("version 6's rows");
+    assert!(ephemeral_tables_in_a_job_update(&conn) > 0, "version 6 checks its lists through a temporary table");
+}
+
+/// How many temporary B-trees one write of a job row opens (`OpenEphemeral` in its program).
+fn ephemeral_tables_in_a_job_update(conn: &rusqlite::Connection) -> usize {
+    let sql = format!("EXPLAIN {}", schema::for_sqlite(schema::UPDATE_JOB));
+    let mut statement = conn.prepare(&sql).unwrap();
+    let opcodes: Vec<String> = statement
+        .query_map(rusqlite::params_from_iter(std::iter::repeat_n(rusqlite::types::Null, 20)), |row| row.get(1))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    opcodes.iter().filter(|opcode| *opcode == "OpenEphemeral").count()
+}
+
+// Version 7 writes SQLite's job checks without `IN` lists, which SQLite checked through a
+// temporary B-tree made afresh at every write of a job: the rows are kept, a write of a job opens
+// no temporary table, the checks still refuse what they refused, and the queue still serves.
+#[test]
+fn a_sqlite_file_at_schema_version_6_checks_its_jobs_without_temporary_tables() {
+    let file = TempFile::new("schema_v6");
+    a_version_6_file(&file);
+    let mut store = SqliteStore::open(file.path(), config()).expect("version 6 migrates");
+    let ended = store.job(JobId(3)).expect("reads").expect("the ended job is kept");
+    assert!(
+        matches!(
+            ended.state,
+            lease_core::JobState::Terminal(lease_core::Terminal { outcome: lease_core::Outcome::Completed { output }, .. })
+                if output.0 == 33
+        ),
+        "{ended:?}"
+    );
+    assert!(matches!(store.enqueue(Time(6), JobId(8)), Ok(Enqueued::Accepted { backlog: 2 })));
+    let granted = store.acquire(Time(7), lease_core::WorkerId(0)).expect("acquires");
+    assert!(
+        matches!(granted, lease_core::Acquired::Granted(grant) if grant.lease.job == JobId(7)),
+        "the old job is still the queue's head: {granted:?}"
+    );
+    drop(store);
+    let conn = rusqlite::Connection::open(file.path()).expect("open the file");
+    let version: i64 = conn.query_row("SELECT version FROM lease_schema", [], |row| row.get(0)).expect("reads");
+    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(ephemeral_tables_in_a_job_update(&conn), 0, "a write of a job makes no temporary table");
+    let names = indexes(&conn);
+    for index in ["lease_jobs_ended", "lease_jobs_expiry", "lease_jobs_queue"] {
+        assert!(names.iter().any(|name| name == index), "{index} is made again: {names:?}");
+    }
+    let insert = |state: &str, outcome: Option<&str>| {
+        conn.execute(
+            "INSERT INTO lease_jobs (job, state, epoch, attempts, outcome) VALUES (100 + (SELECT COUNT(*) FROM lease_jobs), ?1, 0, 0, ?2)",
+            rusqlite::params![state, outcome],
+        )
+    };
+    assert!(insert("running", None).is_err(), "a state that is none of the three is refused");
+    assert!(insert("terminal", Some("done")).is_err(), "an outcome that is none of the three is refused");
+    assert!(insert("terminal", Some("dead_lettered")).is_ok(), "each outcome is accepted");
+    assert!(insert("queued", None).is_ok(), "no outcome is accepted");
+}
