@@ -423,8 +423,13 @@ pub const SELECT_GRANT: &str = "SELECT request, job, epoch FROM lease_grants WHE
 pub const UPSERT_GRANT: &str = "INSERT INTO lease_grants (worker, request, job, epoch) VALUES ($1, $2, $3, $4) \
      ON CONFLICT (worker) DO UPDATE SET request = excluded.request, job = excluded.job, epoch = excluded.epoch";
 
-/// Makes sure an operation has a ledger row (fence 0, nothing recorded).
+/// PostgreSQL, makes sure an operation has a ledger row (fence 0, nothing recorded), to lock it
+/// (SQLite reads a missing row as that empty record, and makes it with its first write:
+/// [`INSERT_OP`]).
 pub const ENSURE_OP: &str = "INSERT INTO lease_ledger (job, step, fence) VALUES ($1, $2, 0) ON CONFLICT DO NOTHING";
+/// SQLite, the first write of an operation's ledger row, where the transaction found none (see
+/// `SqliteTx::op`): the row made with its decision, in one statement.
+pub const INSERT_OP: &str = "INSERT INTO lease_ledger (job, step, fence, output, rival) VALUES ($1, $2, $3, $4, $5)";
 /// An operation's ledger row. PostgreSQL appends `FOR UPDATE`.
 pub const SELECT_OP: &str = "SELECT fence, output, rival FROM lease_ledger WHERE job = $1 AND step = $2";
 /// Writes a ledger decision back. The guard `output IS NOT DISTINCT FROM $6` with the new output
@@ -572,7 +577,7 @@ pub const STATEMENTS: [&str; 36] = [
     PLANTED_RENEW_BY_EPOCH,
     SELECT_GRANT,
     UPSERT_GRANT,
-    ENSURE_OP,
+    INSERT_OP,
     SELECT_OP,
     UPDATE_OP,
     NEXT_SEQ,

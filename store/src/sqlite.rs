@@ -174,11 +174,13 @@ pub(crate) struct SqliteTx<'c> {
     /// Its history lines (time, writer, job, line), numbered and written as it commits: one
     /// [`schema::NEXT_SEQ`] for them all, not one each.
     lines: Vec<(i64, String, Option<i64>, String)>,
+    /// Operations read without a ledger row: their first write inserts it ([`schema::INSERT_OP`]).
+    unrecorded: Vec<OpId>,
 }
 
 impl<'c> SqliteTx<'c> {
     fn new(conn: &'c Connection) -> SqliteTx<'c> {
-        SqliteTx { conn, backlog: 0, lines: Vec::new() }
+        SqliteTx { conn, backlog: 0, lines: Vec::new(), unrecorded: Vec::new() }
     }
 
     /// What the transaction holds back until it commits: the backlog's change (SQLite has one
@@ -344,11 +346,21 @@ impl Tx for SqliteTx<'_> {
         Ok(())
     }
 
+    /// A missing row reads as the empty record, as PostgreSQL's (made empty first, to lock it)
+    /// does: SQLite's writers take turns, so no other can make it before this transaction's write,
+    /// which inserts it. One statement, not an empty row made, read and then written.
     fn op(&mut self, op: OpId) -> Result<OpRecord, StoreError> {
         let key = [int(op.job.0), i64::from(op.step)];
-        self.conn.prepare_cached(&for_sqlite(schema::ENSURE_OP))?.execute(key)?;
         let mut statement = self.conn.prepare_cached(&for_sqlite(schema::SELECT_OP))?;
-        Ok(statement.query_row(key, op_record)?)
+        match statement.query_row(key, op_record).optional()? {
+            Some(record) => Ok(record),
+            None => {
+                if !self.unrecorded.contains(&op) {
+                    self.unrecorded.push(op);
+                }
+                Ok(OpRecord::default())
+            }
+        }
     }
 
     fn planted(&mut self, sql: &str, job: JobId, epoch: Epoch, value: i64) -> Result<usize, StoreError> {
@@ -357,8 +369,21 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn update_op(&mut self, op: OpId, new: &OpRecord, old: &OpRecord) -> Result<usize, StoreError> {
-        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::UPDATE_OP))?;
         let output = |output: Option<OutputId>| output.map(bits);
+        // A row this transaction found missing (`old` is the empty record it read): made now.
+        if let Some(at) = self.unrecorded.iter().position(|&unrecorded| unrecorded == op) {
+            self.unrecorded.swap_remove(at);
+            let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_OP))?;
+            let key = [int(op.job.0), i64::from(op.step)];
+            return Ok(statement.execute(params![
+                key[0],
+                key[1],
+                int(new.fence.0),
+                output(new.recorded),
+                output(new.rival)
+            ])?);
+        }
+        let mut statement = self.conn.prepare_cached(&for_sqlite(schema::UPDATE_OP))?;
         Ok(statement.execute(params![
             int(op.job.0),
             i64::from(op.step),
