@@ -523,9 +523,12 @@ pub const SELECT_OPS: &str = "SELECT job, step, fence, output, rival FROM lease_
 
 /// SQLite: takes a transaction's `$1` log sequence numbers at once, as it is about to commit, in
 /// its `BEGIN IMMEDIATE`: numbers are taken in commit order, and its lines are numbered in their
-/// order, up to the one returned. (PostgreSQL numbers its lines from a sequence:
-/// [`INSERT_EVENT_NEXT`].)
-pub const NEXT_SEQ: &str = "UPDATE lease_log_head SET seq = seq + $1 RETURNING seq";
+/// order, up to the one [`READ_SEQ`] then reads. (PostgreSQL numbers its lines from a sequence:
+/// [`INSERT_EVENT_NEXT`].) Not `RETURNING`: SQLite keeps returned rows in a temporary table it
+/// makes at each statement, which cost about as much again as the update.
+pub const NEXT_SEQ: &str = "UPDATE lease_log_head SET seq = seq + $1";
+/// SQLite: the last sequence number taken, read after [`NEXT_SEQ`] in the same transaction.
+pub const READ_SEQ: &str = "SELECT seq FROM lease_log_head";
 /// One history line.
 pub const INSERT_EVENT: &str = "INSERT INTO lease_events (seq, t_us, node, line, job) VALUES ($1, $2, $3, $4, $5)";
 /// One history line, PostgreSQL: numbered from the log's sequence.
@@ -547,7 +550,7 @@ pub fn for_sqlite(sql: &str) -> String {
 
 /// Every statement an operation of the SQLite store runs (migrations and PostgreSQL's own
 /// `FOR UPDATE` forms aside): what an SQLite handle prepares when it opens.
-pub const STATEMENTS: [&str; 36] = [
+pub const STATEMENTS: [&str; 37] = [
     MARK_PRUNED,
     SELECT_PRUNED,
     SELECT_UNNAMED_LINES,
@@ -581,6 +584,7 @@ pub const STATEMENTS: [&str; 36] = [
     SELECT_OP,
     UPDATE_OP,
     NEXT_SEQ,
+    READ_SEQ,
     INSERT_EVENT,
     SELECT_EVENTS,
     SELECT_EVENTS_BY_TIME,

@@ -193,8 +193,8 @@ impl<'c> SqliteTx<'c> {
             return Ok(());
         }
         let count = i64::try_from(self.lines.len()).expect("a transaction's lines fit in an i64");
-        let last: i64 =
-            self.conn.prepare_cached(&for_sqlite(schema::NEXT_SEQ))?.query_row([count], |row| row.get(0))?;
+        self.conn.prepare_cached(&for_sqlite(schema::NEXT_SEQ))?.execute([count])?;
+        let last: i64 = self.conn.prepare_cached(schema::READ_SEQ)?.query_row([], |row| row.get(0))?;
         let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_EVENT))?;
         for (seq, (t_us, node, job, line)) in (last - count + 1..).zip(self.lines) {
             statement.execute(params![seq, t_us, node, line, job])?;
