@@ -1079,9 +1079,11 @@ fn a_lookup_that_nothing_more_can_join_leaves_without_lingering() {
         let Ok(lease_core::Acquired::Granted(grant)) = table.acquire(now, WorkerId(99)) else {
             panic!("job 0 is granted")
         };
-        table.requeue(now, JobId(0), grant.lease.epoch).expect("and requeued");
+        let requeued = table.requeue(now, JobId(0), grant.lease.epoch).expect("and requeued");
+        assert!(matches!(requeued, lease_core::Requeue::Requeued { attempts: 1 }), "{requeued:?}");
         for job in 1..3 {
-            table.enqueue(now, JobId(job)).expect("enqueued");
+            let enqueued = table.enqueue(now, JobId(job)).expect("enqueued");
+            assert!(matches!(enqueued, lease_core::Enqueued::Accepted { .. }), "{enqueued:?}");
         }
     });
     let started = Arc::new(Mutex::new(Vec::new()));
