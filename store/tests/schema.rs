@@ -175,6 +175,22 @@ fn a_version_5_file(file: &TempFile) {
     }
 }
 
+/// A migrated file's store takes a new job behind the old queued job 7 and grants job 7 first;
+/// closed, the file is at this build's version. Its connection, for the caller's checks.
+fn serves_the_old_job_first(mut store: SqliteStore, file: &TempFile) -> rusqlite::Connection {
+    assert!(matches!(store.enqueue(Time(6), JobId(8)), Ok(Enqueued::Accepted { backlog: 2 })));
+    let granted = store.acquire(Time(7), lease_core::WorkerId(0)).expect("acquires");
+    assert!(
+        matches!(granted, lease_core::Acquired::Granted(grant) if grant.lease.job == JobId(7)),
+        "the old job is still the queue's head: {granted:?}"
+    );
+    drop(store);
+    let conn = rusqlite::Connection::open(file.path()).expect("open the file");
+    let version: i64 = conn.query_row("SELECT version FROM lease_schema", [], |row| row.get(0)).expect("reads");
+    assert_eq!(version, SCHEMA_VERSION);
+    conn
+}
+
 /// The names of the file's indexes, sorted.
 fn indexes(conn: &rusqlite::Connection) -> Vec<String> {
     let mut statement = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name").unwrap();
@@ -196,16 +212,7 @@ fn a_sqlite_file_at_schema_version_5_moves_its_keys_to_row_ids_and_keeps_every_r
     assert_eq!(store.backlog().expect("reads"), 1, "the count is kept");
     let figures = store.figures().expect("reads");
     assert_eq!((figures.queued, figures.oldest_queued_at), (1, Some(Time(5))), "it waits where it waited");
-    assert!(matches!(store.enqueue(Time(6), JobId(8)), Ok(Enqueued::Accepted { backlog: 2 })));
-    let granted = store.acquire(Time(7), lease_core::WorkerId(0)).expect("acquires");
-    assert!(
-        matches!(granted, lease_core::Acquired::Granted(grant) if grant.lease.job == JobId(7)),
-        "the old job is still the queue's head: {granted:?}"
-    );
-    drop(store);
-    let conn = rusqlite::Connection::open(file.path()).expect("open the file");
-    let version: i64 = conn.query_row("SELECT version FROM lease_schema", [], |row| row.get(0)).expect("reads");
-    assert_eq!(version, SCHEMA_VERSION);
+    let conn = serves_the_old_job_first(store, &file);
     let lines: Vec<(i64, String)> = conn
         .prepare("SELECT seq, line FROM lease_events WHERE job = 7 ORDER BY seq")
         .unwrap()
@@ -277,16 +284,7 @@ fn a_sqlite_file_at_schema_version_6_checks_its_jobs_without_temporary_tables() 
         ),
         "{ended:?}"
     );
-    assert!(matches!(store.enqueue(Time(6), JobId(8)), Ok(Enqueued::Accepted { backlog: 2 })));
-    let granted = store.acquire(Time(7), lease_core::WorkerId(0)).expect("acquires");
-    assert!(
-        matches!(granted, lease_core::Acquired::Granted(grant) if grant.lease.job == JobId(7)),
-        "the old job is still the queue's head: {granted:?}"
-    );
-    drop(store);
-    let conn = rusqlite::Connection::open(file.path()).expect("open the file");
-    let version: i64 = conn.query_row("SELECT version FROM lease_schema", [], |row| row.get(0)).expect("reads");
-    assert_eq!(version, SCHEMA_VERSION);
+    let conn = serves_the_old_job_first(store, &file);
     assert_eq!(ephemeral_tables_in_a_job_update(&conn), 0, "a write of a job makes no temporary table");
     let names = indexes(&conn);
     for index in ["lease_jobs_ended", "lease_jobs_expiry", "lease_jobs_queue"] {
