@@ -17,7 +17,7 @@ use crate::schema::{self, SCHEMA_VERSION};
 use crate::sql::{bits, identity, int, Op, Row, Stamps, Tx};
 use crate::sql_store::{Scope, Session, SqlStore};
 use crate::{Clock, Figures, StoreError};
-use futures_util::future::{try_join, try_join4, try_join5, try_join_all};
+use futures_util::future::{try_join, try_join3, try_join4, try_join5, try_join_all};
 use futures_util::TryFutureExt;
 use lease_core::{
     Bugs, Epoch, JobId, LastGrant, OpId, OpRecord, OutputId, RequestId, Rules, TableConfig, Time, WorkerId,
@@ -190,7 +190,7 @@ impl PostgresStore {
         let whole = session.clock == Clock::Caller || session.rules.bugs != Bugs::NONE;
         let lock = match &scope {
             _ if whole => schema::LOCK_LOG,
-            Scope::Set => schema::LOCK_LOG,
+            Scope::Set | Scope::Enqueue(_) => schema::LOCK_LOG,
             Scope::Heads(_) | Scope::Askers(_) => schema::LOCK_QUEUE,
             // Rows each locks in key order (job rows, as an acquire locks its own: no cycle), or
             // none: see LOCK_LOG_SHARED.
@@ -237,6 +237,20 @@ impl PostgresStore {
         let mut prefetched = Prefetched::default();
         match *scope {
             Scope::Set | Scope::Line => {}
+            // Three statements sent together: an enqueue held the log's whole lock for a round
+            // trip each (while every worker's batch waited behind it), and now for one.
+            Scope::Enqueue(job) => {
+                let id = int(job.0);
+                let (known, backlog, ends) = try_join3(
+                    client.query(self.statement(schema::SELECT_KNOWN), &[&id]),
+                    client.query_one(self.statement(schema::SELECT_BACKLOG), &[]),
+                    client.query_one(self.statement(schema::SELECT_QUEUE_ENDS), &[]),
+                )
+                .await?;
+                prefetched.known = Some((job, !known.is_empty()));
+                prefetched.backlog = Some(crate::sql::backlog_of(backlog.get(0))?);
+                prefetched.ends = Some((ends.get(0), ends.get(1)));
+            }
             Scope::Job(job) => {
                 let id = int(job.0);
                 let row = client.query_opt(self.locked(schema::SELECT_JOB), &[&id]).await?;
@@ -383,6 +397,12 @@ struct Prefetched {
     grants: Vec<(WorkerId, Option<LastGrant>)>,
     /// The queue's first jobs, in order, for a batched acquire.
     heads: Option<std::collections::VecDeque<Row>>,
+    /// An enqueue's job, and whether it is known.
+    known: Option<(JobId, bool)>,
+    /// The backlog, for an enqueue.
+    backlog: Option<usize>,
+    /// The queue's ends, for an enqueue.
+    ends: Option<(i64, i64)>,
 }
 
 /// A write held until the operation's decision is made, then sent with the others: a
@@ -767,6 +787,9 @@ impl Tx for PgTx<'_> {
     }
 
     fn known(&mut self, job: JobId) -> Result<bool, StoreError> {
+        if let Some((_, known)) = self.prefetched.known.filter(|&(prefetched, _)| prefetched == job) {
+            return Ok(known);
+        }
         self.read("whether a job is known");
         Ok(!self.store.query(schema::SELECT_KNOWN, &[&int(job.0)])?.is_empty())
     }
@@ -784,6 +807,9 @@ impl Tx for PgTx<'_> {
         // Read before this transaction changes it (an enqueue reads it first): a change is held
         // until the commit, so a read after one would miss it.
         assert_eq!(self.backlog, 0, "the backlog read after this transaction changed it");
+        if let Some(backlog) = self.prefetched.backlog.take() {
+            return Ok(backlog);
+        }
         crate::sql::backlog_of(self.store.query(schema::SELECT_BACKLOG, &[])?[0].get(0))
     }
 
@@ -793,6 +819,9 @@ impl Tx for PgTx<'_> {
     }
 
     fn queue_ends(&mut self) -> Result<(i64, i64), StoreError> {
+        if let Some(ends) = self.prefetched.ends.take() {
+            return Ok(ends);
+        }
         self.read("the queue's ends");
         let row = &self.store.query(schema::SELECT_QUEUE_ENDS, &[])?[0];
         Ok((row.get(0), row.get(1)))

@@ -21,6 +21,9 @@ pub(crate) enum Scope {
     /// Rows it does not lock (the backlog, the queue's ends, the expired leases): the log's whole
     /// lock ([`crate::schema::LOCK_LOG`]).
     Set,
+    /// An enqueue of this job: the log's whole lock, as [`Scope::Set`], then whether the job is
+    /// known, the backlog and the queue's ends, read together.
+    Enqueue(JobId),
     /// A batched acquire of up to this many jobs: the queue's lock ([`crate::schema::LOCK_QUEUE`]),
     /// then that many of the queue's first rows, in one statement.
     Heads(usize),
@@ -156,7 +159,7 @@ impl<S: SqlStore> TableStore for S {
     }
 
     fn enqueue_with(&mut self, now: Time, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError> {
-        self.run(now, true, Scope::Set, |op, tx| op.enqueue(tx, job, payload))
+        self.run(now, true, Scope::Enqueue(job), |op, tx| op.enqueue(tx, job, payload))
     }
 
     fn payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {
