@@ -190,7 +190,7 @@ impl PostgresStore {
         let whole = session.clock == Clock::Caller || session.rules.bugs != Bugs::NONE;
         let lock = match &scope {
             _ if whole => schema::LOCK_LOG,
-            Scope::Set | Scope::Enqueue(_) => schema::LOCK_LOG,
+            Scope::Set | Scope::Enqueue(_) | Scope::Placing(_) => schema::LOCK_LOG,
             Scope::Heads(_) | Scope::Askers(_) => schema::LOCK_QUEUE,
             // Rows each locks in key order (job rows, as an acquire locks its own: no cycle), or
             // none: see LOCK_LOG_SHARED.
@@ -255,6 +255,17 @@ impl PostgresStore {
                 let id = int(job.0);
                 let row = client.query_opt(self.locked(schema::SELECT_JOB), &[&id]).await?;
                 prefetched.jobs.push((job, row.as_ref().map(job_row).transpose()?));
+            }
+            // Two statements sent together, as an enqueue's three (`Scope::Enqueue`).
+            Scope::Placing(job) => {
+                let id = int(job.0);
+                let (row, ends) = try_join(
+                    client.query_opt(self.locked(schema::SELECT_JOB), &[&id]),
+                    client.query_one(self.statement(schema::SELECT_QUEUE_ENDS), &[]),
+                )
+                .await?;
+                prefetched.jobs.push((job, row.as_ref().map(job_row).transpose()?));
+                prefetched.ends = Some((ends.get(0), ends.get(1)));
             }
             Scope::Heads(want) => {
                 let limit = i64::try_from(want).unwrap_or(i64::MAX);
@@ -401,7 +412,7 @@ struct Prefetched {
     known: Option<(JobId, bool)>,
     /// The backlog, for an enqueue.
     backlog: Option<usize>,
-    /// The queue's ends, for an enqueue.
+    /// The queue's ends, for an enqueue, a requeue, a release or a fence.
     ends: Option<(i64, i64)>,
 }
 

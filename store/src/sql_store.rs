@@ -24,6 +24,9 @@ pub(crate) enum Scope {
     /// An enqueue of this job: the log's whole lock, as [`Scope::Set`], then whether the job is
     /// known, the backlog and the queue's ends, read together.
     Enqueue(JobId),
+    /// A requeue, release or fence of this job: the log's whole lock, as [`Scope::Set`], then the
+    /// job's row (locked) and the queue's ends, read together.
+    Placing(JobId),
     /// A batched acquire of up to this many jobs: the queue's lock ([`crate::schema::LOCK_QUEUE`]),
     /// then that many of the queue's first rows, in one statement.
     Heads(usize),
@@ -194,7 +197,7 @@ impl<S: SqlStore> TableStore for S {
 
     fn requeue(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
         // Places the job in the queue (its ends are read, not locked).
-        self.run(now, true, Scope::Set, |op, tx| op.requeue(tx, job, epoch))
+        self.run(now, true, Scope::Placing(job), |op, tx| op.requeue(tx, job, epoch))
     }
 
     fn dead_letter(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Requeue, StoreError> {
@@ -203,7 +206,7 @@ impl<S: SqlStore> TableStore for S {
     }
 
     fn release(&mut self, now: Time, job: JobId, epoch: Epoch) -> Result<Release, StoreError> {
-        self.run(now, true, Scope::Set, |op, tx| op.release(tx, job, epoch))
+        self.run(now, true, Scope::Placing(job), |op, tx| op.release(tx, job, epoch))
     }
 
     // A batch is one transaction under the whole lock: its jobs' rows are read one by one, each
@@ -316,7 +319,7 @@ impl<S: SqlStore> TableStore for S {
     ) -> Result<Fencing, StoreError> {
         // One row, but the reclaim's own turn: a fence and the listing it follows are ordered by
         // the whole lock, and fences are rare (an expired lease each).
-        self.run(now, true, Scope::Set, |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
+        self.run(now, true, Scope::Placing(job), |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
     }
 
     fn quarantine(
