@@ -102,7 +102,9 @@ pub(crate) fn floor(store: &StoreChoice, workers: u32, jobs: u64, out: &Path, ba
 
 /// One connection of the write floor.
 enum Writer {
-    Sqlite(rusqlite::Connection),
+    /// The connection, and the store's turn file (`lease_store::TURN_SUFFIX`), taken around each
+    /// transaction as the store takes it.
+    Sqlite(rusqlite::Connection, std::fs::File),
     Postgres(Box<Pg>),
 }
 
@@ -156,7 +158,10 @@ impl Writer {
                 conn.busy_handler(Some(lease_store::busy_retry)).map_err(|x| e(&x))?;
                 conn.pragma_update(None, "journal_mode", "WAL").map_err(|x| e(&x))?;
                 conn.pragma_update(None, "synchronous", "NORMAL").map_err(|x| e(&x))?;
-                Ok(Writer::Sqlite(conn))
+                let mut turn = path.as_os_str().to_owned();
+                turn.push(lease_store::TURN_SUFFIX);
+                let turn = std::fs::OpenOptions::new().write(true).open(turn).map_err(|x| e(&x))?;
+                Ok(Writer::Sqlite(conn, turn))
             }
             StoreChoice::Postgres { url } => {
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|x| e(&x))?;
@@ -180,12 +185,11 @@ impl Writer {
         let now = host_now().0 as i64;
         let node = format!("worker-{worker}");
         match self {
-            Writer::Sqlite(conn) => {
+            Writer::Sqlite(conn, turn) => {
                 use rusqlite::TransactionBehavior::Immediate;
                 let lines = |tx: &rusqlite::Transaction, jobs: &[i64], kind: usize| -> rusqlite::Result<()> {
-                    let last: i64 = tx
-                        .prepare_cached("UPDATE lease_log_head SET seq = seq + ?1 RETURNING seq")?
-                        .query_row([jobs.len() as i64], |row| row.get(0))?;
+                    tx.prepare_cached(&schema::for_sqlite(schema::NEXT_SEQ))?.execute([jobs.len() as i64])?;
+                    let last: i64 = tx.prepare_cached(schema::READ_SEQ)?.query_row([], |row| row.get(0))?;
                     let mut insert = tx.prepare_cached(
                         "INSERT INTO lease_events (seq, t_us, node, line, job) VALUES (?1, ?2, ?3, ?4, ?5)",
                     )?;
@@ -202,7 +206,20 @@ impl Writer {
                     }
                     Ok(())
                 };
+                /// A held turn, given back however the transaction ends.
+                struct Held<'f>(&'f std::fs::File);
+                impl Drop for Held<'_> {
+                    fn drop(&mut self) {
+                        let _ = self.0.unlock();
+                    }
+                }
+                // The turn's error, carried in rusqlite's to be printed with the others.
+                let take = |turn: &std::fs::File| -> rusqlite::Result<()> {
+                    turn.lock().map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
+                };
                 let run = |conn: &mut rusqlite::Connection| -> rusqlite::Result<usize> {
+                    take(turn)?;
+                    let held = Held(turn);
                     let tx = conn.transaction_with_behavior(Immediate)?;
                     let jobs: Vec<i64> = tx
                         .prepare_cached(
@@ -227,22 +244,26 @@ impl Writer {
                     )?
                     .execute([worker, jobs[0]])?;
                     tx.commit()?;
+                    drop(held);
+                    take(turn)?;
+                    let held = Held(turn);
                     let tx = conn.transaction_with_behavior(Immediate)?;
                     lines(&tx, &jobs, 1)?;
                     tx.commit()?;
+                    drop(held);
+                    take(turn)?;
+                    let held = Held(turn);
                     let tx = conn.transaction_with_behavior(Immediate)?;
                     for &job in &jobs {
-                        tx.prepare_cached(
-                            "INSERT INTO lease_ledger (job, step, fence) VALUES (?1, 0, 0) ON CONFLICT DO NOTHING",
-                        )?
-                        .execute([job])?;
-                        tx.prepare_cached(
-                            "UPDATE lease_ledger SET fence = 1, output = ?2 WHERE job = ?1 AND step = 0",
-                        )?
-                        .execute([job, now])?;
+                        // The row is missing: made with its record, as the store makes it.
+                        tx.prepare_cached("INSERT INTO lease_ledger (job, step, fence, output) VALUES (?1, 0, 1, ?2)")?
+                            .execute([job, now])?;
                     }
                     lines(&tx, &jobs, 2)?;
                     tx.commit()?;
+                    drop(held);
+                    take(turn)?;
+                    let _held = Held(turn);
                     let tx = conn.transaction_with_behavior(Immediate)?;
                     for &job in &jobs {
                         tx.prepare_cached(
@@ -328,7 +349,7 @@ impl Writer {
         let lines = "SELECT COUNT(*) FROM lease_events";
         let e = |error: &dyn std::fmt::Display| error.to_string();
         match self {
-            Writer::Sqlite(conn) => {
+            Writer::Sqlite(conn, _) => {
                 let count = |sql: &str| conn.query_row(sql, [], |row| row.get::<_, i64>(0)).map_err(|x| e(&x));
                 Ok((count(open)?, count(lines)?))
             }
@@ -347,7 +368,7 @@ impl Writer {
 
     fn drop_all(&mut self) -> Result<(), String> {
         match self {
-            Writer::Sqlite(_) => Ok(()),
+            Writer::Sqlite(..) => Ok(()),
             Writer::Postgres(pg) => pg
                 .runtime
                 .block_on(pg.client.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", pg.schema)))

@@ -3,7 +3,8 @@
 //! Each operation is one `BEGIN IMMEDIATE` transaction: it takes SQLite's write lock at its start,
 //! so transactions that decide never interleave and the log's sequence is the commit order. A
 //! file store opens in WAL mode and waits (a busy timeout) for a writer of another process or
-//! thread, rather than fail. The time is the caller's, or with [`Clock::Database`] the host's,
+//! thread, rather than fail; its writers take turns through a file beside the database first
+//! ([`TURN_SUFFIX`]), so that one waiting is woken as the lock is given back. The time is the caller's, or with [`Clock::Database`] the host's,
 //! read once `BEGIN IMMEDIATE` holds the lock: then the log's order is its time order too.
 
 use crate::schema::{self, for_sqlite};
@@ -60,6 +61,40 @@ fn no_memory_count() {
 pub struct SqliteStore {
     conn: Connection,
     session: Session,
+    /// A file store's turn file ([`TURN_SUFFIX`]): locked around each write transaction.
+    turns: Option<std::fs::File>,
+}
+
+/// Beside a file store's database, the file whose lock ([`std::fs::File::lock`], `flock` on
+/// Linux) the file's writers take in turn around each write transaction, before SQLite's own
+/// write lock. SQLite's lock cannot be waited on: a writer that finds it taken sleeps and tries
+/// again ([`busy_retry`]), so the lock stays free for part of each wait after its holder is done.
+/// A writer waiting for the turn sleeps in the kernel and is woken as it is given back. On a live
+/// bench of 5,000 jobs, two SQLite-only runs with the turn and two without, in turns: ours 22,118
+/// to 25,760 jobs/s with it and 19,044 to 22,777 without; with batches of 1 and 8 slots a process
+/// (1,000 jobs), 2,821 to 3,652 with it and 2,275 to 2,863 without. The turn orders writers and guards
+/// nothing: SQLite's lock still keeps every transaction whole, for a writer that does not take it
+/// too (another program, an older build). A process that dies holding it gives it back with its
+/// file. Made when the store opens, and left in place.
+pub const TURN_SUFFIX: &str = "-turn";
+
+/// A held turn ([`TURN_SUFFIX`]), given back when dropped, however the transaction ended.
+struct Turn<'f>(&'f std::fs::File);
+
+impl Turn<'_> {
+    /// Waits for the turn of `file` (none: an in-memory store, whose one handle takes no turn).
+    fn take(file: Option<&std::fs::File>) -> Result<Option<Turn<'_>>, StoreError> {
+        let Some(file) = file else { return Ok(None) };
+        file.lock().map_err(StoreError::Io)?;
+        Ok(Some(Turn(file)))
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        // Closing the file would give it back too; an unlock that fails leaves it to that.
+        let _ = self.0.unlock();
+    }
 }
 
 impl SqliteStore {
@@ -100,6 +135,10 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         let mut store = SqliteStore::with(conn, config, bugs)?;
         store.session.clock = clock;
+        let mut turn = path.as_os_str().to_owned();
+        turn.push(TURN_SUFFIX);
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(turn);
+        store.turns = Some(file.map_err(StoreError::Io)?);
         Ok(store)
     }
 
@@ -109,7 +148,7 @@ impl SqliteStore {
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         migrate(&mut conn)?;
         prepare_all(&conn)?;
-        Ok(SqliteStore { conn, session: Session::new(Rules { config, bugs }, Clock::Caller) })
+        Ok(SqliteStore { conn, session: Session::new(Rules { config, bugs }, Clock::Caller), turns: None })
     }
 }
 
@@ -421,6 +460,7 @@ impl SqlStore for SqliteStore {
         _scope: Scope,
         f: impl FnOnce(&Op, &mut SqliteTx) -> Result<A, StoreError>,
     ) -> Result<A, StoreError> {
+        let _turn = Turn::take(self.turns.as_ref())?;
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let now = match self.session.clock {
             Clock::Caller => now,
@@ -472,6 +512,7 @@ impl SqlStore for SqliteStore {
     }
 
     fn prune_rows(&mut self, ended_before: Time, limit: i64) -> Result<crate::Pruned, StoreError> {
+        let _turn = Turn::take(self.turns.as_ref())?;
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let cutoff = int(ended_before.0);
         let jobs: Vec<i64> = tx

@@ -28,7 +28,7 @@ impl TempFile {
 
 impl Drop for TempFile {
     fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
+        for suffix in ["", "-wal", "-shm", lease_store::TURN_SUFFIX] {
             let mut path = self.0.clone().into_os_string();
             path.push(suffix);
             let _ = std::fs::remove_file(path);
