@@ -18,7 +18,7 @@ pub mod bench;
 pub mod child;
 pub mod cli;
 pub mod db;
-mod floor;
+pub mod floor;
 pub mod plan;
 pub mod stub;
 pub mod truth;
