@@ -100,6 +100,25 @@ pub(crate) fn floor(store: &StoreChoice, workers: u32, jobs: u64, out: &Path, ba
     Ok(jobs as f64 / seconds)
 }
 
+/// One `BEGIN IMMEDIATE` transaction of `f`, committed, holding the file's turn as the store holds
+/// its own (`lease_store::TURN_SUFFIX`); the turn is given back however it ends.
+fn in_turn<T>(
+    conn: &mut rusqlite::Connection,
+    turn: &std::fs::File,
+    f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>,
+) -> Result<T, String> {
+    turn.lock().map_err(|error| error.to_string())?;
+    let done = (|| {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let done = f(&tx)?;
+        tx.commit()?;
+        Ok(done)
+    })();
+    // Closing the file gives it back too (the thread's connection, when it ends).
+    let _ = turn.unlock();
+    done.map_err(|error: rusqlite::Error| error.to_string())
+}
+
 /// One connection of the write floor.
 enum Writer {
     /// The connection, and the store's turn file (`lease_store::TURN_SUFFIX`), taken around each
@@ -186,50 +205,23 @@ impl Writer {
         let node = format!("worker-{worker}");
         match self {
             Writer::Sqlite(conn, turn) => {
-                use rusqlite::TransactionBehavior::Immediate;
                 let lines = |tx: &rusqlite::Transaction, jobs: &[i64], kind: usize| -> rusqlite::Result<()> {
                     tx.prepare_cached(&schema::for_sqlite(schema::NEXT_SEQ))?.execute([jobs.len() as i64])?;
                     let last: i64 = tx.prepare_cached(schema::READ_SEQ)?.query_row([], |row| row.get(0))?;
-                    let mut insert = tx.prepare_cached(
-                        "INSERT INTO lease_events (seq, t_us, node, line, job) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    )?;
-                    let first = last - jobs.len() as i64 + 1;
-                    for (at, &job) in jobs.iter().enumerate() {
-                        let (name, rest) = KINDS[kind];
-                        insert.execute(rusqlite::params![
-                            first + at as i64,
-                            now,
-                            node,
-                            line(now, job, name, rest),
-                            job
-                        ])?;
+                    let mut insert = tx.prepare_cached(&schema::for_sqlite(schema::INSERT_EVENT))?;
+                    let (name, rest) = KINDS[kind];
+                    for (seq, &job) in (last - jobs.len() as i64 + 1..).zip(jobs) {
+                        insert.execute(rusqlite::params![seq, now, node, line(now, job, name, rest), job])?;
                     }
                     Ok(())
                 };
-                /// A held turn, given back however the transaction ends.
-                struct Held<'f>(&'f std::fs::File);
-                impl Drop for Held<'_> {
-                    fn drop(&mut self) {
-                        let _ = self.0.unlock();
-                    }
-                }
-                // The turn's error, carried in rusqlite's to be printed with the others.
-                let take = |turn: &std::fs::File| -> rusqlite::Result<()> {
-                    turn.lock().map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
-                };
-                let run = |conn: &mut rusqlite::Connection| -> rusqlite::Result<usize> {
-                    take(turn)?;
-                    let held = Held(turn);
-                    let tx = conn.transaction_with_behavior(Immediate)?;
+                let jobs: Vec<i64> = in_turn(conn, turn, |tx| {
                     let jobs: Vec<i64> = tx
                         .prepare_cached(
                             "SELECT job FROM lease_jobs WHERE state = 'queued' ORDER BY queue_seq, job LIMIT ?1",
                         )?
                         .query_map([batch], |row| row.get(0))?
                         .collect::<Result<_, _>>()?;
-                    if jobs.is_empty() {
-                        return Ok(0);
-                    }
                     for &job in &jobs {
                         tx.prepare_cached(
                             "UPDATE lease_jobs SET state = 'leased', epoch = epoch + 1, attempts = attempts + 1, \
@@ -237,34 +229,29 @@ impl Writer {
                         )?
                         .execute(rusqlite::params![job, node, now + 60_000_000])?;
                     }
-                    lines(&tx, &jobs, 0)?;
-                    tx.prepare_cached(
-                        "INSERT INTO lease_grants (worker, request, job, epoch) VALUES (?1, 1, ?2, 1) \
-                         ON CONFLICT (worker) DO UPDATE SET request = excluded.request, job = excluded.job",
-                    )?
-                    .execute([worker, jobs[0]])?;
-                    tx.commit()?;
-                    drop(held);
-                    take(turn)?;
-                    let held = Held(turn);
-                    let tx = conn.transaction_with_behavior(Immediate)?;
-                    lines(&tx, &jobs, 1)?;
-                    tx.commit()?;
-                    drop(held);
-                    take(turn)?;
-                    let held = Held(turn);
-                    let tx = conn.transaction_with_behavior(Immediate)?;
+                    if let Some(&first) = jobs.first() {
+                        lines(tx, &jobs, 0)?;
+                        tx.prepare_cached(
+                            "INSERT INTO lease_grants (worker, request, job, epoch) VALUES (?1, 1, ?2, 1) \
+                             ON CONFLICT (worker) DO UPDATE SET request = excluded.request, job = excluded.job",
+                        )?
+                        .execute([worker, first])?;
+                    }
+                    Ok(jobs)
+                })?;
+                if jobs.is_empty() {
+                    return Ok(0);
+                }
+                in_turn(conn, turn, |tx| lines(tx, &jobs, 1))?;
+                in_turn(conn, turn, |tx| {
                     for &job in &jobs {
                         // The row is missing: made with its record, as the store makes it.
                         tx.prepare_cached("INSERT INTO lease_ledger (job, step, fence, output) VALUES (?1, 0, 1, ?2)")?
                             .execute([job, now])?;
                     }
-                    lines(&tx, &jobs, 2)?;
-                    tx.commit()?;
-                    drop(held);
-                    take(turn)?;
-                    let _held = Held(turn);
-                    let tx = conn.transaction_with_behavior(Immediate)?;
+                    lines(tx, &jobs, 2)
+                })?;
+                in_turn(conn, turn, |tx| {
                     for &job in &jobs {
                         tx.prepare_cached(
                             "UPDATE lease_jobs SET state = 'terminal', outcome = 'completed', output = ?2, \
@@ -273,13 +260,12 @@ impl Writer {
                         )?
                         .execute([job, now])?;
                     }
-                    lines(&tx, &jobs, 3)?;
+                    lines(tx, &jobs, 3)?;
                     tx.prepare_cached(&schema::for_sqlite(schema::ADD_BACKLOG))?
                         .execute([-(jobs.len() as i64), worker % schema::BACKLOG_SHARDS])?;
-                    tx.commit()?;
-                    Ok(jobs.len())
-                };
-                run(conn).map_err(|x| e(&x))
+                    Ok(())
+                })?;
+                Ok(jobs.len())
             }
             Writer::Postgres(pg) => {
                 let Pg { runtime, client, prepared, .. } = &**pg;

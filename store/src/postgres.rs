@@ -798,7 +798,8 @@ impl Tx for PgTx<'_> {
     }
 
     fn known(&mut self, job: JobId) -> Result<bool, StoreError> {
-        if let Some((_, known)) = self.prefetched.known.filter(|&(prefetched, _)| prefetched == job) {
+        // An enqueue's, read with its lock (`Scope::Enqueue`).
+        if let Some((_, known)) = self.prefetched.known.take_if(|&mut (prefetched, _)| prefetched == job) {
             return Ok(known);
         }
         self.read("whether a job is known");

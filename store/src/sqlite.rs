@@ -4,8 +4,9 @@
 //! so transactions that decide never interleave and the log's sequence is the commit order. A
 //! file store opens in WAL mode and waits (a busy timeout) for a writer of another process or
 //! thread, rather than fail; its writers take turns through a file beside the database first
-//! ([`TURN_SUFFIX`]), so that one waiting is woken as the lock is given back. The time is the caller's, or with [`Clock::Database`] the host's,
-//! read once `BEGIN IMMEDIATE` holds the lock: then the log's order is its time order too.
+//! ([`TURN_SUFFIX`]), so that one waiting is woken as the lock is given back. The time is the
+//! caller's, or with [`Clock::Database`] the host's, read once `BEGIN IMMEDIATE` holds the lock:
+//! then the log's order is its time order too.
 
 use crate::schema::{self, for_sqlite};
 use crate::sql::{bits, identity, int, Op, Row, Stamps, Tx};
@@ -71,11 +72,11 @@ pub struct SqliteStore {
 /// again ([`busy_retry`]), so the lock stays free for part of each wait after its holder is done.
 /// A writer waiting for the turn sleeps in the kernel and is woken as it is given back. On a live
 /// bench of 5,000 jobs, two SQLite-only runs with the turn and two without, in turns: ours 22,118
-/// to 25,760 jobs/s with it and 19,044 to 22,777 without; with batches of 1 and 8 slots a process
-/// (1,000 jobs), 2,821 to 3,652 with it and 2,275 to 2,863 without. The turn orders writers and guards
-/// nothing: SQLite's lock still keeps every transaction whole, for a writer that does not take it
-/// too (another program, an older build). A process that dies holding it gives it back with its
-/// file. Made when the store opens, and left in place.
+/// to 25,760 jobs/s with it and 19,044 to 22,777 without; with batches of 1 and 8 slots a
+/// process (1,000 jobs), 2,821 to 3,652 with it and 2,275 to 2,863 without. The turn orders
+/// writers and guards nothing: SQLite's lock still keeps every transaction whole, for a writer
+/// that does not take it too (another program, an older build). A process that dies holding it
+/// gives it back with its file. Made when the store opens, and left in place.
 pub const TURN_SUFFIX: &str = "-turn";
 
 /// A held turn ([`TURN_SUFFIX`]), given back when dropped, however the transaction ended.
@@ -413,10 +414,10 @@ impl Tx for SqliteTx<'_> {
         if let Some(at) = self.unrecorded.iter().position(|&unrecorded| unrecorded == op) {
             self.unrecorded.swap_remove(at);
             let mut statement = self.conn.prepare_cached(&for_sqlite(schema::INSERT_OP))?;
-            let key = [int(op.job.0), i64::from(op.step)];
+            let (job, step) = (int(op.job.0), i64::from(op.step));
             return Ok(statement.execute(params![
-                key[0],
-                key[1],
+                job,
+                step,
                 int(new.fence.0),
                 output(new.recorded),
                 output(new.rival)

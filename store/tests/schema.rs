@@ -279,8 +279,10 @@ fn a_sqlite_file_at_schema_version_6_checks_its_jobs_without_temporary_tables() 
     assert!(
         matches!(
             ended.state,
-            lease_core::JobState::Terminal(lease_core::Terminal { outcome: lease_core::Outcome::Completed { output }, .. })
-                if output.0 == 33
+            lease_core::JobState::Terminal(lease_core::Terminal {
+                outcome: lease_core::Outcome::Completed { output },
+                ..
+            }) if output.0 == 33
         ),
         "{ended:?}"
     );
@@ -292,7 +294,8 @@ fn a_sqlite_file_at_schema_version_6_checks_its_jobs_without_temporary_tables() 
     }
     let insert = |state: &str, outcome: Option<&str>| {
         conn.execute(
-            "INSERT INTO lease_jobs (job, state, epoch, attempts, outcome) VALUES (100 + (SELECT COUNT(*) FROM lease_jobs), ?1, 0, 0, ?2)",
+            "INSERT INTO lease_jobs (job, state, epoch, attempts, outcome) \
+             VALUES (100 + (SELECT COUNT(*) FROM lease_jobs), ?1, 0, 0, ?2)",
             rusqlite::params![state, outcome],
         )
     };
