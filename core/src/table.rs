@@ -110,6 +110,18 @@ impl LeaseTable {
         Ok(decision.answer)
     }
 
+    /// Enqueues many jobs at once, each judged as [`LeaseTable::enqueue`] at `now` would judge it,
+    /// in the order named: a known job (or one named earlier in the batch) is a duplicate, and a
+    /// job past the capacity is refused while the jobs before it stay accepted. A batch is never
+    /// all-or-nothing: each enqueue is idempotent by its job id, so a caller who lost the answer
+    /// offers the whole batch again and hears `Duplicate` for those already in. 1 to `batch_max`
+    /// jobs ([`TableError::BatchSize`]).
+    pub fn enqueue_batch(&mut self, now: Time, jobs: &[JobId]) -> Result<Vec<Enqueued>, TableError> {
+        self.check_batch(jobs.len())?;
+        self.advance(now)?;
+        Ok(jobs.iter().map(|&job| self.enqueue(now, job).expect("the clock was checked")).collect())
+    }
+
     /// Grants `owner` a lease on the oldest queued job, under a new epoch. Every call is a fresh
     /// acquire; [`LeaseTable::acquire_for`] also knows a retried request.
     pub fn acquire(&mut self, now: Time, owner: WorkerId) -> Result<Acquired, TableError> {

@@ -12,6 +12,8 @@ use lease_core::{
 use proptest::prelude::*;
 
 const JOBS: u64 = 8;
+/// Job ids an enqueue may name: the table's first `JOBS`, and some it has never seen.
+const IDS: u64 = JOBS + 4;
 
 fn config() -> TableConfig {
     TableConfig { capacity: JOBS as usize, lease_ttl: Span(100), batch_max: 4, attempts_max: 2 }
@@ -34,6 +36,7 @@ enum Call {
     Complete(Vec<(u64, u64, u64)>),
     Requeue(Vec<(u64, u64)>),
     Release(Vec<(u64, u64)>),
+    Enqueue(Vec<u64>),
 }
 
 fn jobs_epochs() -> impl Strategy<Value = Vec<(u64, u64)>> {
@@ -47,12 +50,13 @@ fn call() -> impl Strategy<Value = Call> {
         proptest::collection::vec((0..JOBS, 0..2u64, 0..2u64), 1..=4).prop_map(Call::Complete),
         jobs_epochs().prop_map(Call::Requeue),
         jobs_epochs().prop_map(Call::Release),
+        proptest::collection::vec(0..IDS, 1..=4).prop_map(Call::Enqueue),
     ]
 }
 
 /// Everything a caller can see of the table, per job.
 fn seen(table: &LeaseTable) -> Vec<String> {
-    let mut seen: Vec<String> = (0..JOBS)
+    let mut seen: Vec<String> = (0..IDS)
         .map(|n| {
             let job = JobId(n);
             format!(
@@ -120,6 +124,15 @@ fn run(table: &mut LeaseTable, now: Time, call: &Call, batched: bool) -> String 
             } else {
                 let answers: Vec<Requeue> =
                     leases.iter().map(|&(job, epoch)| table.requeue(now, job, epoch).unwrap()).collect();
+                format!("{answers:?}")
+            }
+        }
+        Call::Enqueue(named) => {
+            let jobs: Vec<JobId> = named.iter().map(|&j| JobId(j)).collect();
+            if batched {
+                format!("{:?}", table.enqueue_batch(now, &jobs).unwrap())
+            } else {
+                let answers: Vec<Enqueued> = jobs.iter().map(|&job| table.enqueue(now, job).unwrap()).collect();
                 format!("{answers:?}")
             }
         }
@@ -197,6 +210,10 @@ fn a_misused_batch_changes_nothing() {
     assert_eq!(table.renew_batch(Time(1), &[]).unwrap_err(), TableError::BatchSize { asked: 0, max });
     let too_many: Vec<_> = (0..=max as u64).map(|j| (JobId(j), Epoch(1))).collect();
     assert_eq!(table.requeue_batch(Time(1), &too_many).unwrap_err(), TableError::BatchSize { asked: max + 1, max });
+    assert_eq!(table.enqueue_batch(Time(1), &[]).unwrap_err(), TableError::BatchSize { asked: 0, max });
+    let arrivals: Vec<JobId> = (JOBS..=JOBS + max as u64).map(JobId).collect();
+    assert_eq!(table.enqueue_batch(Time(1), &arrivals).unwrap_err(), TableError::BatchSize { asked: max + 1, max });
+    assert_eq!(seen(&table), before, "no job of a refused batch is in");
     let grants = table.acquire_batch(Time(2), WorkerId(1), 2).unwrap();
     let after_grant = seen(&table);
     assert_ne!(before, after_grant);
@@ -214,6 +231,23 @@ fn a_misused_batch_changes_nothing() {
     assert_eq!(table.acquire_batch(Time(4), WorkerId(2), 4).unwrap().len(), 4);
     assert_eq!(table.acquire_batch(Time(4), WorkerId(2), 4).unwrap().len(), 2);
     assert!(table.acquire_batch(Time(4), WorkerId(2), 4).unwrap().is_empty());
+}
+
+#[test]
+fn an_enqueue_batch_judges_each_job_against_the_ones_before_it() {
+    let mut table = LeaseTable::new(TableConfig { capacity: 3, ..config() }).unwrap();
+    assert_eq!(table.enqueue(Time(0), JobId(1)).unwrap(), Enqueued::Accepted { backlog: 1 });
+    // Known before, named twice, accepted up to the capacity, then refused: each on its own.
+    let answers = table.enqueue_batch(Time(1), &[JobId(1), JobId(2), JobId(2), JobId(3)]).unwrap();
+    assert_eq!(
+        answers,
+        [Enqueued::Duplicate, Enqueued::Accepted { backlog: 2 }, Enqueued::Duplicate, Enqueued::Accepted { backlog: 3 }]
+    );
+    let full = table.enqueue_batch(Time(2), &[JobId(4), JobId(3)]).unwrap();
+    assert_eq!(full, [Enqueued::Rejected(lease_core::Rejection::QueueFull { capacity: 3 }), Enqueued::Duplicate]);
+    // In the order named: the queue serves them as they were accepted.
+    let served: Vec<JobId> = table.acquire_batch(Time(3), WorkerId(1), 3).unwrap().iter().map(|g| g.lease.job).collect();
+    assert_eq!(served, [JobId(1), JobId(2), JobId(3)]);
 }
 
 /// One batched ledger call: lookups or records, operations by index, epochs absolute.
