@@ -241,12 +241,18 @@ fn an_enqueue_batch_judges_each_job_against_the_ones_before_it() {
     let answers = table.enqueue_batch(Time(1), &[JobId(1), JobId(2), JobId(2), JobId(3)]).unwrap();
     assert_eq!(
         answers,
-        [Enqueued::Duplicate, Enqueued::Accepted { backlog: 2 }, Enqueued::Duplicate, Enqueued::Accepted { backlog: 3 }]
+        [
+            Enqueued::Duplicate,
+            Enqueued::Accepted { backlog: 2 },
+            Enqueued::Duplicate,
+            Enqueued::Accepted { backlog: 3 }
+        ]
     );
     let full = table.enqueue_batch(Time(2), &[JobId(4), JobId(3)]).unwrap();
     assert_eq!(full, [Enqueued::Rejected(lease_core::Rejection::QueueFull { capacity: 3 }), Enqueued::Duplicate]);
     // In the order named: the queue serves them as they were accepted.
-    let served: Vec<JobId> = table.acquire_batch(Time(3), WorkerId(1), 3).unwrap().iter().map(|g| g.lease.job).collect();
+    let served: Vec<JobId> =
+        table.acquire_batch(Time(3), WorkerId(1), 3).unwrap().iter().map(|g| g.lease.job).collect();
     assert_eq!(served, [JobId(1), JobId(2), JobId(3)]);
 }
 

@@ -416,6 +416,12 @@ pub trait TableStore {
     /// capacity. The payload is kept with the job, in the same transaction, only when the job is
     /// accepted: an enqueue of a known job is idempotent, and keeps the first payload.
     fn enqueue_with(&mut self, now: Time, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError>;
+    /// Enqueues many jobs, each with its payload (empty for none), in one transaction: each is
+    /// judged as [`TableStore::enqueue_with`] would judge it after the jobs before it
+    /// ([`lease_core::LeaseTable::enqueue_batch`]), and each gets its own `arrived` line. A
+    /// service's many arrivals at once hold the queue's whole lock for one turn, not one each.
+    /// 1 to `batch_max` jobs; a bad payload anywhere refuses the batch before anything changes.
+    fn enqueue_batch(&mut self, now: Time, jobs: &[(JobId, Vec<u8>)]) -> Result<Vec<Enqueued>, StoreError>;
     /// The payload the job was enqueued with: empty when it had none, or is not known.
     fn payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError>;
     /// The payloads of `jobs`, in the order named, as [`TableStore::payload`] reads each: a

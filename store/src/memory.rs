@@ -210,6 +210,24 @@ impl TableStore for MemoryStore {
         Ok(answer)
     }
 
+    fn enqueue_batch(&mut self, now: Time, jobs: &[(JobId, Vec<u8>)]) -> Result<Vec<Enqueued>, StoreError> {
+        for (job, payload) in jobs {
+            crate::check_payload(*job, payload)?;
+        }
+        let ids: Vec<JobId> = jobs.iter().map(|&(job, _)| job).collect();
+        let answers = self.table.enqueue_batch(now, &ids)?;
+        for ((job, payload), answer) in jobs.iter().zip(&answers) {
+            if matches!(answer, Enqueued::Accepted { .. }) {
+                self.queued_at.insert(*job, now);
+                if !payload.is_empty() {
+                    self.payloads.insert(*job, payload.clone());
+                }
+            }
+            self.log(now, answers::enqueued(*job, answer));
+        }
+        Ok(answers)
+    }
+
     fn payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {
         Ok(self.payloads.get(&job).cloned().unwrap_or_default())
     }

@@ -22,7 +22,7 @@ use futures_util::TryFutureExt;
 use lease_core::{
     Bugs, Epoch, JobId, LastGrant, OpId, OpRecord, OutputId, RequestId, Rules, TableConfig, Time, WorkerId,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use tokio::runtime::Runtime;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
@@ -61,8 +61,9 @@ const LOCKED: [&str; 6] = [
 ];
 
 /// The text of every statement a handle prepares when it opens (and [`LOCKED`]).
-const STATEMENTS: [&str; 42] = [
+const STATEMENTS: [&str; 43] = [
     schema::SELECT_NOTHING_TO_GRANT,
+    schema::SELECT_KNOWN_ANY,
     schema::SELECT_PAYLOADS,
     schema::UPDATE_JOBS,
     schema::SELECT_JOBS,
@@ -239,15 +240,16 @@ impl PostgresStore {
             Scope::Set | Scope::Line => {}
             // Three statements sent together: an enqueue held the log's whole lock for a round
             // trip each (while every worker's batch waited behind it), and now for one.
-            Scope::Enqueue(job) => {
-                let id = int(job.0);
+            Scope::Enqueue(ref jobs) => {
+                let ids: Vec<i64> = jobs.iter().map(|job| int(job.0)).collect();
                 let (known, backlog, ends) = try_join3(
-                    client.query(self.statement(schema::SELECT_KNOWN), &[&id]),
+                    client.query(self.statement(schema::SELECT_KNOWN_ANY), &[&ids]),
                     client.query_one(self.statement(schema::SELECT_BACKLOG), &[]),
                     client.query_one(self.statement(schema::SELECT_QUEUE_ENDS), &[]),
                 )
                 .await?;
-                prefetched.known = Some((job, !known.is_empty()));
+                let known: BTreeSet<i64> = known.iter().map(|row| row.get(0)).collect();
+                prefetched.known = jobs.iter().map(|&job| (job, known.contains(&int(job.0)))).collect();
                 prefetched.backlog = Some(crate::sql::backlog_of(backlog.get(0))?);
                 prefetched.ends = Some((ends.get(0), ends.get(1)));
             }
@@ -408,8 +410,8 @@ struct Prefetched {
     grants: Vec<(WorkerId, Option<LastGrant>)>,
     /// The queue's first jobs, in order, for a batched acquire.
     heads: Option<std::collections::VecDeque<Row>>,
-    /// An enqueue's job, and whether it is known.
-    known: Option<(JobId, bool)>,
+    /// An enqueue's jobs, and whether each is known.
+    known: Vec<(JobId, bool)>,
     /// The backlog, for an enqueue.
     backlog: Option<usize>,
     /// The queue's ends, for an enqueue, a requeue, a release or a fence.
@@ -799,7 +801,7 @@ impl Tx for PgTx<'_> {
 
     fn known(&mut self, job: JobId) -> Result<bool, StoreError> {
         // An enqueue's, read with its lock (`Scope::Enqueue`).
-        if let Some((_, known)) = self.prefetched.known.take_if(|&mut (prefetched, _)| prefetched == job) {
+        if let Some(&(_, known)) = self.prefetched.known.iter().find(|&&(prefetched, _)| prefetched == job) {
             return Ok(known);
         }
         self.read("whether a job is known");

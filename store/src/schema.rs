@@ -285,6 +285,9 @@ pub const SELECT_JOB: &str = concat!("SELECT ", job_columns!(), " FROM lease_job
 /// Whether a job is known. Job rows are never deleted, so no lock is needed.
 pub const SELECT_KNOWN: &str = "SELECT 1 FROM lease_jobs WHERE job = $1";
 
+/// PostgreSQL, which of an enqueue's jobs are known (`Scope::Enqueue`: one job, or a batch).
+pub const SELECT_KNOWN_ANY: &str = "SELECT job FROM lease_jobs WHERE job = ANY($1)";
+
 /// PostgreSQL, an operation that reads rows it does not lock (an enqueue's backlog and the
 /// queue's back, a requeue's or release's queue ends, a reclaim listing's expired leases, a
 /// fence's turn after its listing), every operation under the caller's clock, and every operation

@@ -326,20 +326,50 @@ impl Op<'_> {
 
     /// See [`crate::TableStore::enqueue`].
     pub fn enqueue(&self, tx: &mut impl Tx, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError> {
+        Ok(self.enqueue_batch(tx, &[(job, payload)])?[0])
+    }
+
+    /// See [`crate::TableStore::enqueue_batch`]: each job judged as its single enqueue would be,
+    /// after the jobs before it (a job accepted earlier in the batch is a duplicate). Every read
+    /// comes first (whether each job is known, the backlog, the queue's back), then the writes:
+    /// each accepted job's row and payload, every job's line, and the backlog's change once.
+    pub fn enqueue_batch<P: AsRef<[u8]>>(
+        &self,
+        tx: &mut impl Tx,
+        jobs: &[(JobId, P)],
+    ) -> Result<Vec<Enqueued>, StoreError> {
         self.clock()?;
-        crate::check_payload(job, payload)?;
-        let known = tx.known(job)?;
-        let decision = self.rules.enqueue(known, tx.backlog()?);
-        if let Some(record) = decision.write {
-            let (back, _) = tx.queue_ends()?;
-            tx.insert(&Row::of(job, &record, Some(back)), int(self.now.0))?;
-            tx.add_backlog(1)?;
-            if !payload.is_empty() {
-                tx.insert_payload(job, payload)?;
+        for (job, payload) in jobs {
+            crate::check_payload(*job, payload.as_ref())?;
+        }
+        let mut known = std::collections::BTreeSet::new();
+        for &(job, _) in jobs {
+            if tx.known(job)? {
+                known.insert(job);
             }
         }
-        self.log(tx, answers::enqueued(job, &decision.answer))?;
-        Ok(decision.answer)
+        let mut backlog = tx.backlog()?;
+        let (mut back, _) = tx.queue_ends()?;
+        let mut answers = Vec::with_capacity(jobs.len());
+        for (job, payload) in jobs {
+            let decision = self.rules.enqueue(known.contains(job), backlog);
+            if let Some(record) = decision.write {
+                known.insert(*job);
+                tx.insert(&Row::of(*job, &record, Some(back)), int(self.now.0))?;
+                if !payload.as_ref().is_empty() {
+                    tx.insert_payload(*job, payload.as_ref())?;
+                }
+                back += 1;
+                backlog += 1;
+            }
+            self.log(tx, answers::enqueued(*job, &decision.answer))?;
+            answers.push(decision.answer);
+        }
+        let accepted = answers.iter().filter(|answer| matches!(answer, Enqueued::Accepted { .. })).count();
+        if accepted > 0 {
+            tx.add_backlog(accepted as i64)?;
+        }
+        Ok(answers)
     }
 
     /// See [`crate::TableStore::acquire_for`]; `request` `None` is a plain acquire.

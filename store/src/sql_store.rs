@@ -21,9 +21,9 @@ pub(crate) enum Scope {
     /// Rows it does not lock (the backlog, the queue's ends, the expired leases): the log's whole
     /// lock ([`crate::schema::LOCK_LOG`]).
     Set,
-    /// An enqueue of this job: the log's whole lock, as [`Scope::Set`], then whether the job is
-    /// known, the backlog and the queue's ends, read together.
-    Enqueue(JobId),
+    /// An enqueue of these jobs (one, or a batch): the log's whole lock, as [`Scope::Set`], then
+    /// which of them are known, the backlog and the queue's ends, read together.
+    Enqueue(Vec<JobId>),
     /// A requeue, release or fence of this job: the log's whole lock, as [`Scope::Set`], then the
     /// job's row (locked) and the queue's ends, read together.
     Placing(JobId),
@@ -162,7 +162,13 @@ impl<S: SqlStore> TableStore for S {
     }
 
     fn enqueue_with(&mut self, now: Time, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError> {
-        self.run(now, true, Scope::Enqueue(job), |op, tx| op.enqueue(tx, job, payload))
+        self.run(now, true, Scope::Enqueue(vec![job]), |op, tx| op.enqueue(tx, job, payload))
+    }
+
+    fn enqueue_batch(&mut self, now: Time, jobs: &[(JobId, Vec<u8>)]) -> Result<Vec<Enqueued>, StoreError> {
+        check_batch(self.session().rules.config, jobs.len())?;
+        let scope = Scope::Enqueue(jobs.iter().map(|&(job, _)| job).collect());
+        self.run(now, true, scope, |op, tx| op.enqueue_batch(tx, jobs))
     }
 
     fn payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {

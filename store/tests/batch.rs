@@ -19,6 +19,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
 const JOBS: u64 = 8;
+/// Job ids an enqueue may name: the first `JOBS`, enqueued at the start, and some never seen.
+const IDS: u64 = JOBS + 4;
 
 fn config() -> TableConfig {
     TableConfig { capacity: JOBS as usize, lease_ttl: Span(100), batch_max: 4, attempts_max: 2 }
@@ -43,6 +45,9 @@ enum Call {
     /// names each worker once (later ones are dropped), and a small request id repeats, so that
     /// a retried acquire finds its standing grant.
     Serve(u8, Vec<(u32, u64, u64, u64)>),
+    /// Enqueues, each `(job, payload length)`: known ones, new ones, one named twice, and past
+    /// the capacity while the first jobs are still open.
+    Enqueue(Vec<(u64, u8)>),
 }
 
 fn named() -> impl Strategy<Value = Vec<(u64, u64)>> {
@@ -64,6 +69,7 @@ fn calls() -> impl Strategy<Value = Vec<(u64, Call)>> {
         2 => named_out().prop_map(Call::Apply),
         4 => (0..6u8, proptest::collection::vec((1..5u32, 0..JOBS, 0..2u64, 0..3u64), 1..=4))
             .prop_map(|(kind, items)| Call::Serve(kind, items)),
+        1 => proptest::collection::vec((0..IDS, 0..3u8), 1..=4).prop_map(Call::Enqueue),
     ];
     proptest::collection::vec((0..60u64, call), 1..30)
 }
@@ -178,12 +184,26 @@ fn run(store: &mut dyn Store, now: Time, call: &Call, batched: bool) -> String {
             let items: Vec<_> = n.iter().map(|&(j, b, x)| (op(j), epoch(store, j, b), OutputId(x))).collect();
             each!(items, apply_batch, apply, |s, (o, e, x)| s.apply(now, o, e, x).unwrap())
         }
+        Call::Enqueue(n) => {
+            let items: Vec<(JobId, Vec<u8>)> = n.iter().map(|&(j, len)| (JobId(j), vec![len; len.into()])).collect();
+            if batched {
+                return format!("{:?}", store.enqueue_batch(now, &items).unwrap());
+            }
+            let answers: Vec<_> =
+                items.iter().map(|(job, payload)| store.enqueue_with(now, *job, payload).unwrap()).collect();
+            format!("{answers:?}")
+        }
     }
 }
 
 /// Every job's row and operation's record, as text.
 fn rows(store: &mut dyn Store) -> Vec<String> {
-    (0..JOBS).map(|j| format!("{j}: {:?} {:?}", store.job(JobId(j)).unwrap(), store.op(op(j)).unwrap())).collect()
+    (0..IDS)
+        .map(|j| {
+            let (job, record) = (store.job(JobId(j)).unwrap(), store.op(op(j)).unwrap());
+            format!("{j}: {job:?} {record:?} {:?}", store.payload(JobId(j)).unwrap())
+        })
+        .collect()
 }
 
 /// Runs `calls` batched on `batched` and one by one on `single`, both fresh, and compares.
@@ -281,6 +301,14 @@ fn a_misused_batch_writes_nothing(store: &mut dyn Store) {
     let five: Vec<_> = (2..7).map(acquire).collect();
     let error = store.serve_batch(Time(2), &five).unwrap_err();
     assert!(matches!(error, StoreError::Table(TableError::BatchSize { max: 4, .. })), "{error}");
+    // Enqueues: none, too many, or a payload past the limit after a good job.
+    for asked in [0, 5] {
+        let jobs: Vec<_> = (JOBS..JOBS + asked).map(|j| (JobId(j), Vec::new())).collect();
+        let error = store.enqueue_batch(Time(2), &jobs).unwrap_err();
+        assert!(matches!(error, StoreError::Table(TableError::BatchSize { max: 4, .. })), "{error}");
+    }
+    let oversized = [(JobId(JOBS), vec![1]), (JobId(JOBS + 1), vec![0; lease_store::PAYLOAD_MAX + 1])];
+    assert!(matches!(store.enqueue_batch(Time(2), &oversized), Err(StoreError::PayloadTooLarge { .. })));
     assert_eq!(rows(store), before, "no row changed");
     assert_eq!(store.events().unwrap(), lines, "no line written");
 }
