@@ -124,8 +124,12 @@ fn burst(plan: &mut LivePlan, jobs: u64, kill: bool, fleet: Fleet) {
     plan.capacity = jobs as usize;
     // The recovery run's burst must outlast the kill at 250 ms: its dependency takes long enough
     // that the burst would last about a second (at most a tenth of a lease), so the killed
-    // workers hold jobs mid-effect whatever the burst's size.
-    let in_flight = u64::from(plan.workers) * u64::from(fleet.slots);
+    // workers hold jobs mid-effect whatever the burst's size. It is timed by the workers that
+    // survive the kill: timed by the whole fleet, the burst outlasted the lease by half a second
+    // once it arrived in batches, and the reclaimed jobs waited at the back of a queue still
+    // hundreds long, which is the burst's size and not the recovery's speed.
+    let killed = if kill { (plan.workers / 2).max(1) } else { 0 };
+    let in_flight = u64::from(plan.workers.saturating_sub(killed).max(1)) * u64::from(fleet.slots);
     let latency_us = if kill { (1_000_000 * in_flight / jobs.max(1)).min(plan.lease_ttl_us / 10) } else { 0 };
     plan.dependency.latency_min_us = latency_us;
     plan.dependency.latency_max_us = latency_us;
@@ -133,7 +137,6 @@ fn burst(plan: &mut LivePlan, jobs: u64, kill: bool, fleet: Fleet) {
     plan.surge = None;
     plan.strikes.clear();
     if kill {
-        let killed = (plan.workers / 2).max(1);
         plan.strikes = (0..killed)
             .map(|index| SignalStrike {
                 at_us: 250_000,

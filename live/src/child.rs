@@ -305,9 +305,12 @@ fn in_process_handler(latency: Duration) -> impl Fn(Job) -> BoxFuture<'static, l
     }
 }
 
-/// Offers each job of the plan at its time.
+/// Offers each job of the plan at its time: the jobs already due when the process comes to them
+/// (a burst, or arrivals faster than an enqueue's turn), up to `batch_max` at once, in one
+/// transaction ([`lease_store::TableStore::enqueue_batch`]), the rest one by one.
 fn arrivals(plan: &LivePlan, commands: &Commands, mut store: Handle) -> Result<(), String> {
-    for &(job, at_us) in &plan.arrivals {
+    let mut next = 0;
+    while let Some(&(_, at_us)) = plan.arrivals.get(next) {
         let at = Time(plan.t0_us + at_us);
         loop {
             if commands.stopped() {
@@ -319,8 +322,23 @@ fn arrivals(plan: &LivePlan, commands: &Commands, mut store: Handle) -> Result<(
             }
             std::thread::sleep(Duration::from_micros(at.0 - now.0).min(COMMAND_POLL));
         }
-        // The answer (accepted, duplicate, rejected) is on the history: the store wrote it.
-        let _answer = store.enqueue(host_now(), JobId(job)).map_err(|e| e.to_string())?;
+        let now = host_now();
+        let due = plan.arrivals[next..]
+            .iter()
+            .take(plan.batch_max)
+            .take_while(|&&(_, at_us)| Time(plan.t0_us + at_us) <= now)
+            .count();
+        // The answers (accepted, duplicate, rejected) are on the history: the store wrote them.
+        let _answers = match due {
+            1 => store.enqueue(now, JobId(plan.arrivals[next].0)).map(drop),
+            _ => {
+                let jobs: Vec<(JobId, Vec<u8>)> =
+                    plan.arrivals[next..next + due].iter().map(|&(job, _)| (JobId(job), Vec::new())).collect();
+                store.enqueue_batch(now, &jobs).map(drop)
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        next += due;
     }
     Ok(())
 }

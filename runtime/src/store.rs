@@ -294,6 +294,28 @@ impl StoreClient {
         })
     }
 
+    /// Accepts many jobs, each with its payload (empty for none), as that many
+    /// [`StoreClient::enqueue_with`] calls would, in the order given, one transaction for each
+    /// `batch_max` of them ([`lease_store::TableStore::enqueue_batch`]): a burst holds the
+    /// queue's whole lock for a turn per batch, not one per job, so it goes in while a busy
+    /// fleet waits for that lock behind it. The answers are in the order of `jobs`.
+    ///
+    /// An error may come after some batches committed: offer the same jobs again, and those
+    /// already in answer [`Enqueued::Duplicate`] (the job id is the idempotency key).
+    pub fn enqueue_batch(&self, jobs: Vec<(JobId, Vec<u8>)>) -> BoxFuture<'static, Result<Vec<Enqueued>, StoreError>> {
+        if jobs.is_empty() {
+            return Box::pin(future::ready(Ok(Vec::new())));
+        }
+        self.call(move |store, now| {
+            store.set_caller(Caller::default());
+            let mut answers = Vec::with_capacity(jobs.len());
+            for chunk in jobs.chunks(store.config().batch_max) {
+                answers.extend(store.enqueue_batch(now, chunk)?);
+            }
+            Ok(answers)
+        })
+    }
+
     /// The same handle, numbering a worker's requests by `life` instead: another process's
     /// client, or a restarted one's, on a handle shared with this one (on SQLite, one handle for
     /// every part of a service keeps its log in clock order).

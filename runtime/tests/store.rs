@@ -5,8 +5,8 @@
 
 use futures::future::{self, BoxFuture};
 use lease_core::{
-    Epoch, JobId, JobState, OpId, Outcome, OutputId, ReclaimReply, ReclaimRequest, ReclaimerConfig, ReclaimerId,
-    RequestId, Span, TableConfig, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
+    Enqueued, Epoch, JobId, JobState, OpId, Outcome, OutputId, ReclaimReply, ReclaimRequest, ReclaimerConfig,
+    ReclaimerId, RequestId, Span, TableConfig, WorkerConfig, WorkerId, WorkerReply, WorkerRequest,
 };
 use lease_history::{Event, Node};
 use lease_runtime::store::{HostClock, StoreClient};
@@ -551,6 +551,38 @@ async fn permanent_failure_dead_letters_at_once(opened: Opened) {
     judge(&client).await;
 }
 
+// A burst enqueued at once: one transaction per `batch_max` (8) jobs, each job answered as its
+// single enqueue (the one named twice is a duplicate the second time, the backlog counts up
+// across the batches), each with its payload; offered again, every job answers duplicate. The
+// runtime then serves them all, each handler reading its own payload.
+async fn a_burst_enqueued_in_batches_is_served(opened: Opened) {
+    let Opened { client, clock, .. } = opened;
+    let payload = |job: u64| format!("doc-{job}").into_bytes();
+    let mut jobs: Vec<(JobId, Vec<u8>)> = (0..19).map(|job| (JobId(job), payload(job))).collect();
+    jobs.insert(9, (JobId(3), b"a second payload".to_vec()));
+    let answers = client.enqueue_batch(jobs.clone()).await.unwrap();
+    let mut expected: Vec<Enqueued> = (1..=19).map(|backlog| Enqueued::Accepted { backlog }).collect();
+    expected.insert(9, Enqueued::Duplicate);
+    assert_eq!(answers, expected);
+    assert!(client.enqueue_batch(jobs).await.unwrap().iter().all(|answer| *answer == Enqueued::Duplicate));
+    assert!(client.enqueue_batch(Vec::new()).await.unwrap().is_empty(), "nothing offered, nothing asked");
+    let handler = |job: Job| async move { Ok(job.payload) };
+    let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
+    let work = runtime.work(
+        WorkerOptions::new(slots(2), worker_config()),
+        handler,
+        all_ended(&client, 19, Duration::from_secs(10)),
+    );
+    work.await.unwrap();
+    for (job, (state, _)) in states(&client, 19).await.into_iter().enumerate() {
+        assert_eq!(completed_with(&state), Some(output_id(&payload(job as u64))), "job {job}: the first payload");
+    }
+    let log = client.call(|store, _| store.events()).await.unwrap();
+    let count = |kind: &str| log.iter().filter(|line| line.contains(&format!(r#""kind":"{kind}""#))).count();
+    assert_eq!((count("arrived"), count("duplicate")), (19, 21), "a line for every offer: {log:#?}");
+    judge(&client).await;
+}
+
 // A handler that fails (retryable) on its first run: the runtime requeues the job, says why on
 // the history (the dependency's `dependency_failed`, before any effect), and the second run
 // completes it. lease-check judges the log: a requeue with no failure to explain it is refused.
@@ -758,6 +790,18 @@ async fn sqlite_a_hung_handler_is_cancelled_and_its_job_ends_once() {
 #[tokio::test]
 async fn sqlite_shutdown_finishes_or_hands_back_every_job() {
     shutdown_finishes_or_hands_back_every_job(sqlite("shutdown").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_burst_enqueued_in_batches_is_served() {
+    a_burst_enqueued_in_batches_is_served(sqlite("burst").await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_a_burst_enqueued_in_batches_is_served() {
+    if let Some(opened) = postgres("burst").await {
+        a_burst_enqueued_in_batches_is_served(opened).await;
+    }
 }
 
 #[tokio::test]
