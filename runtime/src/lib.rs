@@ -48,7 +48,8 @@
 //! every job judged at the end).
 //!
 //! **What a handler gets and says.** A job's payload is the bytes it was enqueued with
-//! ([`store::StoreClient::enqueue_with`]), read before the handler runs. A
+//! ([`store::StoreClient::enqueue_with`], or many at once, in one transaction per `batch_max`:
+//! [`store::StoreClient::enqueue_batch`]), read before the handler runs. A
 //! [`HandlerError::Retryable`] requeues the job (its attempt counted); a
 //! [`HandlerError::Permanent`] dead-letters it at once (`lease-core`'s `dead_letter` request),
 //! and either says why on the history. At shutdown, a lease under which nothing ran goes back to

@@ -45,6 +45,7 @@ proofs! {
     slow_dependency_never_duplicates_an_effect,
     failing_dependency_counts_attempts_and_dead_letters,
     arrival_surge_past_capacity_is_rejected_visibly_and_nothing_accepted_is_lost,
+    arrival_bursts_are_judged_job_by_job_and_nothing_accepted_is_lost,
     ledger_restart_answers_every_call_in_flight_and_duplicates_nothing,
     a_calm_labelled_world_has_no_incident,
     an_arrival_surge_alone_grows_the_backlog_until_it_passes,

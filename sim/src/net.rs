@@ -26,6 +26,10 @@ pub enum Request {
     Reclaimer(u32, ReclaimRequest),
     /// From the arrival generator.
     Enqueue(JobId),
+    /// From the arrival generator, offering every job due at once (`Params::enqueue_batch`):
+    /// served in one transaction ([`lease_store::TableStore::enqueue_batch`]), and lost, held
+    /// back or doubled as one message.
+    EnqueueBatch(Vec<JobId>),
     /// From worker `n`'s recording handler: a call to the dependency that produces the
     /// operation's output and records nothing (the runtime records it: [`Request::Record`]).
     Produce(u32, OpId, Epoch),

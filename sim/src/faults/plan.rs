@@ -94,6 +94,9 @@ pub struct World {
     /// Absent: zero (one per slot).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub handlers: u32,
+    /// The most arrivals offered in one enqueue; absent or 0, one at a time.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub enqueue_batch: usize,
     /// The lease length.
     pub lease_ttl_us: u64,
     /// The most jobs accepted and not yet terminal.
@@ -243,6 +246,10 @@ fn is_zero_us(value: &u64) -> bool {
 }
 
 fn is_zero_u32(value: &u32) -> bool {
+    *value == 0
+}
+
+fn is_zero_usize(value: &usize) -> bool {
     *value == 0
 }
 
@@ -694,6 +701,9 @@ impl Plan {
         if !(1..=64).contains(&w.batch) {
             return err(format!("world: a batch of {} requests per call, not 1 to 64", w.batch));
         }
+        if w.enqueue_batch > w.batch_max {
+            return err(format!("world: enqueue_batch {} is past batch_max {}", w.enqueue_batch, w.batch_max));
+        }
         if w.handlers > w.slots {
             return err(format!("world: {} handlers at once, but {} slots per worker process", w.handlers, w.slots));
         }
@@ -793,6 +803,7 @@ impl Plan {
         params.batch = w.batch;
         params.linger = Span(w.linger_us);
         params.handlers = w.handlers;
+        params.enqueue_batch = w.enqueue_batch;
         params.table =
             TableConfig { capacity: w.capacity, lease_ttl, batch_max: w.batch_max, attempts_max: w.attempts_max };
         params.worker = WorkerConfig {
@@ -846,6 +857,7 @@ impl Plan {
             batch: params.batch,
             linger_us: params.linger.as_us(),
             handlers: params.handlers,
+            enqueue_batch: params.enqueue_batch,
             lease_ttl_us: params.table.lease_ttl.as_us(),
             capacity: params.table.capacity,
             batch_max: params.table.batch_max,

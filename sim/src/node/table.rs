@@ -25,7 +25,9 @@ use crate::net::{table_addr, Envelope, INCARNATION_SHIFT};
 use crate::net::{Reply, Request};
 use crate::world::ctx::Ctx;
 use crate::world::durable::answered;
-use lease_core::{Acquired, Enqueued, ReclaimRequest, ReclaimerId, RequestId, WorkerId, WorkerReply, WorkerRequest};
+use lease_core::{
+    Acquired, Enqueued, JobId, ReclaimRequest, ReclaimerId, RequestId, WorkerId, WorkerReply, WorkerRequest,
+};
 use lease_history::answers;
 use lease_history::Node;
 use lease_store::{serve_reclaimer, serve_worker, serve_worker_batch, WorkerCall};
@@ -385,6 +387,15 @@ fn acquire_letter(n: u32) -> Letter {
 fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
     let now = ctx.now();
     let mut state = ctx.state();
+    if let Request::EnqueueBatch(jobs) = request {
+        let jobs: Vec<(JobId, Vec<u8>)> = jobs.into_iter().map(|job| (job, Vec::new())).collect();
+        let enqueued = answered(state.durable.by(Node::Table, None).enqueue_batch(now, &jobs));
+        for (&(job, _), answer) in jobs.iter().zip(&enqueued) {
+            state.record_at(now, Node::Table, answers::enqueued(job, answer));
+        }
+        // The generator offers none again: an answer says only that the batch was served.
+        return Reply::Enqueued(None);
+    }
     let table = &mut state.durable;
     let (reply, event) = match request {
         Request::Enqueue(job) => {
@@ -402,8 +413,11 @@ fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
             let served = answered(serve_worker(table.store(), now, WorkerId(n), RequestId(id), request));
             (Reply::Worker(served.reply), served.event)
         }
-        request
-        @ (Request::Produce(..) | Request::Record(..) | Request::RecordBatch(..) | Request::WorkerBatch(..)) => {
+        request @ (Request::Produce(..)
+        | Request::Record(..)
+        | Request::RecordBatch(..)
+        | Request::WorkerBatch(..)
+        | Request::EnqueueBatch(..)) => {
             panic!("harness bug: {request:?} routed to the table")
         }
         Request::Reclaimer(n, request) => {

@@ -20,6 +20,7 @@
 mod draw;
 pub mod truth;
 
+mod arrival_bursts;
 mod arrival_surge;
 mod calm;
 mod clock_drift;
@@ -90,6 +91,7 @@ impl Scenario {
         Scenario::SLOW_DEPENDENCY,
         Scenario::FAILING_DEPENDENCY,
         Scenario::ARRIVAL_SURGE,
+        Scenario::ARRIVAL_BURSTS,
         Scenario::CALM,
         Scenario::LEDGER_RESTART,
         Scenario::SURGE,
@@ -145,6 +147,8 @@ impl Scenario {
     pub const FAILING_DEPENDENCY: Scenario = Scenario(&failing_dependency::DEFINITION);
     /// `arrival-surge` (`arrival_surge.rs`).
     pub const ARRIVAL_SURGE: Scenario = Scenario(&arrival_surge::DEFINITION);
+    /// `arrival-bursts`: arrivals offered in batches past capacity (`arrival_bursts.rs`).
+    pub const ARRIVAL_BURSTS: Scenario = Scenario(&arrival_bursts::DEFINITION);
     /// `calm`: no faults, the baseline; labelled with no cause (`calm.rs`).
     pub const CALM: Scenario = Scenario(&calm::DEFINITION);
     /// `ledger-restart` (`ledger_restart.rs`).

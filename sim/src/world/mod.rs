@@ -340,7 +340,10 @@ async fn finish(ctx: &Arc<Ctx>) -> Verdict {
                 let now = ctx.now().0;
                 let unfinished = if state.arrivals_done { Ok(()) } else { Err(()) };
                 match (unfinished, state.checkers.check_liveness(now)) {
-                    (Ok(()), Ok(())) => Verdict::Held,
+                    (Ok(()), Ok(())) => match unanswered_offer(&state.history, &state.arrivals) {
+                        Some(violation) => Verdict::Liveness(violation),
+                        None => Verdict::Held,
+                    },
                     (_, Err(violation)) => Verdict::Liveness(violation),
                     (Err(()), Ok(())) => Verdict::Liveness(Violation {
                         invariant: lease_check::Invariant::Liveness,
@@ -368,6 +371,29 @@ async fn finish(ctx: &Arc<Ctx>) -> Verdict {
     verdict
 }
 
+/// A job the generator offered, whose offer was answered (the generator offers each job until
+/// it is), that no line answers: no `arrived`, `duplicate` or `rejected`. The history is all an
+/// operator has; a customer's job turned away, or taken, with no line to say so is lost work that
+/// every checker of the history would miss, since none of them sees the offer.
+fn unanswered_offer(history: &[Entry], arrivals: &[crate::faults::plan::Arrival]) -> Option<Violation> {
+    let answered: BTreeSet<lease_core::JobId> = history
+        .iter()
+        .filter_map(|entry| match entry.event {
+            Event::Arrived { job, .. } | Event::Duplicate { job } | Event::Rejected { job, .. } => Some(job),
+            _ => None,
+        })
+        .collect();
+    let job = arrivals.iter().map(|arrival| lease_core::JobId(arrival.job)).find(|job| !answered.contains(job))?;
+    Some(Violation {
+        invariant: lease_check::Invariant::Liveness,
+        job: Some(job),
+        message: format!(
+            "{job} was offered and the table answered, but no line says it arrived, was known or was rejected"
+        ),
+        lines: Vec::new(),
+    })
+}
+
 fn build_nodes(ctx: &Arc<Ctx>) {
     let handle = Handle::current();
     let add = |node: Node, addr: SocketAddr| {
@@ -389,4 +415,32 @@ fn build_nodes(ctx: &Arc<Ctx>) {
         add(Node::Reclaimer(n), crate::net::reclaimer_addr(n));
     }
     add(Node::Arrivals, crate::net::arrivals_addr());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unanswered_offer;
+    use crate::faults::plan::Arrival;
+    use lease_core::JobId;
+    use lease_history::{Entry, Event, Node, RejectReason};
+
+    fn line(t_us: u64, event: Event) -> Entry {
+        Entry { t_us, node: Node::Table, event }
+    }
+
+    // Proves the check of offers against the history: every offered job needs a line that
+    // answers it (arrived, duplicate or rejected); one with none is named, as a table that
+    // answered a batch and wrote lines for its accepted jobs only would leave it.
+    #[test]
+    fn an_offered_job_with_no_line_is_lost_work() {
+        let arrivals: Vec<Arrival> = (0..3).map(|job| Arrival { job, at_us: 10 }).collect();
+        let mut history =
+            vec![line(10, Event::Arrived { job: JobId(0), backlog: 1 }), line(10, Event::Duplicate { job: JobId(1) })];
+        let violation = unanswered_offer(&history, &arrivals).expect("job 2 has no line");
+        assert_eq!(violation.job, Some(JobId(2)));
+        assert_eq!(violation.invariant, lease_check::Invariant::Liveness);
+        history.push(line(10, Event::Rejected { job: JobId(2), reason: RejectReason::QueueFull }));
+        assert!(unanswered_offer(&history, &arrivals).is_none(), "each has its line");
+        assert!(unanswered_offer(&history, &[]).is_none(), "nothing offered");
+    }
 }

@@ -20,7 +20,8 @@ pub const CALM_LATENCY_US: (u64, u64) = (1_000, 10_000);
 pub struct Arrival {
     /// The job.
     pub job: u64,
-    /// When it is offered (the generator waits for the table's answer before the next).
+    /// When it is offered: one at a time, the generator waits for each answer before the next;
+    /// in batches (`Params::enqueue_batch`), every job due by then goes in the next offer.
     pub at_us: u64,
 }
 
@@ -69,6 +70,11 @@ pub struct Params {
     /// How many handlers a worker process runs at once ([`lease_runtime::WorkerOptions::handlers`];
     /// 0: one per slot). Fewer, and its other slots are a local buffer of granted jobs.
     pub handlers: u32,
+    /// The most arrivals the generator offers in one enqueue
+    /// ([`lease_store::TableStore::enqueue_batch`]; at most the table's `batch_max`). 0: one at a
+    /// time, each job's gap drawn from the last one's answer. Above 0, arrivals keep their own
+    /// schedule, and every job due by the time the last offer is answered goes in the next.
+    pub enqueue_batch: usize,
     /// The table's limits.
     pub table: TableConfig,
     /// Workers' timing.
@@ -152,6 +158,7 @@ impl Params {
             batch: 1,
             linger: Span::ZERO,
             handlers: 0,
+            enqueue_batch: 0,
             table: TableConfig { capacity: 100, lease_ttl, batch_max: 4, attempts_max: 3 },
             worker: worker_timing(lease_ttl),
             reclaimer: ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 },
@@ -275,6 +282,9 @@ impl Params {
         }
         if self.handlers > 0 {
             let _ = write!(out, " handlers={}", self.handlers);
+        }
+        if self.enqueue_batch > 0 {
+            let _ = write!(out, " enqueue_batch={}", self.enqueue_batch);
         }
         out
     }
