@@ -13,10 +13,9 @@ pub const SCENARIO: Scenario = Scenario::ARRIVAL_BURSTS;
 #[cfg(test)]
 mod tests {
     use super::SCENARIO;
-    use crate::prove::{scripted, sweep_holds_and_covers};
-    use lease_check::figures::Figures;
+    use crate::prove::{rejections_are_visible_and_nothing_accepted_is_lost, scripted, sweep_holds_and_covers};
     use lease_history::{Event, Node};
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
 
     // Offers went in batches, one crossed the capacity (accepted and rejected at one instant),
     // every offer was answered with a line, nothing rejected ran, and every accepted job ended.
@@ -38,21 +37,7 @@ mod tests {
                 && answers.iter().any(|e| matches!(e, Event::Rejected { .. }))
         });
         assert!(crossed, "a batch accepted its first jobs and rejected the rest");
-        let figures = Figures::of(history);
-        assert_eq!(figures.accepted + figures.rejected, report.params.jobs as u64, "every offer answered once");
-        assert_eq!(
-            figures.completed + figures.dead_lettered + figures.quarantined,
-            figures.accepted,
-            "nothing accepted is lost"
-        );
-        let rejected: BTreeSet<_> = history
-            .iter()
-            .filter_map(|e| match e.event {
-                Event::Rejected { job, .. } => Some(job),
-                _ => None,
-            })
-            .collect();
-        assert!(history.iter().all(|e| !matches!(e.event, Event::Granted { job, .. } if rejected.contains(&job))));
+        rejections_are_visible_and_nothing_accepted_is_lost(&report);
     }
 
     // The sweep holds every invariant and reaches rejections, crashes and reclaims.

@@ -10,35 +10,12 @@ pub const SCENARIO: Scenario = Scenario::ARRIVAL_SURGE;
 #[cfg(test)]
 mod tests {
     use super::SCENARIO;
-    use crate::prove::{scripted, sweep_holds_and_covers};
-    use lease_check::figures::Figures;
-    use lease_history::{Event, RejectReason};
-    use std::collections::BTreeSet;
+    use crate::prove::{rejections_are_visible_and_nothing_accepted_is_lost, scripted, sweep_holds_and_covers};
 
     // Rejections are counted, rejected jobs never ran, and every accepted job ended.
     #[test]
     fn a_surge_is_rejected_visibly_and_every_accepted_job_ends() {
-        let report = scripted(SCENARIO, 12);
-        let history = &report.history;
-        let figures = Figures::of(history);
-        assert!(figures.rejected > 0, "the surge overflowed the queue");
-        assert_eq!(figures.accepted + figures.rejected, report.params.jobs as u64, "every offer answered");
-        assert_eq!(
-            figures.completed + figures.dead_lettered + figures.quarantined,
-            figures.accepted,
-            "nothing accepted is lost"
-        );
-        let rejected: BTreeSet<_> = history
-            .iter()
-            .filter_map(|e| match &e.event {
-                Event::Rejected { job, reason } => {
-                    assert_eq!(*reason, RejectReason::QueueFull);
-                    Some(*job)
-                }
-                _ => None,
-            })
-            .collect();
-        assert!(history.iter().all(|e| !matches!(e.event, Event::Granted { job, .. } if rejected.contains(&job))));
+        rejections_are_visible_and_nothing_accepted_is_lost(&scripted(SCENARIO, 12));
     }
 
     // The sweep holds every invariant and reaches rejections.

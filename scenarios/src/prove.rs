@@ -193,6 +193,33 @@ pub fn count(history: &[Entry], pick: impl Fn(&Event) -> bool) -> usize {
     history.iter().filter(|entry| pick(&entry.event)).count()
 }
 
+/// Asserts what a queue past its capacity owes its customers, in a run that held: some offers were
+/// rejected, every offer was answered once (accepted or rejected, never both), every accepted job
+/// reached an outcome, and no rejected job was ever granted. Each rejection says the queue was
+/// full.
+pub fn rejections_are_visible_and_nothing_accepted_is_lost(report: &RunReport) {
+    let history = &report.history;
+    let figures = lease_check::figures::Figures::of(history);
+    assert!(figures.rejected > 0, "the arrivals overflowed the queue");
+    assert_eq!(figures.accepted + figures.rejected, report.params.jobs as u64, "every offer answered once");
+    assert_eq!(
+        figures.completed + figures.dead_lettered + figures.quarantined,
+        figures.accepted,
+        "nothing accepted is lost"
+    );
+    let rejected: std::collections::BTreeSet<_> = history
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Rejected { job, reason } => {
+                assert_eq!(*reason, lease_history::RejectReason::QueueFull);
+                Some(*job)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(history.iter().all(|e| !matches!(e.event, Event::Granted { job, .. } if rejected.contains(&job))));
+}
+
 /// The rendered trace of a small world of `scenario` at `seed` (12 jobs), for the snapshots.
 pub fn snapshot_trace(scenario: Scenario, seed: u64) -> String {
     let mut params = scenario.params(seed, None);
