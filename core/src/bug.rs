@@ -97,6 +97,11 @@ pub enum Bug {
     /// emptied by the batch's earlier grants is granted the job the batch granted last, again, so
     /// one job is handed to two workers. [`Bug::BATCH`].
     BatchAcquireGrantsTwice,
+    /// A batch of enqueues stops at its first refusal, as a bulk insert that stops at its first
+    /// error: the jobs after it are answered nothing, and no line says what became of them. The
+    /// producer heard its batch answered; the customer's jobs are gone without a word. Only the
+    /// simulator's check of offers against the history sees it. [`Bug::BATCH`].
+    BatchEnqueueStopsAtRefusal,
     /// A reclaimer that gave a batch up (a request unanswered through its retries) scans again at
     /// once instead of after its interval: through an outage, every reclaimer of a fleet hammers
     /// the table it cannot reach with listings, each a transaction. Nothing unsafe is accepted;
@@ -186,7 +191,12 @@ impl Bug {
     /// The planted bugs that live in how the in-memory table serves a runtime's batch in one
     /// transaction (`lease_store::serve_worker_batch`), not in the rules: a world whose workers
     /// batch (`slots` and `batch` above 1) on the in-memory table plants them; a SQL store does not.
-    pub const BATCH: [Bug; 3] = [Bug::BatchCompleteChecksFirst, Bug::BatchRenewUnchecked, Bug::BatchAcquireGrantsTwice];
+    pub const BATCH: [Bug; 4] = [
+        Bug::BatchCompleteChecksFirst,
+        Bug::BatchRenewUnchecked,
+        Bug::BatchAcquireGrantsTwice,
+        Bug::BatchEnqueueStopsAtRefusal,
+    ];
 
     /// The planted bugs that live in the worker runtime (`lease-runtime`), not in the rules or a
     /// store: every world plants them, on every store. Each shows where the runtime's code is
@@ -246,6 +256,7 @@ impl Bug {
             Bug::BatchCompleteChecksFirst => "batch-complete-checks-first",
             Bug::BatchRenewUnchecked => "batch-renew-unchecked",
             Bug::BatchAcquireGrantsTwice => "batch-acquire-grants-twice",
+            Bug::BatchEnqueueStopsAtRefusal => "batch-enqueue-stops-at-refusal",
             Bug::GiveUpWithoutBackOff => "give-up-without-back-off",
             Bug::QuarantineWithoutEpochCheck => "quarantine-without-epoch-check",
             Bug::Canary => "canary",
@@ -289,6 +300,7 @@ impl Bug {
             Bug::BatchCompleteChecksFirst => "a batch of completions checked by its first epoch alone",
             Bug::BatchRenewUnchecked => "a batch of renewals extends each job's lease, whoever holds it",
             Bug::BatchAcquireGrantsTwice => "a batch of acquires grants its last job again once the queue is empty",
+            Bug::BatchEnqueueStopsAtRefusal => "a batch of enqueues stops at its first refusal: the rest go unanswered",
             Bug::GiveUpWithoutBackOff => "a reclaimer that gave a batch up scans again at once, not after its interval",
             Bug::QuarantineWithoutEpochCheck => {
                 "a quarantine under any epoch: a reclaimer that lost its fence ends the job"

@@ -190,6 +190,15 @@ fn the_planted_batch_bugs_are_caught() {
         }
         report.push(format!("{bug}: median {} worst {}", hunted.median_seeds, hunted.worst_seeds));
     }
+    // A batch of enqueues that stops at its first refusal: hunted where arrivals come in batches
+    // past the capacity, caught by the check of every offer against the history alone.
+    let bug = Bug::BatchEnqueueStopsAtRefusal;
+    let hunted = hunt_from(Target::planted(Scenario::ARRIVAL_BURSTS, Some(bug)), &starts, 200, 2, &stop);
+    for (catch, from) in hunted.catches.iter().zip(&starts) {
+        let found = catch.invariant.unwrap_or_else(|| panic!("{bug} escaped 200 seeds from seed {from}"));
+        assert_eq!(found.name(), "liveness", "{bug} from {from} caught by {found}");
+    }
+    report.push(format!("{bug}: median {} worst {}", hunted.median_seeds, hunted.worst_seeds));
     println!("{}", report.join("\n"));
     for bug in Bug::BATCH {
         assert!(!lease_store::StoreKind::Sqlite.plants(bug) && lease_store::StoreKind::Memory.plants(bug), "{bug}");

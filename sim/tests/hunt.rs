@@ -169,6 +169,8 @@ fn expected(bug: Bug) -> &'static [&'static str] {
         Bug::BatchCompleteChecksFirst | Bug::BatchRenewUnchecked | Bug::BatchAcquireGrantsTwice => {
             &["fencing", "conformance"]
         }
+        // Offers the table answered with no line for some of their jobs.
+        Bug::BatchEnqueueStopsAtRefusal => &["liveness"],
         // The runtime's bugs are hunted in `runtime_bugs.rs`: the simulator's audit of the
         // runtime panics, a crash.
         Bug::BufferKeepsGivenUp

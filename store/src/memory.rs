@@ -215,7 +215,14 @@ impl TableStore for MemoryStore {
             crate::check_payload(*job, payload)?;
         }
         let ids: Vec<JobId> = jobs.iter().map(|&(job, _)| job).collect();
-        let answers = self.table.enqueue_batch(now, &ids)?;
+        let mut answers = self.table.enqueue_batch(now, &ids)?;
+        if self.table.rules().bugs.on(Bug::BatchEnqueueStopsAtRefusal) {
+            // The jobs after the first refusal are refused too (the queue stays full: a refusal
+            // changes nothing), and answered nothing.
+            if let Some(first) = answers.iter().position(|answer| matches!(answer, Enqueued::Rejected(_))) {
+                answers.truncate(first + 1);
+            }
+        }
         for ((job, payload), answer) in jobs.iter().zip(&answers) {
             if matches!(answer, Enqueued::Accepted { .. }) {
                 self.queued_at.insert(*job, now);

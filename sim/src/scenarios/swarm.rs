@@ -161,6 +161,11 @@ pub(super) fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     if fork.gen_bool(0.2) {
         params.windows.line_stall_rate = fork.gen_range(0.01..0.1);
     }
+    // Drawn after that, from the same copy: where `batch_max` is 2 or more, a third of the seeds
+    // offer their arrivals in batches of 2 to `batch_max` (`arrival-bursts` takes them further).
+    if params.table.batch_max > 1 && fork.gen_bool(1.0 / 3.0) {
+        params.enqueue_batch = fork.gen_range(2..=params.table.batch_max);
+    }
 }
 
 /// The window faults: single messages held back or doubled (`messages`), and short stalls and
