@@ -40,6 +40,19 @@ mod tests {
         rejections_are_visible_and_nothing_accepted_is_lost(&report);
     }
 
+    // A run's plan replays it: the same history line for line, and the same plan recorded again,
+    // though jobs that fell due while an offer waited were reached after their time (each is
+    // recorded at its planned time, not the time it was reached).
+    #[test]
+    fn a_plan_of_batched_arrivals_replays_its_run() {
+        let original = scripted(SCENARIO, 2);
+        let text = original.plan.to_json();
+        let plan = lease_sim::faults::plan::Plan::parse(&text).expect("a recorded plan reads");
+        let replay = lease_sim::world::run(plan.params().expect("a recorded plan is valid"));
+        assert_eq!(lease_history::to_jsonl(&replay.history), lease_history::to_jsonl(&original.history));
+        assert_eq!(replay.plan.to_json(), text, "the replay records its plan");
+    }
+
     // The sweep holds every invariant and reaches rejections, crashes and reclaims.
     #[test]
     fn swept_seeds_hold_under_bursts() {
