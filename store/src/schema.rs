@@ -289,8 +289,8 @@ pub const SELECT_KNOWN: &str = "SELECT 1 FROM lease_jobs WHERE job = $1";
 pub const SELECT_KNOWN_ANY: &str = "SELECT job FROM lease_jobs WHERE job = ANY($1)";
 
 /// PostgreSQL, an operation that reads rows it does not lock (an enqueue's backlog and the
-/// queue's back, a requeue's or release's queue ends, a reclaim listing's expired leases), every
-/// operation under the caller's clock, and every operation
+/// queue's back, a requeue's or release's queue ends, a reclaim listing's expired leases, a
+/// fence's turn after its listing), every operation under the caller's clock, and every operation
 /// of a store with a planted bug: one at a time. Taken first, with the clock read after it, so that
 /// no transaction commits between its reads and its line, and its line's time is after every line
 /// before it. (SQLite's `BEGIN IMMEDIATE` serialises everything.)
@@ -312,8 +312,7 @@ pub const LOCK_QUEUE: &str = "LOCK TABLE lease_log_head IN SHARE ROW EXCLUSIVE M
 pub const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
 
 /// PostgreSQL, under the database's clock, an operation over one row it locks (a renewal, a
-/// completion, a reclaimer's fence, a quarantine, a ledger lookup or apply, a line of a caller's
-/// own), a batch of
+/// completion, a quarantine, a ledger lookup or apply, a line of a caller's own), a batch of
 /// renewals or completions (job rows, locked in job order), or a batch of ledger lookups or
 /// records (ledger rows, locked in key order): side by side with any other such operation and
 /// with an acquire ([`LOCK_QUEUE`]), but never beside one that holds [`LOCK_LOG`].

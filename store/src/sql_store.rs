@@ -24,7 +24,7 @@ pub(crate) enum Scope {
     /// An enqueue of these jobs (one, or a batch): the log's whole lock, as [`Scope::Set`], then
     /// which of them are known, the backlog and the queue's ends, read together.
     Enqueue(Vec<JobId>),
-    /// A requeue or release of this job: the log's whole lock, as [`Scope::Set`], then the
+    /// A requeue, release or fence of this job: the log's whole lock, as [`Scope::Set`], then the
     /// job's row (locked) and the queue's ends, read together.
     Placing(JobId),
     /// A batched acquire of up to this many jobs: the queue's lock ([`crate::schema::LOCK_QUEUE`]),
@@ -323,12 +323,9 @@ impl<S: SqlStore> TableStore for S {
         reclaimer: ReclaimerId,
         as_of: Time,
     ) -> Result<Fencing, StoreError> {
-        // One row, locked, as a renewal's: a fence neither adds a job to the queue nor takes one
-        // out (a won fence leaves its job leased, to the reclaimer), so it runs beside the fleet's
-        // batches and acquires. Fences are not rare: after a crash, one per lease the crashed
-        // process held, and under the whole lock each waited behind the busy fleet (8 to 40 ms a
-        // fence on PostgreSQL, with 192 of them after half a fleet of 8 was killed).
-        self.run(now, true, Scope::Job(job), |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
+        // One row, but the reclaim's own turn: a fence and the listing it follows are ordered by
+        // the whole lock, and fences are rare (an expired lease each).
+        self.run(now, true, Scope::Placing(job), |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
     }
 
     fn quarantine(
