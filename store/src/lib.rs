@@ -194,7 +194,9 @@ pub enum StoreError {
     #[error("the store's connection is down, reconnecting: {0}")]
     Disconnected(String),
     /// A compare-and-set write found the row changed under a decision made inside the same
-    /// transaction, which its lock forbids: the transaction was rolled back, nothing answered.
+    /// transaction, which its lock forbids, or (PostgreSQL) an acquire's locking read left out the
+    /// row of a job an asker was last granted, which a concurrent write moved as it was locked:
+    /// the transaction was rolled back, nothing answered, and the call may be made again.
     #[error("job {job}'s row changed under a locked decision: rolled back")]
     Raced {
         /// The job.

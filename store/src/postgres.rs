@@ -301,9 +301,17 @@ impl PostgresStore {
                 for (&worker, id) in workers.iter().zip(&ids) {
                     let grant = grants.get(id).copied();
                     prefetched.grants.push((worker, grant));
-                    // As one worker's read: the row of the job its last grant names, if any.
-                    if let Some(row) = grant.and_then(|grant| rows.get(&int(grant.job.0))) {
-                        prefetched.jobs.push((JobId(row.job as u64), Some(row.clone())));
+                    // As one worker's read: the row of the job its last grant names, if any. Not
+                    // in the answer when a transaction under the shared lock (a reclaimer's
+                    // completion of that job) updated it as this statement locked it: READ
+                    // COMMITTED rechecks such a row, and can leave it out. Then the acquire fails,
+                    // to be tried again: read after the clock, the row could hold a decision
+                    // stamped later than this one. (It was read so, which this store refuses
+                    // outright: the handle's thread panicked, and a live bench's restarted worker
+                    // process served nothing more.)
+                    if let Some(grant) = grant {
+                        let row = rows.get(&int(grant.job.0)).ok_or(StoreError::Raced { job: grant.job })?;
+                        prefetched.jobs.push((grant.job, Some(row.clone())));
                     }
                 }
                 prefetched.heads = Some(heads);

@@ -24,7 +24,7 @@ use common::{pg, say, TempFile};
 use lease_core::{
     Acquired, Bugs, Completion, Epoch, Fencing, JobId, OutputId, ReclaimerId, Span, TableConfig, Time, WorkerId,
 };
-use lease_store::{Clock, SqliteStore, Store};
+use lease_store::{Clock, SqliteStore, Store, TableStore};
 use std::sync::{Barrier, Mutex};
 
 const THREADS: usize = 8;
@@ -240,4 +240,31 @@ fn under_the_database_clock_postgres_races_completions_beside_fences_and_logs_th
         "postgres, the database's clock, {THREADS} threads, complete or fence: exactly one winner in each of {won} \
          rounds, first in the log"
     ));
+}
+
+// Proves an acquire whose locking read leaves out the row of the job its asker was last granted
+// fails, to be tried again, and that the handle goes on serving. (READ COMMITTED rechecks a row
+// that a concurrent write updated as `FOR UPDATE` locked it, and can leave it out of the answer:
+// a live bench on 2026-12-07 met it when a restarted worker's acquire ran beside a write to its
+// last job. The store then read the row after its clock, which it refuses outright: the handle's
+// thread panicked, and the worker process served nothing more.) Here the grant names a job no
+// row has, which the locking read leaves out in the same way.
+#[test]
+fn postgres_an_acquire_missing_its_last_granted_row_fails_and_the_handle_serves_on() {
+    let Some(mut scratch) = pg::scratch("grant_row_missing") else { return };
+    let config = TableConfig { capacity: 8, lease_ttl: Span(60_000_000), batch_max: 4, attempts_max: 3 };
+    let mut store = pg::open_on(&scratch.name, config, Bugs::NONE, Clock::Database);
+    for job in 1..=2 {
+        assert!(matches!(store.enqueue(Time(0), JobId(job)).unwrap(), lease_core::Enqueued::Accepted { .. }));
+    }
+    let (worker, request) = (WorkerId(7), lease_core::RequestId(1));
+    let Acquired::Granted(first) = store.acquire_for(Time(0), worker, request).unwrap() else { panic!("a grant") };
+    let table = scratch.name.clone();
+    scratch.execute(&format!("UPDATE {table}.lease_grants SET job = 999 WHERE worker = 7"));
+    let error = store.acquire_for(Time(0), worker, request).unwrap_err();
+    assert!(matches!(error, lease_store::StoreError::Raced { job: JobId(999) }), "{error}");
+    // Nothing was written, and the handle serves the same copy once the row is there again.
+    scratch.execute(&format!("UPDATE {table}.lease_grants SET job = {} WHERE worker = 7", first.lease.job.0));
+    let again = store.acquire_for(Time(0), worker, request).unwrap();
+    assert_eq!(again, Acquired::Regranted(first), "the standing grant, answered again");
 }
