@@ -1,4 +1,4 @@
-//! Proves that arrivals offered in batches ([`lease_store::TableStore::enqueue_batch`]) are each
+//! Proves that arrivals offered in batches (`lease_store::TableStore::enqueue_batch`) are each
 //! judged on their own: a batch that crosses the queue's capacity has its first jobs accepted and
 //! the rest rejected, each with its line, and nothing accepted is lost, while the table and the
 //! workers crash and the network loses batches. How: a small capacity, `batch_max` and the
