@@ -973,4 +973,20 @@ mod tests {
         assert!(json.contains("\"idle_backoff_us\":33000000"), "{json}");
         assert_eq!(Plan::parse(&json).expect("the recorded plan reads back"), plan);
     }
+
+    // Proves a plan's enqueue batch is read (absent: one at a time), written back only when set,
+    // and refused past `batch_max`, which the table would refuse at every offer.
+    #[test]
+    fn an_enqueue_batch_past_batch_max_is_refused() {
+        let plan = Plan::parse(UNBOUNDED).expect("a plan without enqueue_batch reads");
+        assert_eq!(plan.world.enqueue_batch, 0, "absent: one at a time");
+        assert!(!plan.to_json().contains("enqueue_batch"), "0 is not written");
+        let batched = UNBOUNDED.replace("\"batch_max\":2,", "\"batch_max\":2,\"enqueue_batch\":2,");
+        let plan = Plan::parse(&batched).expect("an enqueue batch of batch_max reads");
+        assert_eq!(plan.world.enqueue_batch, 2);
+        assert_eq!(Plan::parse(&plan.to_json()).expect("and reads back"), plan);
+        let past = UNBOUNDED.replace("\"batch_max\":2,", "\"batch_max\":2,\"enqueue_batch\":3,");
+        let error = Plan::parse(&past).expect_err("past batch_max");
+        assert!(error.to_string().contains("enqueue_batch 3 is past batch_max 2"), "{error}");
+    }
 }
