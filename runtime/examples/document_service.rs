@@ -29,9 +29,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (ttl, clock) = (Span::from_ms(500), HostClock::start());
     let table = TableConfig { capacity: JOBS as usize, lease_ttl: ttl, batch_max: 32, attempts_max: 3 };
     let client = StoreClient::open(&place, table, clock, 1).await?;
-    for job in 0..JOBS {
-        let _accepted = client.enqueue_with(JobId(job), format!("doc-{job}.md").into_bytes()).await?;
-    }
+    // One transaction per 32 (`batch_max`); offered again after an error, the ones in answer duplicate.
+    let documents = (0..JOBS).map(|job| (JobId(job), format!("doc-{job}.md").into_bytes())).collect();
+    let _accepted = client.enqueue_batch(documents).await?;
     let runtime = Runtime::new(Arc::new(clock), Arc::new(client.clone()));
     tokio::spawn(prune_every(client.clone(), Retention::keep(Duration::from_secs(86_400)))); // ended: kept a day
     let (metrics, serving) = (runtime.metrics(), arg("--metrics"));

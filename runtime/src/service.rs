@@ -364,8 +364,9 @@ pub async fn run(place: &Place, options: &Options) -> Result<Summary, ServiceErr
     let clock = HostClock::start();
     let started = Instant::now();
     let main = StoreClient::open(place, options.table(), clock, 1).await?;
-    for job in (0..options.jobs).map(JobId) {
-        let answer = main.enqueue(job).await?;
+    let jobs: Vec<(JobId, Vec<u8>)> = (0..options.jobs).map(|job| (JobId(job), Vec::new())).collect();
+    let answers = main.enqueue_batch(jobs).await?;
+    for (job, answer) in (0..options.jobs).map(JobId).zip(answers) {
         if !matches!(answer, Enqueued::Accepted { .. }) {
             return Err(ServiceError::NotFresh { job, answer });
         }
