@@ -305,9 +305,9 @@ fn in_process_handler(latency: Duration) -> impl Fn(Job) -> BoxFuture<'static, l
     }
 }
 
-/// Offers each job of the plan at its time: the jobs already due when the process comes to them
-/// (a burst, or arrivals faster than an enqueue's turn), up to `batch_max` at once, in one
-/// transaction ([`lease_store::TableStore::enqueue_batch`]), the rest one by one.
+/// Offers each job of the plan at its time, with the jobs already due when the process comes to
+/// it (a burst, or arrivals faster than an enqueue's turn), up to `batch_max` at once, in one
+/// transaction ([`lease_store::TableStore::enqueue_batch`]).
 fn arrivals(plan: &LivePlan, commands: &Commands, mut store: Handle) -> Result<(), String> {
     let mut next = 0;
     while let Some(&(_, at_us)) = plan.arrivals.get(next) {
@@ -328,16 +328,10 @@ fn arrivals(plan: &LivePlan, commands: &Commands, mut store: Handle) -> Result<(
             .take(plan.batch_max)
             .take_while(|&&(_, at_us)| Time(plan.t0_us + at_us) <= now)
             .count();
+        let jobs: Vec<(JobId, Vec<u8>)> =
+            plan.arrivals[next..next + due].iter().map(|&(job, _)| (JobId(job), Vec::new())).collect();
         // The answers (accepted, duplicate, rejected) are on the history: the store wrote them.
-        let _answers = match due {
-            1 => store.enqueue(now, JobId(plan.arrivals[next].0)).map(drop),
-            _ => {
-                let jobs: Vec<(JobId, Vec<u8>)> =
-                    plan.arrivals[next..next + due].iter().map(|&(job, _)| (JobId(job), Vec::new())).collect();
-                store.enqueue_batch(now, &jobs).map(drop)
-            }
-        }
-        .map_err(|e| e.to_string())?;
+        let _answers = store.enqueue_batch(now, &jobs).map_err(|e| e.to_string())?;
         next += due;
     }
     Ok(())

@@ -1,9 +1,7 @@
 //! What crosses madsim's network: requests and replies in envelopes, sent as raw payloads (no
 //! serialisation: the simulated network carries Rust values).
 
-use lease_core::{
-    Apply, Epoch, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, Rejection, WorkerReply, WorkerRequest,
-};
+use lease_core::{Apply, Epoch, JobId, OpId, OutputId, ReclaimReply, ReclaimRequest, WorkerReply, WorkerRequest};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// The single message tag every node listens on.
@@ -24,12 +22,10 @@ pub enum Request {
     WorkerBatch(Vec<(u32, u64, WorkerRequest)>),
     /// From reclaimer `n`.
     Reclaimer(u32, ReclaimRequest),
-    /// From the arrival generator.
-    Enqueue(JobId),
-    /// From the arrival generator, offering every job due at once (`Params::enqueue_batch`):
-    /// served in one transaction ([`lease_store::TableStore::enqueue_batch`]), and lost, held
-    /// back or doubled as one message.
-    EnqueueBatch(Vec<JobId>),
+    /// From the arrival generator: one job, or every job due at once (`Params::enqueue_batch`),
+    /// served in one transaction ([`lease_store::TableStore::enqueue_batch`]), and lost, held back
+    /// or doubled as one message.
+    Enqueue(Vec<JobId>),
     /// From worker `n`'s recording handler: a call to the dependency that produces the
     /// operation's output and records nothing (the runtime records it: [`Request::Record`]).
     Produce(u32, OpId, Epoch),
@@ -51,8 +47,9 @@ pub enum Reply {
     WorkerBatch(Vec<Option<WorkerReply>>),
     /// To a reclaimer.
     Reclaimer(ReclaimReply),
-    /// To the arrival generator: accepted (or known) when `None`, else why not.
-    Enqueued(Option<Rejection>),
+    /// To the arrival generator: its offer was served. What became of each job is the table's
+    /// line for it (`arrived`, `duplicate` or `rejected`); the generator offers none again.
+    Enqueued,
     /// To a [`Request::Produce`].
     Produced(Produced),
     /// To a [`Request::Record`]: the ledger's answer.

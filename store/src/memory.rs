@@ -51,6 +51,33 @@ impl MemoryStore {
         Ok(MemoryStore { events: None, ..MemoryStore::planted(config, bugs)? })
     }
 
+    /// Enqueues `jobs` through [`LeaseTable::enqueue_batch`], each job's payload kept and line
+    /// logged: a single enqueue is the batch of one. A bad payload anywhere refuses them all first.
+    fn enqueue_each<P: AsRef<[u8]>>(&mut self, now: Time, jobs: &[(JobId, P)]) -> Result<Vec<Enqueued>, StoreError> {
+        for (job, payload) in jobs {
+            crate::check_payload(*job, payload.as_ref())?;
+        }
+        let ids: Vec<JobId> = jobs.iter().map(|&(job, _)| job).collect();
+        let mut answers = self.table.enqueue_batch(now, &ids)?;
+        if self.table.rules().bugs.on(Bug::BatchEnqueueStopsAtRefusal) {
+            // The jobs after the first refusal are refused too (the queue stays full: a refusal
+            // changes nothing), and answered nothing.
+            if let Some(first) = answers.iter().position(|answer| matches!(answer, Enqueued::Rejected(_))) {
+                answers.truncate(first + 1);
+            }
+        }
+        for ((job, payload), answer) in jobs.iter().zip(&answers) {
+            if matches!(answer, Enqueued::Accepted { .. }) {
+                self.queued_at.insert(*job, now);
+                if !payload.as_ref().is_empty() {
+                    self.payloads.insert(*job, payload.as_ref().to_vec());
+                }
+            }
+            self.log(now, answers::enqueued(*job, answer));
+        }
+        Ok(answers)
+    }
+
     /// The planted batch bugs ([`Bug::BATCH`]): call `at` of a batch, after the `earlier` calls'
     /// answers, served as the bug serves it and logged with the request's own epoch; `None` when
     /// no such bug is planted or it does not touch this call.
@@ -198,41 +225,11 @@ impl TableStore for MemoryStore {
     }
 
     fn enqueue_with(&mut self, now: Time, job: JobId, payload: &[u8]) -> Result<Enqueued, StoreError> {
-        crate::check_payload(job, payload)?;
-        let answer = self.table.enqueue(now, job)?;
-        if matches!(answer, Enqueued::Accepted { .. }) {
-            self.queued_at.insert(job, now);
-            if !payload.is_empty() {
-                self.payloads.insert(job, payload.to_vec());
-            }
-        }
-        self.log(now, answers::enqueued(job, &answer));
-        Ok(answer)
+        Ok(self.enqueue_each(now, &[(job, payload)])?[0])
     }
 
     fn enqueue_batch(&mut self, now: Time, jobs: &[(JobId, Vec<u8>)]) -> Result<Vec<Enqueued>, StoreError> {
-        for (job, payload) in jobs {
-            crate::check_payload(*job, payload)?;
-        }
-        let ids: Vec<JobId> = jobs.iter().map(|&(job, _)| job).collect();
-        let mut answers = self.table.enqueue_batch(now, &ids)?;
-        if self.table.rules().bugs.on(Bug::BatchEnqueueStopsAtRefusal) {
-            // The jobs after the first refusal are refused too (the queue stays full: a refusal
-            // changes nothing), and answered nothing.
-            if let Some(first) = answers.iter().position(|answer| matches!(answer, Enqueued::Rejected(_))) {
-                answers.truncate(first + 1);
-            }
-        }
-        for ((job, payload), answer) in jobs.iter().zip(&answers) {
-            if matches!(answer, Enqueued::Accepted { .. }) {
-                self.queued_at.insert(*job, now);
-                if !payload.is_empty() {
-                    self.payloads.insert(*job, payload.clone());
-                }
-            }
-            self.log(now, answers::enqueued(*job, answer));
-        }
-        Ok(answers)
+        self.enqueue_each(now, jobs)
     }
 
     fn payload(&mut self, job: JobId) -> Result<Vec<u8>, StoreError> {

@@ -348,8 +348,9 @@ impl Op<'_> {
                 known.insert(job);
             }
         }
-        let mut backlog = tx.backlog()?;
+        let before = tx.backlog()?;
         let (mut back, _) = tx.queue_ends()?;
+        let mut backlog = before;
         let mut answers = Vec::with_capacity(jobs.len());
         for (job, payload) in jobs {
             let decision = self.rules.enqueue(known.contains(job), backlog);
@@ -365,9 +366,8 @@ impl Op<'_> {
             self.log(tx, answers::enqueued(*job, &decision.answer))?;
             answers.push(decision.answer);
         }
-        let accepted = answers.iter().filter(|answer| matches!(answer, Enqueued::Accepted { .. })).count();
-        if accepted > 0 {
-            tx.add_backlog(accepted as i64)?;
+        if backlog > before {
+            tx.add_backlog((backlog - before) as i64)?;
         }
         Ok(answers)
     }

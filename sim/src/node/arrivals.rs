@@ -44,10 +44,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             }
             jobs.push(JobId(next.job));
         }
-        let request = match jobs.len() {
-            1 => Request::Enqueue(jobs[0]),
-            _ => Request::EnqueueBatch(jobs),
-        };
+        let request = Request::Enqueue(jobs);
         'offer: loop {
             offers += 1;
             send(&ctx, &endpoint, table_addr(), offers, request.clone()).await;
@@ -62,7 +59,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 match inbox.receive(&ctx, wait_us).await {
                     Err(()) => return,
                     Ok(Some(envelope)) if envelope.id == offers => {
-                        let Reply::Enqueued(_) = envelope.body else { panic!("arrivals got {:?}", envelope.body) };
+                        let Reply::Enqueued = envelope.body else { panic!("arrivals got {:?}", envelope.body) };
                         break 'offer;
                     }
                     Ok(Some(_)) => {}

@@ -25,9 +25,7 @@ use crate::net::{table_addr, Envelope, INCARNATION_SHIFT};
 use crate::net::{Reply, Request};
 use crate::world::ctx::Ctx;
 use crate::world::durable::answered;
-use lease_core::{
-    Acquired, Enqueued, JobId, ReclaimRequest, ReclaimerId, RequestId, WorkerId, WorkerReply, WorkerRequest,
-};
+use lease_core::{Acquired, JobId, ReclaimRequest, ReclaimerId, RequestId, WorkerId, WorkerReply, WorkerRequest};
 use lease_history::answers;
 use lease_history::Node;
 use lease_store::{serve_reclaimer, serve_worker, serve_worker_batch, WorkerCall};
@@ -387,24 +385,16 @@ fn acquire_letter(n: u32) -> Letter {
 fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
     let now = ctx.now();
     let mut state = ctx.state();
-    if let Request::EnqueueBatch(jobs) = request {
-        let jobs: Vec<(JobId, Vec<u8>)> = jobs.into_iter().map(|job| (job, Vec::new())).collect();
-        let enqueued = answered(state.durable.by(Node::Table, None).enqueue_batch(now, &jobs));
-        for (&(job, _), answer) in jobs.iter().zip(&enqueued) {
-            state.record_at(now, Node::Table, answers::enqueued(job, answer));
-        }
-        // The generator offers none again: an answer says only that the batch was served.
-        return Reply::Enqueued(None);
-    }
     let table = &mut state.durable;
     let (reply, event) = match request {
-        Request::Enqueue(job) => {
-            let enqueued = answered(table.by(Node::Table, None).enqueue(now, job));
-            let rejection = match enqueued {
-                Enqueued::Rejected(rejection) => Some(rejection),
-                Enqueued::Accepted { .. } | Enqueued::Duplicate => None,
-            };
-            (Reply::Enqueued(rejection), answers::enqueued(job, &enqueued))
+        // One job or a batch, in one transaction, a line for each.
+        Request::Enqueue(jobs) => {
+            let jobs: Vec<(JobId, Vec<u8>)> = jobs.into_iter().map(|job| (job, Vec::new())).collect();
+            let enqueued = answered(table.by(Node::Table, None).enqueue_batch(now, &jobs));
+            for (&(job, _), answer) in jobs.iter().zip(&enqueued) {
+                state.record_at(now, Node::Table, answers::enqueued(job, answer));
+            }
+            return Reply::Enqueued;
         }
         Request::Worker(n, request) => {
             let at_ledger = matches!(request, WorkerRequest::Lookup { .. } | WorkerRequest::Execute { .. });
@@ -413,11 +403,8 @@ fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
             let served = answered(serve_worker(table.store(), now, WorkerId(n), RequestId(id), request));
             (Reply::Worker(served.reply), served.event)
         }
-        request @ (Request::Produce(..)
-        | Request::Record(..)
-        | Request::RecordBatch(..)
-        | Request::WorkerBatch(..)
-        | Request::EnqueueBatch(..)) => {
+        request
+        @ (Request::Produce(..) | Request::Record(..) | Request::RecordBatch(..) | Request::WorkerBatch(..)) => {
             panic!("harness bug: {request:?} routed to the table")
         }
         Request::Reclaimer(n, request) => {

@@ -43,12 +43,8 @@ impl Letter {
     /// `request`, on its way to `to`.
     pub fn request(request: &Request, to: Node) -> Letter {
         let (from, message, lease) = match request {
-            Request::Enqueue(job) => (Node::Arrivals, MessageKind::Enqueue, (Some(*job), None)),
             // Named by its first job, as a worker's batch by its first request.
-            Request::EnqueueBatch(jobs) => {
-                let &first = jobs.first().expect("a batch holds a job");
-                return Letter::request(&Request::Enqueue(first), to);
-            }
+            Request::Enqueue(jobs) => (Node::Arrivals, MessageKind::Enqueue, (jobs.first().copied(), None)),
             Request::Produce(n, op, epoch) => (Node::Worker(*n), MessageKind::Execute, (Some(op.job), Some(*epoch))),
             Request::Record(n, op, epoch, _) => (Node::Worker(*n), MessageKind::Record, (Some(op.job), Some(*epoch))),
             // A batch is one message: named by its first request, which its sender and the lease it
