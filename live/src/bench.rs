@@ -11,7 +11,9 @@
 //!    each job's arrival to its outcome, p50 and p99 (mostly its place in the preloaded queue).
 //! 2. **recovery**: the same, with half the workers SIGKILLed (restarted only at the heal) a
 //!    quarter of a second into the burst: the time from the kill until every job the killed
-//!    workers held reached its outcome (a reclaimer's adoption or requeue, then a survivor).
+//!    workers held reached its outcome (a reclaimer's adoption or requeue, then a survivor). Its
+//!    burst is `jobs`, or more when the workers left would serve `jobs` in less than a second
+//!    ([`recovery_jobs`]): the kill must find the killed workers holding jobs.
 //! 3. **baseline**: the burst inserted, then as many threads, each with its own connection, looping `UPDATE … SET
 //!    state = 'running' WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id`, then
 //!    `UPDATE … SET state = 'done'`: no lease, no fencing, no ledger, no history. (SQLite has no
@@ -49,6 +51,9 @@ pub struct Row {
     pub p99_us: u64,
     /// From the kill of half the workers until every job they held ended (`None`: they held none).
     pub recovery_us: Option<u64>,
+    /// The recovery run's burst: `jobs`, or more when the fleet would have served `jobs` before
+    /// the kill ([`recovery_jobs`]).
+    pub recovery_jobs: u64,
     /// The baseline's jobs per second.
     pub baseline_jobs_per_s: f64,
     /// The baseline's p50.
@@ -123,12 +128,13 @@ fn burst(plan: &mut LivePlan, jobs: u64, kill: bool, fleet: Fleet) {
     plan.arrivals = (0..jobs).map(|job| (job, 0)).collect();
     plan.capacity = jobs as usize;
     // The recovery run's burst must outlast the kill at 250 ms: its dependency takes long enough
-    // that the burst would last about a second (at most a tenth of a lease), so the killed
-    // workers hold jobs mid-effect whatever the burst's size. It is timed by the workers that
-    // survive the kill: timed by the whole fleet, the burst outlasted the lease by half a second
-    // once it arrived in batches, and the reclaimed jobs waited at the back of a queue still
-    // hundreds long, which is the burst's size and not the recovery's speed.
-    let killed = if kill { (plan.workers / 2).max(1) } else { 0 };
+    // that the workers left after the kill would serve the burst in about a second (at most a
+    // tenth of a lease: [`recovery_jobs`] makes the burst long enough for that), so the killed
+    // workers hold jobs mid-effect. It is timed by the workers that survive the kill: timed by
+    // the whole fleet, the burst outlasted the lease by half a second once it arrived in batches,
+    // and the reclaimed jobs waited at the back of a queue still hundreds long, which is the
+    // burst's size and not the recovery's speed.
+    let killed = if kill { killed(plan.workers) } else { 0 };
     let in_flight = u64::from(plan.workers.saturating_sub(killed).max(1)) * u64::from(fleet.slots);
     let latency_us = if kill { (1_000_000 * in_flight / jobs.max(1)).min(plan.lease_ttl_us / 10) } else { 0 };
     plan.dependency.latency_min_us = latency_us;
@@ -148,6 +154,23 @@ fn burst(plan: &mut LivePlan, jobs: u64, kill: bool, fleet: Fleet) {
             })
             .collect();
     }
+}
+
+/// The worker processes the recovery run kills: half the fleet, at least one.
+fn killed(workers: u32) -> u32 {
+    (workers / 2).max(1)
+}
+
+/// The recovery run's burst: `jobs`, or more when the workers left after the kill, each slot's
+/// job taking a tenth of a lease `ttl_us` (the handler's longest), would serve `jobs` in less
+/// than a second. Then the whole fleet would have served them all before the kill at 250 ms,
+/// and the killed workers would hold nothing to recover (a 500-job burst on 8 processes of 64
+/// slots did: 512 slots and a 100 ms handler). The burst grows instead of the handler, so that a
+/// reclaimed job's second run stays a tenth of a lease and the recovery measures the reclaim.
+pub fn recovery_jobs(jobs: u64, workers: u32, slots: u32, ttl_us: u64) -> u64 {
+    let survivors = u64::from(workers.saturating_sub(killed(workers)).max(1)) * u64::from(slots);
+    let handler_us = (ttl_us / 10).max(1);
+    jobs.max(survivors.saturating_mul(1_000_000).div_ceil(handler_us))
 }
 
 /// Runs ours (and, with `kill`, the recovery run) and reads its figures from the history.
@@ -480,7 +503,8 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
         for &workers in workers {
             let dir = out.join(format!("{name}-{workers}"));
             let (run, _) = ours(store, workers, jobs, &dir.join("throughput"), false, fleet)?;
-            let (_, recovery_us) = ours(store, workers, jobs, &dir.join("recovery"), true, fleet)?;
+            let recovery_jobs = recovery_jobs(jobs, workers, fleet.slots, crate::plan::LEASE_TTL_US);
+            let (_, recovery_us) = ours(store, workers, recovery_jobs, &dir.join("recovery"), true, fleet)?;
             let base = baseline(store, workers, jobs, &dir, 1)?;
             let batched = baseline(store, workers, jobs, &dir, fleet.batch.max(2))?;
             let floor = crate::floor::floor(store, workers, jobs, &dir, fleet.batch)?;
@@ -492,6 +516,7 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
                 p50_us: run.p50_us,
                 p99_us: run.p99_us,
                 recovery_us,
+                recovery_jobs,
                 baseline_jobs_per_s: base.jobs_per_s,
                 baseline_p50_us: base.p50_us,
                 baseline_p99_us: base.p99_us,
@@ -510,13 +535,13 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
 
 /// The header of [`line()`].
 pub const HEADER: &str =
-    "store     workers  jobs   ours jobs/s  p50 ms   p99 ms  recovery ms   baseline jobs/s  p50 ms   p99 ms   \
+    "store     workers  jobs   ours jobs/s  p50 ms   p99 ms  recovery ms (of jobs)   baseline jobs/s  p50 ms   p99 ms   \
                           ratio   batched baseline   ratio    write floor   ratio";
 
 /// One row, as printed.
 pub fn line(row: &Row) -> String {
     format!(
-        "{:<9} {:>7} {:>5} {:>13.1} {:>7.1} {:>8.1} {:>12} {:>17.1} {:>7.1} {:>8.1} {:>6.0}% {:>18.1} {:>6.0}% {:>14.1} {:>6.0}%",
+        "{:<9} {:>7} {:>5} {:>13.1} {:>7.1} {:>8.1} {:>12} {:>9} {:>17.1} {:>7.1} {:>8.1} {:>6.0}% {:>18.1} {:>6.0}% {:>14.1} {:>6.0}%",
         row.store,
         row.workers,
         row.jobs,
@@ -524,6 +549,7 @@ pub fn line(row: &Row) -> String {
         row.p50_us as f64 / 1e3,
         row.p99_us as f64 / 1e3,
         row.recovery_us.map_or("-".to_string(), |us| format!("{:.1}", us as f64 / 1e3)),
+        format!("({})", row.recovery_jobs),
         row.baseline_jobs_per_s,
         row.baseline_p50_us as f64 / 1e3,
         row.baseline_p99_us as f64 / 1e3,
@@ -533,4 +559,27 @@ pub fn line(row: &Row) -> String {
         row.floor_jobs_per_s,
         row.floor_ratio() * 100.0,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recovery_jobs;
+
+    // The recovery run's burst keeps the workers left after the kill busy for a second at a
+    // handler of a tenth of the lease: it grows where the fleet is wide (8 processes of 64 slots
+    // would have served 500 jobs before the kill at 250 ms), and stays as asked where it is long
+    // enough already.
+    #[test]
+    fn the_recovery_burst_outlasts_the_kill_whatever_the_fleet() {
+        let ttl_us = 1_000_000;
+        assert_eq!(recovery_jobs(500, 8, 64, ttl_us), 2_560);
+        assert_eq!(recovery_jobs(500, 4, 64, ttl_us), 1_280);
+        assert_eq!(recovery_jobs(500, 2, 64, ttl_us), 640);
+        assert_eq!(recovery_jobs(5_000, 8, 64, ttl_us), 5_000);
+        assert_eq!(recovery_jobs(100, 2, 4, ttl_us), 100);
+        // One worker: it is killed, and the burst is sized as if one were left.
+        assert_eq!(recovery_jobs(10, 1, 4, ttl_us), 40);
+        // A longer lease allows a longer handler, so fewer jobs fill the second.
+        assert_eq!(recovery_jobs(500, 8, 64, 4 * ttl_us), 640);
+    }
 }

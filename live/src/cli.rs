@@ -235,6 +235,19 @@ fn bench(args: &LiveArgs) -> Result<u8, BadInput> {
                 floor * 100.0,
                 ceiling * 100.0
             );
+            let measured: Vec<u64> = rows.iter().filter(|row| row.store == store).filter_map(|row| row.recovery_us).collect();
+            let of = rows.iter().filter(|row| row.store == store).count();
+            let ttl_ms = crate::plan::LEASE_TTL_US as f64 / 1e3;
+            match measured.iter().max() {
+                Some(worst) => println!(
+                    "bench: {store}: recovery at worst {:.1} ms after the kill, {:.2} leases of {ttl_ms:.0} ms \
+                     ({} of {of} runs found the killed workers holding jobs)",
+                    *worst as f64 / 1e3,
+                    *worst as f64 / crate::plan::LEASE_TTL_US as f64,
+                    measured.len()
+                ),
+                None => println!("bench: {store}: recovery not measured: the killed workers held no job in any run"),
+            }
         }
     }
     println!("bench: figures in {}", path.display());
