@@ -10,7 +10,7 @@ use lease_core::{Bugs, Time};
 use lease_history::{Entry, Event, Node};
 use madsim::runtime::NodeHandle;
 use madsim::task::NodeId as SimNodeId;
-use madsim::time::{sleep, Instant};
+use madsim::time::sleep;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -25,7 +25,9 @@ pub(crate) struct Ctx {
     /// Batches served (one message, one transaction each), by kind ([`super::Events::BATCH_KINDS`]),
     /// and the requests they carried, for the event counts.
     pub(crate) batches: [[std::sync::atomic::AtomicU64; super::BATCH_KINDS]; 2],
-    pub(crate) start: Instant,
+    /// madsim's elapsed time when the world began: [`Ctx::now`] is madsim's elapsed time past it
+    /// (read as a `Duration`, not as an `Instant` added to and subtracted from again).
+    pub(crate) start: Duration,
     /// madsim's clock, read directly: a read through `Instant::now` takes madsim's `clock_gettime`
     /// override, which looks the runtime up in a thread-local and clones its handle every time.
     pub(crate) time: madsim::time::TimeHandle,
@@ -88,7 +90,7 @@ pub(crate) type JobMessage = (Node, Node, lease_history::MessageKind, bool, leas
 impl Ctx {
     /// Simulated time since the world began: the table's clock.
     pub fn now(&self) -> Time {
-        Time(self.time.now_instant().duration_since(self.start).as_micros() as u64)
+        Time(self.time.elapsed().saturating_sub(self.start).as_micros() as u64)
     }
 
     /// Sleeps `us` microseconds of simulated time, counting the timer.

@@ -230,7 +230,7 @@ fn run_world(params: Params) -> RunReport {
                 bugs,
                 timers,
                 batches: Default::default(),
-                start: time.now_instant(),
+                start: time.elapsed(),
                 time,
                 chaos,
                 state: Mutex::new(state),
