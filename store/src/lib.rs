@@ -81,7 +81,7 @@ mod sql;
 mod sql_store;
 mod sqlite;
 
-pub use crate::postgres::{enqueue_in, PostgresStore};
+pub use crate::postgres::{enqueue_batch_in, enqueue_in, PostgresStore};
 pub use caller::Caller;
 pub use host::{open, HostClock};
 pub use memory::MemoryStore;

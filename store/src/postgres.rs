@@ -1061,7 +1061,8 @@ impl SqlStore for PostgresStore {
 ///
 /// **The cost.** This takes the log's exclusive lock ([`schema::LOCK_LOG`]), as every enqueue
 /// does, and holds it until the caller's transaction ends: every other operation of the fleet
-/// waits meanwhile. Enqueue last, just before the commit.
+/// waits meanwhile. Enqueue last, just before the commit; many jobs at once with
+/// [`enqueue_batch_in`], which is this call's batch.
 pub async fn enqueue_in(
     tx: &tokio_postgres::Transaction<'_>,
     schema: &str,
@@ -1069,32 +1070,57 @@ pub async fn enqueue_in(
     job: JobId,
     payload: &[u8],
 ) -> Result<lease_core::Enqueued, StoreError> {
+    let mut answers = enqueue_batch_in(tx, schema, config, &[(job, payload)]).await?;
+    Ok(answers.pop().expect("a batch of one has one answer"))
+}
+
+/// Enqueues `jobs` (1 to `config.batch_max`, each with its payload) inside `tx`, as
+/// [`enqueue_in`] enqueues one, in one turn of the log's exclusive lock: a service that writes
+/// many rows in its transaction (an import, an order's lines) enqueues their jobs with them, or
+/// none of them. Each job is judged as its own enqueue at that moment
+/// ([`lease_core::LeaseTable::enqueue_batch`], as [`crate::TableStore::enqueue_batch`]): a known
+/// job, or one named earlier in the batch, is `Duplicate`; past the capacity a job is `Rejected`,
+/// and the jobs before it stay accepted; each gets its own history line. The answers come in the
+/// order of `jobs`.
+///
+/// An empty batch, one past `batch_max`, and a payload too large anywhere in it are refused
+/// before anything is read or written; so is everything [`enqueue_in`] refuses. The reads (which
+/// jobs are known, the backlog, the queue's end) go together once the lock is taken, and the
+/// writes together after the decision: a batch costs about the round trips of one enqueue.
+pub async fn enqueue_batch_in<P: AsRef<[u8]>>(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+    config: TableConfig,
+    jobs: &[(JobId, P)],
+) -> Result<Vec<lease_core::Enqueued>, StoreError> {
     config.validate()?;
     check_schema_name(schema)?;
-    crate::check_payload(job, payload)?;
+    crate::sql_store::check_batch(config, jobs.len())?;
+    for (job, payload) in jobs {
+        crate::check_payload(*job, payload.as_ref())?;
+    }
     let isolation: String = tx.query_one("SELECT current_setting('transaction_isolation')", &[]).await?.get(0);
     if isolation != "read committed" {
         return Err(StoreError::Isolation(isolation));
     }
     let saved: String = tx.query_one("SELECT current_setting('search_path')", &[]).await?.get(0);
     tx.query_one("SELECT set_config('search_path', $1, true)", &[&schema]).await?;
-    let answer = enqueue_in_schema(tx, schema, config, job, payload).await;
+    let answers = enqueue_in_schema(tx, schema, config, jobs).await;
     // The caller's search path again, whatever the answer (a database error has aborted the
     // caller's transaction anyway, and then this fails too: the first error is the one said).
     let restored = tx.query_one("SELECT set_config('search_path', $1, true)", &[&saved]).await;
-    let answer = answer?;
+    let answers = answers?;
     restored?;
-    Ok(answer)
+    Ok(answers)
 }
 
-/// [`enqueue_in`] once the search path names `schema`.
-async fn enqueue_in_schema(
+/// [`enqueue_batch_in`] once the search path names `schema`.
+async fn enqueue_in_schema<P: AsRef<[u8]>>(
     tx: &tokio_postgres::Transaction<'_>,
     schema: &str,
     config: TableConfig,
-    job: JobId,
-    payload: &[u8],
-) -> Result<lease_core::Enqueued, StoreError> {
+    jobs: &[(JobId, P)],
+) -> Result<Vec<lease_core::Enqueued>, StoreError> {
     let versioned: bool = tx.query_one("SELECT to_regclass('lease_schema') IS NOT NULL", &[]).await?.get(0);
     let version: Option<i64> = match versioned {
         true => tx.query_opt(schema::READ_VERSION, &[]).await?.map(|row| row.get(0)),
@@ -1104,24 +1130,27 @@ async fn enqueue_in_schema(
         return Err(StoreError::NotMigrated { schema: schema.to_string(), found: version, known: SCHEMA_VERSION });
     }
     tx.batch_execute(schema::LOCK_LOG).await?;
-    let id = int(job.0);
+    let ids: Vec<i64> = jobs.iter().map(|&(job, _)| int(job.0)).collect();
     let (clock, known, backlog, ends) = try_join4(
         tx.query_one(schema::SELECT_CLOCK, &[]),
-        tx.query_opt(schema::SELECT_KNOWN, &[&id]),
+        tx.query(schema::SELECT_KNOWN_ANY, &[&ids]),
         tx.query_one(schema::SELECT_BACKLOG, &[]),
         tx.query_one(schema::SELECT_QUEUE_ENDS, &[]),
     )
     .await?;
     let backlog = crate::sql::backlog_of(backlog.get(0))?;
-    let mut held = Held { known: known.is_some(), backlog, ends: (ends.get(0), ends.get(1)), writes: Vec::new() };
+    let known = known.iter().map(|row| JobId(row.get::<_, i64>(0) as u64)).collect();
+    let mut held = Held { known, backlog, ends: (ends.get(0), ends.get(1)), writes: Vec::new() };
     let (rules, caller) = (Rules { config, bugs: Bugs::NONE }, crate::Caller::default());
     let now = Time(clock.get::<_, i64>(0) as u64);
-    let answer = Op { rules: &rules, caller: &caller, last_now: now, now }.enqueue(&mut held, job, payload)?;
-    for statement in held.writes.into_iter().map(Write::alone) {
-        let params: Vec<&(dyn ToSql + Sync)> = statement.params.iter().map(|param| &**param as _).collect();
-        tx.execute(statement.sql, &params).await?;
-    }
-    Ok(answer)
+    let answers = Op { rules: &rules, caller: &caller, last_now: now, now }.enqueue_batch(&mut held, jobs)?;
+    // Sent together (pipelined on the caller's connection, run in order): the jobs' rows and
+    // payloads, the lines in one statement, the backlog's change last.
+    let statements = statements(held.writes);
+    let params: Vec<Vec<&(dyn ToSql + Sync)>> =
+        statements.iter().map(|statement| statement.params.iter().map(|param| &**param as _).collect()).collect();
+    try_join_all(statements.iter().zip(&params).map(|(statement, params)| tx.execute(statement.sql, params))).await?;
+    Ok(answers)
 }
 
 /// Refuses a schema name that is not lowercase letters, digits and underscores: it is spliced
@@ -1135,10 +1164,11 @@ fn check_schema_name(name: &str) -> Result<(), StoreError> {
 }
 
 /// The statements of an enqueue in a caller's transaction: its three reads made before the
-/// decision, its writes held until it is made (as [`PgTx`] holds them), then sent on the
-/// caller's transaction. An enqueue reads and writes nothing else.
+/// decision (the jobs already known, the backlog, the queue's ends), its writes held until it is
+/// made (as [`PgTx`] holds them), then sent on the caller's transaction. An enqueue reads and
+/// writes nothing else.
 struct Held {
-    known: bool,
+    known: BTreeSet<JobId>,
     backlog: usize,
     ends: (i64, i64),
     writes: Vec<Write>,
@@ -1155,8 +1185,8 @@ impl Tx for Held {
         Err(Held::outside("a job's row"))
     }
 
-    fn known(&mut self, _: JobId) -> Result<bool, StoreError> {
-        Ok(self.known)
+    fn known(&mut self, job: JobId) -> Result<bool, StoreError> {
+        Ok(self.known.contains(&job))
     }
 
     fn head(&mut self) -> Result<Option<Row>, StoreError> {
