@@ -54,6 +54,8 @@ pub struct Row {
     /// The recovery run's burst: `jobs`, or more when the fleet would have served `jobs` before
     /// the kill ([`recovery_jobs`]).
     pub recovery_jobs: u64,
+    /// Where the recovery's time went ([`Recovery`]; `None` when the killed workers held none).
+    pub recovery_steps: Option<Recovery>,
     /// The baseline's jobs per second.
     pub baseline_jobs_per_s: f64,
     /// The baseline's p50.
@@ -97,6 +99,72 @@ impl Row {
     pub fn floor_of_batched(&self) -> f64 {
         self.floor_jobs_per_s / self.batched_baseline_jobs_per_s.max(f64::MIN_POSITIVE)
     }
+}
+
+/// Where a recovery's time went, each time from the kill: the jobs the killed workers held
+/// expire (a lease outlives its holder by up to a ttl), the reclaimer fences them one at a time,
+/// and each then ends (requeued and run by a survivor, or its recorded output adopted).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Recovery {
+    /// Jobs the killed workers held at the kill.
+    pub held: u64,
+    /// Of them, fenced by a reclaimer after the kill.
+    pub fenced: u64,
+    /// The first of their leases' expiries.
+    pub first_expiry_us: u64,
+    /// The last of their leases' expiries.
+    pub last_expiry_us: u64,
+    /// The first fence.
+    pub first_fence_us: u64,
+    /// The last fence.
+    pub last_fence_us: u64,
+    /// The reclaim's pace: from the first fence to the last, per lease after the first.
+    pub us_per_lease: f64,
+}
+
+impl Recovery {
+    /// One line for an operator: where the recovery's time went.
+    pub fn line(&self, recovery_us: u64) -> String {
+        let s = |us: u64| us as f64 / 1e6;
+        format!(
+            "{} jobs held at the kill; their leases expired {:.2} to {:.2} s after it; {} fenced from {:.2} to {:.2} s \
+             ({:.2} ms a lease, one at a time); the last ended {:.2} s after the kill",
+            self.held,
+            s(self.first_expiry_us),
+            s(self.last_expiry_us),
+            self.fenced,
+            s(self.first_fence_us),
+            s(self.last_fence_us),
+            self.us_per_lease / 1e3,
+            s(recovery_us),
+        )
+    }
+}
+
+/// Where the recovery went, from a recovery run's history: the kill at `killed_at`, the jobs the
+/// killed workers held then.
+fn recovery_steps(entries: &[lease_history::Entry], killed_at: u64, held: &[u64]) -> Option<Recovery> {
+    let held_set: std::collections::BTreeSet<u64> = held.iter().copied().collect();
+    let (mut expiries, mut fences) = (Vec::new(), Vec::new());
+    for entry in entries.iter().filter(|entry| entry.t_us >= killed_at) {
+        if let Event::Reclaimed { job, expires_at_us, .. } = &entry.event {
+            if held_set.contains(&job.0) {
+                expiries.push(expires_at_us.saturating_sub(killed_at));
+                fences.push(entry.t_us - killed_at);
+            }
+        }
+    }
+    let (first_fence_us, last_fence_us) = (*fences.iter().min()?, *fences.iter().max()?);
+    let steps = (fences.len() as f64 - 1.0).max(1.0);
+    Some(Recovery {
+        held: held_set.len() as u64,
+        fenced: fences.len() as u64,
+        first_expiry_us: expiries.iter().copied().min().unwrap_or(0),
+        last_expiry_us: expiries.iter().copied().max().unwrap_or(0),
+        first_fence_us,
+        last_fence_us,
+        us_per_lease: (last_fence_us - first_fence_us) as f64 / steps,
+    })
 }
 
 /// Throughput and delays of one drained burst.
@@ -181,7 +249,7 @@ fn ours(
     out: &Path,
     kill: bool,
     fleet: Fleet,
-) -> Result<(Figures, Option<u64>), Failure> {
+) -> Result<(Figures, Option<(u64, Option<Recovery>)>), Failure> {
     let shape = Shape {
         seed: 1,
         workers,
@@ -234,8 +302,10 @@ fn ours(
     let mut delays: Vec<u64> =
         ended.iter().filter_map(|(job, end)| arrived.get(job).map(|start| end.saturating_sub(*start))).collect();
     // None when the killed workers held no job at the kill (between jobs): nothing to recover.
-    let recovery = killed_at
-        .and_then(|at| held_at_kill.iter().filter_map(|job| ended.get(job)).map(|end| end.saturating_sub(at)).max());
+    let recovery = killed_at.and_then(|at| {
+        let us = held_at_kill.iter().filter_map(|job| ended.get(job)).map(|end| end.saturating_sub(at)).max()?;
+        Some((us, recovery_steps(&entries, at, &held_at_kill)))
+    });
     Ok((figures(&mut delays, first_us, last_us), recovery))
 }
 
@@ -504,7 +574,8 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
             let dir = out.join(format!("{name}-{workers}"));
             let (run, _) = ours(store, workers, jobs, &dir.join("throughput"), false, fleet)?;
             let recovery_jobs = recovery_jobs(jobs, workers, fleet.slots, crate::plan::LEASE_TTL_US);
-            let (_, recovery_us) = ours(store, workers, recovery_jobs, &dir.join("recovery"), true, fleet)?;
+            let (_, recovery) = ours(store, workers, recovery_jobs, &dir.join("recovery"), true, fleet)?;
+            let (recovery_us, recovery_steps) = (recovery.map(|(us, _)| us), recovery.and_then(|(_, steps)| steps));
             let base = baseline(store, workers, jobs, &dir, 1)?;
             let batched = baseline(store, workers, jobs, &dir, fleet.batch.max(2))?;
             let floor = crate::floor::floor(store, workers, jobs, &dir, fleet.batch)?;
@@ -517,6 +588,7 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
                 p99_us: run.p99_us,
                 recovery_us,
                 recovery_jobs,
+                recovery_steps,
                 baseline_jobs_per_s: base.jobs_per_s,
                 baseline_p50_us: base.p50_us,
                 baseline_p99_us: base.p99_us,
@@ -527,6 +599,9 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
                 linger_us: fleet.linger_us,
             };
             println!("{}", line(&row));
+            if let (Some(us), Some(steps)) = (row.recovery_us, row.recovery_steps) {
+                println!("  recovery: {}", steps.line(us));
+            }
             rows.push(row);
         }
     }
@@ -563,7 +638,47 @@ pub fn line(row: &Row) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::recovery_jobs;
+    use super::{recovery_jobs, recovery_steps};
+    use lease_core::{BatchId, Epoch, JobId, ReclaimerId};
+    use lease_history::{Entry, Event, Node};
+
+    fn fence(t_us: u64, job: u64, expires_at_us: u64) -> Entry {
+        let batch = BatchId { reclaimer: ReclaimerId(0), seq: 1 };
+        let (epoch, new_epoch, reclaimer) = (Epoch(1), Epoch(2), Node::Reclaimer(0));
+        let event = Event::Reclaimed {
+            job: JobId(job),
+            epoch,
+            expires_at_us,
+            new_epoch,
+            new_expires_at_us: t_us,
+            reclaimer,
+            batch,
+        };
+        Entry { t_us, node: Node::Table, event }
+    }
+
+    // Proves the recovery's steps are read from the history, from the kill: the held jobs' fences
+    // after it (a fence before the kill, and one of a job the killed workers did not hold, are
+    // not theirs), their leases' expiries, and the pace from the first fence to the last. None
+    // when no held job was fenced.
+    #[test]
+    fn the_recovery_steps_are_the_held_jobs_expiries_and_fences() {
+        let kill = 1_000;
+        let history = [
+            fence(500, 1, 400),
+            fence(2_000, 2, 1_800),
+            fence(2_500, 3, 1_900),
+            fence(3_000, 9, 1_950),
+            fence(4_000, 4, 1_990),
+        ];
+        let steps = recovery_steps(&history, kill, &[1, 2, 3, 4, 5]).expect("fences of held jobs");
+        assert_eq!((steps.held, steps.fenced), (5, 3));
+        assert_eq!((steps.first_expiry_us, steps.last_expiry_us), (800, 990));
+        assert_eq!((steps.first_fence_us, steps.last_fence_us), (1_000, 3_000));
+        assert_eq!(steps.us_per_lease, 1_000.0);
+        assert!(steps.line(3_500).contains("5 jobs held at the kill"), "{}", steps.line(3_500));
+        assert_eq!(recovery_steps(&history, kill, &[7]), None);
+    }
 
     // The recovery run's burst keeps the workers left after the kill busy for a second at a
     // handler of a tenth of the lease: it grows where the fleet is wide (8 processes of 64 slots

@@ -235,7 +235,8 @@ fn bench(args: &LiveArgs) -> Result<u8, BadInput> {
                 floor * 100.0,
                 ceiling * 100.0
             );
-            let measured: Vec<u64> = rows.iter().filter(|row| row.store == store).filter_map(|row| row.recovery_us).collect();
+            let measured: Vec<u64> =
+                rows.iter().filter(|row| row.store == store).filter_map(|row| row.recovery_us).collect();
             let of = rows.iter().filter(|row| row.store == store).count();
             let ttl_ms = crate::plan::LEASE_TTL_US as f64 / 1e3;
             match measured.iter().max() {

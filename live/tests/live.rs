@@ -197,8 +197,9 @@ fn a_live_run_of_batching_multi_slot_workers_holds() {
 // Proves the short bench measures what it says: 100 jobs, 2 worker processes of 4 slots in
 // batches of 4 waiting up to 2 ms to fill, on each store it reaches. Every row of bench.json keeps the keys of before and
 // adds the batched baseline and the write floor; each throughput is positive (the floor's only
-// once it ended every job and wrote every line: it fails the bench otherwise), and the recovery
-// run's kill lands mid-burst on at least one store (a recovery time, not none).
+// once it ended every job and wrote every line: it fails the bench otherwise); the recovery
+// run's burst is at least the throughput run's, and where the killed workers held jobs, its
+// steps (their expiries and fences) are in order and within the recovery.
 #[test]
 fn the_short_bench_measures_both_baselines_and_recovery() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -229,6 +230,15 @@ fn the_short_bench_measures_both_baselines_and_recovery() {
             (row["workers"].as_u64(), row["slots"].as_u64(), row["batch"].as_u64(), row["linger_us"].as_u64()),
             (Some(2), Some(4), Some(4), Some(2_000))
         );
+        assert!(row["recovery_jobs"].as_u64() >= row["jobs"].as_u64(), "the recovery burst: {row}");
+        // Where the recovery went: the held jobs fenced (at most all of them), in time order,
+        // each fence before the recovery's end.
+        if let (Some(steps), Some(us)) = (row["recovery_steps"].as_object(), row["recovery_us"].as_u64()) {
+            let at = |key: &str| steps[key].as_u64().unwrap_or_else(|| panic!("{key}: {row}"));
+            assert!(at("fenced") <= at("held") && at("fenced") > 0, "{row}");
+            assert!(at("first_fence_us") <= at("last_fence_us") && at("last_fence_us") <= us, "{row}");
+            assert!(at("first_expiry_us") <= at("last_expiry_us"), "{row}");
+        }
     }
     let _ = std::fs::remove_dir_all(&out);
 }
