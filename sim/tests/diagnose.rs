@@ -100,7 +100,12 @@ fn the_command_line_writes_three_files_and_refuses_bad_input() {
     }
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("b/report.json")).unwrap()).unwrap();
     assert_eq!(json["incidents"][0]["verdict"]["cause"], "workers");
-    assert_eq!(json["report_version"], 2);
+    assert_eq!(json["report_version"], 3);
+    // What the reclaimers did in the incident: crash-loop's reclaimer fences the crashed
+    // workers' leases, each after it expired.
+    let reclaims = &json["incidents"][0]["reclaims"];
+    assert!(reclaims["leases"].as_u64().is_some_and(|n| n > 0), "{reclaims}");
+    assert!(reclaims["late_p50_us"].as_u64() <= reclaims["late_max_us"].as_u64(), "{reclaims}");
     let text = std::fs::read_to_string(&history).unwrap();
     let entries = parse_jsonl(&text).unwrap();
     let (code, stdout, _) = run(&["diagnose", history.to_str().unwrap()]);

@@ -123,6 +123,52 @@ pub struct Integrity {
     pub unfinished: u64,
 }
 
+/// The reclaimers' work in an incident: the leases they fenced, how fast, and how long after
+/// expiry. A recovery that waits on them shows here: leases fenced long after they expired (the
+/// reclaimers were down, cut off, or behind), or one at a time at the store's pace.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Reclaims {
+    /// Leases fenced (`reclaimed` lines) in the incident.
+    pub leases: u64,
+    /// The reclaimers that fenced them.
+    pub reclaimers: u64,
+    /// The first fence, µs (`None`: none).
+    pub first_us: Option<u64>,
+    /// The last fence, µs.
+    pub last_us: Option<u64>,
+    /// From the first fence to the last, per lease after the first, µs (`None`: fewer than two).
+    pub us_per_lease: Option<f64>,
+    /// How long after its expiry a lease was fenced: the median, µs.
+    pub late_p50_us: Option<u64>,
+    /// ... and the longest, µs.
+    pub late_max_us: Option<u64>,
+    /// Fences refused (`lost_race`, `not_expired`): another reclaimer or the holder came first.
+    pub lost: u64,
+}
+
+/// The reclaimers' work from `from_us` to `to_us`.
+fn reclaims(series: &Series, from_us: u64, to_us: u64) -> Reclaims {
+    let fences: Vec<_> = series.fences.iter().filter(|fence| (from_us..to_us).contains(&fence.at_us)).collect();
+    let mut late: Vec<u64> = fences.iter().map(|fence| fence.late_us).collect();
+    late.sort_unstable();
+    let reclaimers: std::collections::BTreeSet<_> = fences.iter().map(|fence| fence.reclaimer).collect();
+    let (first_us, last_us) = (fences.first().map(|f| f.at_us), fences.last().map(|f| f.at_us));
+    let us_per_lease = match (first_us, last_us) {
+        (Some(first), Some(last)) if fences.len() >= 2 => Some((last - first) as f64 / (fences.len() - 1) as f64),
+        _ => None,
+    };
+    Reclaims {
+        leases: fences.len() as u64,
+        reclaimers: reclaimers.len() as u64,
+        first_us,
+        last_us,
+        us_per_lease,
+        late_p50_us: late.get(late.len() / 2).copied(),
+        late_max_us: late.last().copied(),
+        lost: series.fences_lost.iter().filter(|&&at| (from_us..to_us).contains(&at)).count() as u64,
+    }
+}
+
 /// A job that ended badly, and its attempts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Ended {
@@ -187,6 +233,8 @@ pub struct Incident {
     pub rejections: u64,
     /// Outcomes of the jobs that ended in it.
     pub integrity: Integrity,
+    /// What the reclaimers did in it.
+    pub reclaims: Reclaims,
     /// The end of the last fault window that overlapped it, µs, if the history names one.
     pub fault_end_us: Option<u64>,
     /// From that end (or the peak, when there is none) to the end of the incident, µs.
@@ -456,6 +504,7 @@ fn incident(series: &Series, baseline: &Baseline, ttl_us: u64, first: usize, las
         waited_over_ttl,
         rejections: windows[first..=last].iter().map(|w| w.rejections).sum(),
         integrity: integrity(series, from_us, to_us),
+        reclaims: reclaims(series, from_us, to_us),
         fault_end_us,
         recovery_us,
         drain_rate: drained as f64 * 1e6 / drain_time as f64,

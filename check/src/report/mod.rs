@@ -26,7 +26,8 @@ use serde::Serialize;
 
 /// The report's format version, in `report.json`. 2: `origin_us`, and every time counts from the
 /// history's first line; incidents and the report count `rejections`; Little's law says `why`.
-pub const REPORT_VERSION: u32 = 2;
+/// 3: each incident's `reclaims`.
+pub const REPORT_VERSION: u32 = 3;
 
 /// A history that cannot be reported on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

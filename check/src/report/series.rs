@@ -126,6 +126,21 @@ pub struct Series {
     pub effects: BTreeMap<(JobId, u32), u32>,
     /// Adoptions.
     pub adoptions: Vec<(u64, JobId)>,
+    /// Every lease a reclaimer fenced: when, how long after the lease had expired, and by whom.
+    pub fences: Vec<Fence>,
+    /// When a reclaimer's fence was refused (`lost_race`, `not_expired`).
+    pub fences_lost: Vec<u64>,
+}
+
+/// A lease a reclaimer fenced (a `reclaimed` line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    /// When, µs from the history's first line.
+    pub at_us: u64,
+    /// How long after the lease's expiry (by the table's clock), µs.
+    pub late_us: u64,
+    /// The reclaimer.
+    pub reclaimer: Node,
 }
 
 /// Why a worker is not live: crashed, paused, cut off (counted, since windows can overlap).
@@ -318,6 +333,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
     let mut granted: BTreeMap<(JobId, u64), (Node, u64)> = BTreeMap::new();
     let mut effects: BTreeMap<(JobId, u32), u32> = BTreeMap::new();
     let mut adoptions = Vec::new();
+    let (mut fences, mut fences_lost) = (Vec::new(), Vec::new());
     let mut faults = Vec::new();
     let mut open: OpenFaults = BTreeMap::new();
     let mut mismatches = Vec::new();
@@ -360,7 +376,9 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                     job.grants += 1;
                 }
             }
-            Event::Reclaimed { job, .. } => {
+            Event::Reclaimed { job, expires_at_us, reclaimer, .. } => {
+                let late_us = entry.t_us.saturating_sub(*expires_at_us);
+                fences.push(Fence { at_us: t, late_us, reclaimer: *reclaimer });
                 pass.open.reclaims += 1;
                 pass.leased.insert(*job);
                 if let Some(job) = jobs.get_mut(job) {
@@ -419,6 +437,7 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
                 }
             }
             Event::Adopted { job, .. } => adoptions.push((t, *job)),
+            Event::LostRace { .. } | Event::NotExpired { .. } => fences_lost.push(t),
             Event::Abandoned { job, why, .. } => {
                 if let Some(job) = jobs.get_mut(job) {
                     *job.abandoned.entry(why.name()).or_default() += 1;
@@ -530,6 +549,8 @@ pub fn read(entries: &[Entry], window_us: u64) -> Result<Series, ReportError> {
         backlog_mismatches: mismatches,
         effects,
         adoptions,
+        fences,
+        fences_lost,
     })
 }
 

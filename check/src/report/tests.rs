@@ -3,7 +3,7 @@
 
 use super::{Cause, Report};
 use crate::fixtures::crash_after_effect_story;
-use lease_core::{Epoch, JobId, OpId, OutputId};
+use lease_core::{BatchId, Epoch, JobId, OpId, OutputId, ReclaimerId};
 use lease_history::{Entry, Event, Node, OutcomeKind, Point};
 
 /// A queue served first come, first served by `workers`, for the synthetic histories: jobs arrive
@@ -270,4 +270,63 @@ fn rejections_open_an_incident_and_are_counted() {
     assert_eq!(report.incidents[0].rejections, 3);
     assert!(report.incidents[0].from_us <= entries[at].t_us && entries[at].t_us < report.incidents[0].to_us);
     assert!(super::text::render(&report).contains("3 turned away (queue full)"));
+}
+
+// Proves an incident says what the reclaimers did in it: the leases fenced inside it (a fence
+// before it is not its), by how many reclaimers, over how long, how late after each lease's
+// expiry (median and longest), and the fences lost to a race; and that the text says so.
+#[test]
+fn an_incident_counts_its_reclaims_and_how_late_they_came() {
+    let mut crashes = calm();
+    crashes.down = (1..4).map(|w| (w, FAULT.start, FAULT.end)).collect();
+    let mut entries = crashes.history();
+    let batch = |n: u32| BatchId { reclaimer: ReclaimerId(n), seq: 1 };
+    let fence = |t_us: u64, job: u64, late_us: u64, n: u32| Entry {
+        t_us,
+        node: Node::Table,
+        event: Event::Reclaimed {
+            job: JobId(job),
+            epoch: Epoch(1),
+            expires_at_us: t_us - late_us,
+            new_epoch: Epoch(2),
+            new_expires_at_us: t_us + TTL_US,
+            reclaimer: Node::Reclaimer(n),
+            batch: batch(n),
+        },
+    };
+    let lost = |t_us: u64, job: u64| Entry {
+        t_us,
+        node: Node::Table,
+        event: Event::LostRace { job: JobId(job), expected: Epoch(1), current: Epoch(2), batch: batch(1) },
+    };
+    let start = FAULT.start + 100_000;
+    let added = [
+        fence(500_000, 1, 10_000, 0),
+        fence(start, 2, 30_000, 0),
+        fence(start + 10_000, 3, 50_000, 1),
+        lost(start + 15_000, 3),
+        fence(start + 40_000, 4, 90_000, 0),
+    ];
+    for entry in added {
+        let at = entries.iter().position(|line| line.t_us > entry.t_us).unwrap_or(entries.len());
+        entries.insert(at, entry);
+    }
+    let report = Report::of(&entries, None).unwrap();
+    let incident = &report.incidents[0];
+    assert!(incident.from_us > 500_000 && incident.from_us <= start, "{incident:?}");
+    let reclaims = &incident.reclaims;
+    assert_eq!((reclaims.leases, reclaims.reclaimers, reclaims.lost), (3, 2, 1), "{reclaims:?}");
+    assert_eq!((reclaims.first_us, reclaims.last_us), (Some(start), Some(start + 40_000)));
+    assert_eq!((reclaims.late_p50_us, reclaims.late_max_us), (Some(50_000), Some(90_000)));
+    assert_eq!(reclaims.us_per_lease, Some(20_000.0));
+    let text = super::text::render(&report);
+    assert!(
+        text.contains("reclaim: 3 leases fenced by 2 reclaimers in 0.040 s")
+            && text.contains("50.0 ms after expiry at the median (90.0 ms at most); 1 fences lost"),
+        "{text}"
+    );
+    // Without any reclaim, the incident says so.
+    let report = Report::of(&crashes.history(), None).unwrap();
+    assert_eq!(report.incidents[0].reclaims.leases, 0);
+    assert!(super::text::render(&report).contains("reclaim: no lease fenced; 0 fences lost to a race"));
 }

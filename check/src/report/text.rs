@@ -123,6 +123,7 @@ pub fn render(report: &Report) -> String {
         for ended in i.dead_lettered.iter().chain(&i.quarantined).take(5) {
             let _ = writeln!(out, "    j{} at {}: {}", ended.job, s(ended.at_us), ended.reason);
         }
+        let _ = writeln!(out, "  {}", reclaim_line(&incident.reclaims));
         match (incident.recovery_us, incident.fault_end_us) {
             (Some(_), Some(end)) if end >= incident.to_us => {
                 let _ = writeln!(
@@ -207,4 +208,27 @@ pub fn render(report: &Report) -> String {
         }
     );
     out
+}
+
+/// The reclaimers' work in an incident, in one line: how many leases, over how long, and how late
+/// after their expiry (the figure that says whether the reclaimers kept up).
+fn reclaim_line(r: &super::diagnose::Reclaims) -> String {
+    let ms = |us: u64| format!("{:.1} ms", us as f64 / 1e3);
+    let (Some(first), Some(last), Some(late_p50), Some(late_max)) =
+        (r.first_us, r.last_us, r.late_p50_us, r.late_max_us)
+    else {
+        return format!("reclaim: no lease fenced; {} fences lost to a race", r.lost);
+    };
+    let by = if r.reclaimers == 1 { "1 reclaimer".to_string() } else { format!("{} reclaimers", r.reclaimers) };
+    format!(
+        "reclaim: {} leases fenced by {by} in {:.3} s ({:.3} s to {:.3} s), {} after expiry at the median ({} at most); \
+         {} fences lost to a race",
+        r.leases,
+        (last - first) as f64 / 1e6,
+        first as f64 / 1e6,
+        last as f64 / 1e6,
+        ms(late_p50),
+        ms(late_max),
+        r.lost
+    )
 }
