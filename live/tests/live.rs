@@ -214,6 +214,11 @@ fn the_short_bench_measures_both_baselines_and_recovery() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(output.status.code(), Some(0), "the bench failed");
+    // The summary says, per store, the worst recovery in leases, or that none was measured.
+    assert!(
+        stdout.lines().any(|line| line.starts_with("bench: sqlite: recovery")),
+        "no recovery summary for sqlite: {stdout}"
+    );
     let text = std::fs::read_to_string(out.join("bench.json")).expect("bench.json");
     let rows: Vec<serde_json::Value> = serde_json::from_str(&text).expect("bench.json parses");
     assert!(!rows.is_empty(), "no row");
