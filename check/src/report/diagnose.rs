@@ -250,6 +250,7 @@ pub struct Diagnosis {
     pub(super) delay: Spread,
     pub(super) waited_over_ttl: u64,
     pub(super) integrity: Integrity,
+    pub(super) reclaims: Reclaims,
     pub(super) little: Little,
 }
 
@@ -278,6 +279,7 @@ pub fn diagnose(series: &Series, ttl_us: u64) -> Diagnosis {
     Diagnosis {
         little: little(series, &steady),
         integrity: integrity(series, 0, u64::MAX),
+        reclaims: reclaims(series, 0, u64::MAX),
         baseline,
         incidents,
         delay,

@@ -26,7 +26,7 @@ use serde::Serialize;
 
 /// The report's format version, in `report.json`. 2: `origin_us`, and every time counts from the
 /// history's first line; incidents and the report count `rejections`; Little's law says `why`.
-/// 3: each incident's `reclaims`.
+/// 3: `reclaims`, over the whole history and for each incident.
 pub const REPORT_VERSION: u32 = 3;
 
 /// A history that cannot be reported on.
@@ -101,6 +101,8 @@ pub struct Report {
     pub rejections: u64,
     /// Outcomes over the whole history.
     pub integrity: diagnose::Integrity,
+    /// What the reclaimers did over the whole history.
+    pub reclaims: diagnose::Reclaims,
     /// Little's law over the steady windows, and the report's own bookkeeping.
     pub little: Little,
     /// The fault windows the history's lines name.
@@ -135,6 +137,7 @@ impl Report {
             waited_over_ttl: diagnosis.waited_over_ttl,
             rejections: series.windows.iter().map(|w| w.rejections).sum(),
             integrity: diagnosis.integrity,
+            reclaims: diagnosis.reclaims,
             little: diagnosis.little,
             faults: series.faults,
             windows: series.windows,

@@ -273,7 +273,7 @@ fn rejections_open_an_incident_and_are_counted() {
 }
 
 // Proves an incident says what the reclaimers did in it: the leases fenced inside it (a fence
-// before it is not its), by how many reclaimers, over how long, how late after each lease's
+// before it is not its, though the whole history's figure counts it), by how many reclaimers, over how long, how late after each lease's
 // expiry (median and longest), and the fences lost to a race; and that the text says so.
 #[test]
 fn an_incident_counts_its_reclaims_and_how_late_they_came() {
@@ -319,6 +319,8 @@ fn an_incident_counts_its_reclaims_and_how_late_they_came() {
     assert_eq!((reclaims.first_us, reclaims.last_us), (Some(start), Some(start + 40_000)));
     assert_eq!((reclaims.late_p50_us, reclaims.late_max_us), (Some(50_000), Some(90_000)));
     assert_eq!(reclaims.us_per_lease, Some(20_000.0));
+    // Over the whole history, the fence before the incident counts too.
+    assert_eq!((report.reclaims.leases, report.reclaims.first_us, report.reclaims.lost), (4, Some(500_000), 1));
     let text = super::text::render(&report);
     assert!(
         text.contains("reclaim: 3 leases fenced by 2 reclaimers in 0.040 s")

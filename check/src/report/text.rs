@@ -174,6 +174,7 @@ pub fn render(report: &Report) -> String {
         i.quarantined.len(),
         i.unfinished
     );
+    let _ = writeln!(out, "{}", reclaim_line(&report.reclaims));
     let l = &report.little;
     if l.windows == 0 {
         let _ = writeln!(out, "Little's law: no steady windows to judge it over");
