@@ -186,10 +186,16 @@ fn a_batch_in_the_callers_transaction_that_cannot_be_taken_is_refused_whole() {
         let tx = client.transaction().await.unwrap();
         let none: [(JobId, &[u8]); 0] = [];
         let refused = enqueue_batch_in(&tx, &schema, config(), &none).await;
-        assert!(matches!(refused, Err(StoreError::Table(lease_core::TableError::BatchSize { asked: 0, max: 4 }))), "{refused:?}");
+        assert!(
+            matches!(refused, Err(StoreError::Table(lease_core::TableError::BatchSize { asked: 0, max: 4 }))),
+            "{refused:?}"
+        );
         let five: Vec<(JobId, Vec<u8>)> = (1..=5).map(|job| (JobId(job), Vec::new())).collect();
         let refused = enqueue_batch_in(&tx, &schema, config(), &five).await;
-        assert!(matches!(refused, Err(StoreError::Table(lease_core::TableError::BatchSize { asked: 5, max: 4 }))), "{refused:?}");
+        assert!(
+            matches!(refused, Err(StoreError::Table(lease_core::TableError::BatchSize { asked: 5, max: 4 }))),
+            "{refused:?}"
+        );
         let large = vec![0u8; PAYLOAD_MAX + 1];
         let refused = enqueue_batch_in(&tx, &schema, config(), &[(JobId(1), Vec::new()), (JobId(2), large)]).await;
         assert!(matches!(refused, Err(StoreError::PayloadTooLarge { job: JobId(2), .. })), "{refused:?}");
