@@ -7,7 +7,7 @@
 //! snapshot; a change to the report or the picture does.
 
 use lease_check::figures::Spread;
-use lease_check::report::diagnose::{Integrity, Terms};
+use lease_check::report::diagnose::{Integrity, Reclaims, Terms};
 use lease_check::report::{svg, Attribution, Cause, FaultSpan, Incident, Report};
 use lease_history::parse_jsonl;
 
@@ -59,6 +59,7 @@ fn incident(from_us: u64, to_us: u64, cause: Cause) -> Incident {
         waited_over_ttl: 0,
         rejections: 0,
         integrity: Integrity::default(),
+        reclaims: Reclaims::default(),
         fault_end_us: None,
         recovery_us: None,
         drain_rate: 0.0,
