@@ -149,8 +149,8 @@ pub struct Reclaims {
 /// The reclaimers' work from `from_us` to `to_us`.
 fn reclaims(series: &Series, from_us: u64, to_us: u64) -> Reclaims {
     let fences: Vec<_> = series.fences.iter().filter(|fence| (from_us..to_us).contains(&fence.at_us)).collect();
-    let mut late: Vec<u64> = fences.iter().map(|fence| fence.late_us).collect();
-    late.sort_unstable();
+    // The lateness's median as every median of the report (`Spread`).
+    let late = Spread::of(fences.iter().map(|fence| fence.late_us).collect());
     let reclaimers: std::collections::BTreeSet<_> = fences.iter().map(|fence| fence.reclaimer).collect();
     let (first_us, last_us) = (fences.first().map(|f| f.at_us), fences.last().map(|f| f.at_us));
     let us_per_lease = match (first_us, last_us) {
@@ -163,8 +163,8 @@ fn reclaims(series: &Series, from_us: u64, to_us: u64) -> Reclaims {
         first_us,
         last_us,
         us_per_lease,
-        late_p50_us: late.get(late.len() / 2).copied(),
-        late_max_us: late.last().copied(),
+        late_p50_us: (late.count > 0).then_some(late.p50_us),
+        late_max_us: (late.count > 0).then_some(late.max_us),
         lost: series.fences_lost.iter().filter(|&&at| (from_us..to_us).contains(&at)).count() as u64,
     }
 }
