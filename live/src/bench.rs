@@ -202,8 +202,7 @@ fn burst(plan: &mut LivePlan, jobs: u64, kill: bool, fleet: Fleet) {
     // the whole fleet, the burst outlasted the lease by half a second once it arrived in batches,
     // and the reclaimed jobs waited at the back of a queue still hundreds long, which is the
     // burst's size and not the recovery's speed.
-    let killed = if kill { killed(plan.workers) } else { 0 };
-    let in_flight = u64::from(plan.workers.saturating_sub(killed).max(1)) * u64::from(fleet.slots);
+    let in_flight = survivor_slots(plan.workers, fleet.slots);
     let latency_us = if kill { (1_000_000 * in_flight / jobs.max(1)).min(plan.lease_ttl_us / 10) } else { 0 };
     plan.dependency.latency_min_us = latency_us;
     plan.dependency.latency_max_us = latency_us;
@@ -211,7 +210,7 @@ fn burst(plan: &mut LivePlan, jobs: u64, kill: bool, fleet: Fleet) {
     plan.surge = None;
     plan.strikes.clear();
     if kill {
-        plan.strikes = (0..killed)
+        plan.strikes = (0..killed(plan.workers))
             .map(|index| SignalStrike {
                 at_us: 250_000,
                 kind: FaultKind::Kill,
@@ -229,6 +228,11 @@ fn killed(workers: u32) -> u32 {
     (workers / 2).max(1)
 }
 
+/// The slots of the worker processes the kill leaves (at least one process's, when it kills all).
+fn survivor_slots(workers: u32, slots: u32) -> u64 {
+    u64::from(workers.saturating_sub(killed(workers)).max(1)) * u64::from(slots)
+}
+
 /// The recovery run's burst: `jobs`, or more when the workers left after the kill, each slot's
 /// job taking a tenth of a lease `ttl_us` (the handler's longest), would serve `jobs` in less
 /// than a second. Then the whole fleet would have served them all before the kill at 250 ms,
@@ -236,9 +240,8 @@ fn killed(workers: u32) -> u32 {
 /// slots did: 512 slots and a 100 ms handler). The burst grows instead of the handler, so that a
 /// reclaimed job's second run stays a tenth of a lease and the recovery measures the reclaim.
 pub fn recovery_jobs(jobs: u64, workers: u32, slots: u32, ttl_us: u64) -> u64 {
-    let survivors = u64::from(workers.saturating_sub(killed(workers)).max(1)) * u64::from(slots);
     let handler_us = (ttl_us / 10).max(1);
-    jobs.max(survivors.saturating_mul(1_000_000).div_ceil(handler_us))
+    jobs.max(survivor_slots(workers, slots).saturating_mul(1_000_000).div_ceil(handler_us))
 }
 
 /// Runs ours (and, with `kill`, the recovery run) and reads its figures from the history.
@@ -249,7 +252,7 @@ fn ours(
     out: &Path,
     kill: bool,
     fleet: Fleet,
-) -> Result<(Figures, Option<(u64, Option<Recovery>)>), Failure> {
+) -> Result<(Figures, Option<u64>, Option<Recovery>), Failure> {
     let shape = Shape {
         seed: 1,
         workers,
@@ -302,11 +305,10 @@ fn ours(
     let mut delays: Vec<u64> =
         ended.iter().filter_map(|(job, end)| arrived.get(job).map(|start| end.saturating_sub(*start))).collect();
     // None when the killed workers held no job at the kill (between jobs): nothing to recover.
-    let recovery = killed_at.and_then(|at| {
-        let us = held_at_kill.iter().filter_map(|job| ended.get(job)).map(|end| end.saturating_sub(at)).max()?;
-        Some((us, recovery_steps(&entries, at, &held_at_kill)))
-    });
-    Ok((figures(&mut delays, first_us, last_us), recovery))
+    let recovery_us = killed_at
+        .and_then(|at| held_at_kill.iter().filter_map(|job| ended.get(job)).map(|end| end.saturating_sub(at)).max());
+    let steps = killed_at.filter(|_| recovery_us.is_some()).and_then(|at| recovery_steps(&entries, at, &held_at_kill));
+    Ok((figures(&mut delays, first_us, last_us), recovery_us, steps))
 }
 
 /// The simplest queue loop on the same database. See the module doc.
@@ -572,10 +574,10 @@ pub fn bench(url: Option<&str>, jobs: u64, out: &Path, workers: &[u32], fleet: F
         let name = store.kind().name();
         for &workers in workers {
             let dir = out.join(format!("{name}-{workers}"));
-            let (run, _) = ours(store, workers, jobs, &dir.join("throughput"), false, fleet)?;
+            let (run, _, _) = ours(store, workers, jobs, &dir.join("throughput"), false, fleet)?;
             let recovery_jobs = recovery_jobs(jobs, workers, fleet.slots, crate::plan::LEASE_TTL_US);
-            let (_, recovery) = ours(store, workers, recovery_jobs, &dir.join("recovery"), true, fleet)?;
-            let (recovery_us, recovery_steps) = (recovery.map(|(us, _)| us), recovery.and_then(|(_, steps)| steps));
+            let (_, recovery_us, recovery_steps) =
+                ours(store, workers, recovery_jobs, &dir.join("recovery"), true, fleet)?;
             let base = baseline(store, workers, jobs, &dir, 1)?;
             let batched = baseline(store, workers, jobs, &dir, fleet.batch.max(2))?;
             let floor = crate::floor::floor(store, workers, jobs, &dir, fleet.batch)?;

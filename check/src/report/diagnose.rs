@@ -123,7 +123,7 @@ pub struct Integrity {
     pub unfinished: u64,
 }
 
-/// The reclaimers' work in an incident: the leases they fenced, how fast, and how long after
+/// The reclaimers' work in an incident: the leases they fenced, over how long, and how long after
 /// expiry. A recovery that waits on them shows here: leases fenced long after they expired (the
 /// reclaimers were down, cut off, or behind), or one at a time at the store's pace.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -136,8 +136,6 @@ pub struct Reclaims {
     pub first_us: Option<u64>,
     /// The last fence, µs.
     pub last_us: Option<u64>,
-    /// From the first fence to the last, per lease after the first, µs (`None`: fewer than two).
-    pub us_per_lease: Option<f64>,
     /// How long after its expiry a lease was fenced: the median, µs.
     pub late_p50_us: Option<u64>,
     /// ... and the longest, µs.
@@ -153,16 +151,11 @@ fn reclaims(series: &Series, from_us: u64, to_us: u64) -> Reclaims {
     let late = Spread::of(fences.iter().map(|fence| fence.late_us).collect());
     let reclaimers: std::collections::BTreeSet<_> = fences.iter().map(|fence| fence.reclaimer).collect();
     let (first_us, last_us) = (fences.first().map(|f| f.at_us), fences.last().map(|f| f.at_us));
-    let us_per_lease = match (first_us, last_us) {
-        (Some(first), Some(last)) if fences.len() >= 2 => Some((last - first) as f64 / (fences.len() - 1) as f64),
-        _ => None,
-    };
     Reclaims {
         leases: fences.len() as u64,
         reclaimers: reclaimers.len() as u64,
         first_us,
         last_us,
-        us_per_lease,
         late_p50_us: (late.count > 0).then_some(late.p50_us),
         late_max_us: (late.count > 0).then_some(late.max_us),
         lost: series.fences_lost.iter().filter(|&&at| (from_us..to_us).contains(&at)).count() as u64,
