@@ -15,13 +15,17 @@
 //!   batch's `listed` lines showed, including a fence of a batch that was never listed;
 //! - after the batch met a conflict (a `looked_up` that found a `rival` for the batch under the
 //!   job's current epoch, or a `batch_stopped` for it), any touch by the batch, except the
-//!   `quarantined` terminal (or its `refused`) of the conflicting job;
+//!   `quarantined` terminal (or its `refused`) of the conflicting job, or of another job whose
+//!   lookup in the batch showed a conflict (a wave's lookups are answered together, in any
+//!   order, and the reclaimer quarantines the first conflict in listing order);
 //! - a `terminal` completed for a job whose lookup showed a conflict, with an output other than
 //!   the one the ledger recorded first: that is the overwrite quarantine exists to prevent;
 //! - after the batch gave up (`gave_up`: a request of it went unanswered through its retries),
-//!   a touch of a lease it had not touched before, other than the job it gave up on: the rest of
-//!   a batch given up waits for the next scan, which lists it again under a new batch. (A touch of
-//!   a lease touched before, or of the job given up on, is a late copy of a request sent before.)
+//!   a touch of a lease it had not touched before, other than the jobs it gave up on (a wave's
+//!   step gives up every job whose request went unanswered, a line each, written together): the
+//!   rest of a batch given up waits for the next scan, which lists it again under a new batch. (A
+//!   touch of a lease touched before, or of a job given up on, is a late copy of a request sent
+//!   before.)
 //!
 //! Three refinements keep late duplicates from raising false alarms. A request retried after a
 //! timeout may reach the table or the ledger twice, and the second copy's answer is ignored by
@@ -70,8 +74,14 @@ struct Batch {
     touched: BTreeMap<JobId, usize>,
     /// The first sign of a conflict, if it met one.
     stop: Option<Stop>,
-    /// Where it gave up, and on which job's request, if it did.
+    /// Where it first gave up, and on which job's request, if it did.
     gave_up: Option<Stop>,
+    /// Every job it gave up on: a wave's step gives up each job whose request went unanswered,
+    /// a `gave_up` line each, written together.
+    given_up: BTreeSet<JobId>,
+    /// Every job whose lookup in it showed a conflict under the job's current epoch: a wave
+    /// looks its jobs up together, so more than one may, and it quarantines one of them.
+    conflicts: BTreeSet<JobId>,
 }
 
 /// How a line touches a lease of its batch.
@@ -165,14 +175,18 @@ impl Batches {
                 self.jobs.entry(*job).or_insert(Conflict { line, recorded: *found });
                 let current = facts.job(*job).is_some_and(|facts| facts.epoch == *epoch);
                 if let Some(batch) = batch.filter(|_| current) {
-                    self.batches.entry(batch).or_default().stop.get_or_insert(Stop { line, job: *job });
+                    let batch = self.batches.entry(batch).or_default();
+                    batch.stop.get_or_insert(Stop { line, job: *job });
+                    batch.conflicts.insert(*job);
                 }
             }
             Event::BatchStopped { batch, job, .. } => {
                 self.batches.entry(*batch).or_default().stop.get_or_insert(Stop { line, job: *job });
             }
             Event::GaveUp { batch, job } => {
-                self.batches.entry(*batch).or_default().gave_up.get_or_insert(Stop { line, job: *job });
+                let batch = self.batches.entry(*batch).or_default();
+                batch.gave_up.get_or_insert(Stop { line, job: *job });
+                batch.given_up.insert(*job);
             }
             _ => {}
         }
@@ -182,14 +196,17 @@ impl Batches {
         self.batches.get(&batch).and_then(|batch| batch.stop)
     }
 
-    /// Whether the entry is the conflicting job's quarantine, or the table's refusal of it.
+    /// Whether the entry is a conflicting job's quarantine, or the table's refusal of it: the job
+    /// the batch stopped on, or another whose lookup in the same wave showed a conflict too.
     fn is_the_quarantine(&self, batch: BatchId, job: JobId, event: &Event) -> bool {
         let quarantine = matches!(
             event,
             Event::Terminal { outcome: OutcomeKind::Quarantined, .. }
                 | Event::Refused { request: lease_history::RefusedRequest::Quarantine, .. }
         );
-        quarantine && self.stop(batch).is_some_and(|stop| stop.job == job)
+        let known = self.batches.get(&batch);
+        let conflicting = known.is_some_and(|known| known.conflicts.contains(&job));
+        quarantine && (conflicting || self.stop(batch).is_some_and(|stop| stop.job == job))
     }
 
     fn listing(&self, facts: &Facts, line: usize, batch: BatchId, leases: usize) -> Result<(), Violation> {
@@ -235,7 +252,7 @@ impl Batches {
     fn after_give_up(&self, line: usize, job: JobId, batch: BatchId) -> Result<(), Violation> {
         let Some(known) = self.batches.get(&batch) else { return Ok(()) };
         let Some(gave_up) = known.gave_up else { return Ok(()) };
-        if job == gave_up.job || known.touched.get(&job).is_some_and(|&first| first < gave_up.line) {
+        if known.given_up.contains(&job) || known.touched.get(&job).is_some_and(|&first| first < gave_up.line) {
             return Ok(()); // A late copy of a request sent before it gave up.
         }
         let message = format!(
@@ -328,6 +345,59 @@ mod tests {
         assert!(check_history(&conflict_story().entries).is_ok());
     }
 
+    /// A wave of two: r1's batch fences j1 and j2 together and looks both up together. j2's
+    /// lookup is answered first and shows a conflict; so does j1's. Returns the history and j2's
+    /// conflicting lookup's line.
+    fn a_wave_meets_two_conflicts() -> (History, usize) {
+        let mut history = History::new(2, 3);
+        for job in [J1, J2] {
+            history.at(0).arrived(job);
+            history.at(10).granted(job, E1, w(1), 1_010);
+            history.at(20).applied(job, E1, O7);
+            history.at(30).effect_rejected(job, E1, O8, EffectRejectReason::Conflict);
+        }
+        history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        history.at(1_010).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        let first = history.at(1_020).looked_up(J2, E2, Some(O7), Some(O8), Some(batch(1, 0)));
+        history.at(1_020).looked_up(J1, E2, Some(O7), Some(O8), Some(batch(1, 0)));
+        (history, first)
+    }
+
+    // A wave's lookups are answered in any order: the batch stopped on j2's, and quarantining
+    // j1, the first conflict in listing order, passes; so does leaving j2 fenced to expire.
+    #[test]
+    fn a_wave_quarantines_any_job_whose_lookup_showed_a_conflict() {
+        let (mut history, _) = a_wave_meets_two_conflicts();
+        history.at(1_030).quarantined(J1, E2, [O7, O8], Some(batch(1, 0)));
+        history.at(1_030).batch_stopped(batch(1, 0), J1, [O7, O8]);
+        assert!(check_history(&history.entries).is_ok());
+    }
+
+    // A wave mate whose lookup was empty is still not finished after the conflict: its requeue
+    // is reported, against the conflicting lookup.
+    #[test]
+    fn a_wave_that_finishes_a_mate_after_a_conflict_fails() {
+        let mut history = History::new(2, 3);
+        for job in [J1, J2] {
+            history.at(0).arrived(job);
+            history.at(10).granted(job, E1, w(1), 1_010);
+        }
+        history.at(20).applied(J1, E1, O7);
+        history.at(30).effect_rejected(J1, E1, O8, EffectRejectReason::Conflict);
+        history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        history.at(1_010).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        let conflict = history.at(1_020).looked_up(J1, E2, Some(O7), Some(O8), Some(batch(1, 0)));
+        history.at(1_020).looked_up(J2, E2, None, None, Some(batch(1, 0)));
+        assert!(check_history(&history.entries).is_ok());
+        let requeue = history.at(1_030).requeued(J2, E2, 1, Some(batch(1, 0)));
+        let violation = check_history(&history.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::BoundedBatch);
+        assert_eq!(violation.lines, vec![conflict, requeue]);
+        assert!(violation.message.contains("requeued j2 after it met the conflict on j1"), "{}", violation.message);
+    }
+
     /// Three jobs granted together and expired at 1_010, in a run with a batch_max of 2.
     fn three_expired() -> History {
         let mut history = History::new(2, 3);
@@ -353,6 +423,28 @@ mod tests {
         assert_eq!(violation.invariant, Invariant::BoundedBatch);
         assert_eq!(violation.lines, vec![gave_up, fence]);
         assert!(violation.message.contains("after it gave up on j1"), "{}", violation.message);
+    }
+
+    // A wave's step gives up both jobs whose fences went unanswered, a line each: late copies of
+    // either fence pass. Given up on j1 alone, a late fence of j2 is a touch of a lease it never
+    // touched before, and is reported.
+    #[test]
+    fn a_wave_gives_up_every_job_it_sent() {
+        let mut history = three_expired();
+        history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        let gave_up = history.at(1_200).gave_up(batch(1, 0), J1);
+        history.at(1_200).gave_up(batch(1, 0), J2);
+        history.at(1_210).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        history.at(1_215).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
+        assert!(check_history(&history.entries).is_ok());
+        let mut one = three_expired();
+        one.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
+        let alone = one.at(1_200).gave_up(batch(1, 0), J1);
+        let fence = one.at(1_210).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        let violation = check_history(&one.entries).unwrap_err();
+        assert_eq!(violation.invariant, Invariant::BoundedBatch);
+        assert_eq!(violation.lines, vec![alone, fence]);
+        assert_eq!(gave_up, alone);
     }
 
     // A listing of batch_max leases passes; one of more is reported at the listing.

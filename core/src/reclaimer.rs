@@ -1,12 +1,22 @@
 //! The reclaimer, as a sans-IO state machine: list expired leases, fence each one, look its
 //! operation up under the new epoch, then adopt, requeue or dead-letter it.
 //!
+//! **Waves.** It works through a batch [`ReclaimerConfig::wave`] leases at a time: it fences a
+//! wave's leases together, then looks up together the operations of the fences it won, then
+//! requeues or completes them together. Each step waits for every answer of the one before, so a
+//! store can serve a wave's requests in one transaction, and each lease is still judged on its own
+//! epoch by the same rules. A wave of one is one lease at a time.
+//!
 //! On conflicting outputs it quarantines that job, raises an alert, and stops the batch: it
-//! touches nothing further in it. Like the worker it takes its *local* time, and it drives the
+//! touches nothing further in it. A wave's lookups are answered before any of its leases is
+//! finished, so when one of them shows a conflict, the reclaimer quarantines the first such job (in
+//! listing order) and finishes none of the others: they stay fenced under its epoch, expire, and
+//! are reclaimed by a later batch. Like the worker it takes its *local* time, and it drives the
 //! same way: after any input drain [`Reclaimer::poll`], then sleep until
-//! [`Reclaimer::poll_timeout`]. A request that times out is sent again under the same id, up to
-//! `retries_max` times; after that it drops the rest of the batch until its next scan, and its own
-//! fenced lease will expire and be reclaimed in turn.
+//! [`Reclaimer::poll_timeout`]. The requests of a step that time out are sent again under the same
+//! ids, up to `retries_max` times; after that it gives up every job whose request went unanswered
+//! and drops the rest of the batch until its next scan, and its own fenced leases will expire and
+//! be reclaimed in turn.
 
 use crate::answers::{Completion, ConfigError, Fencing, Lease, Quarantine, Requeue};
 use crate::bug::{Bug, Bugs};
@@ -24,6 +34,9 @@ pub struct ReclaimerConfig {
     pub request_timeout: Span,
     /// How many times one request is sent again before the reclaimer moves on.
     pub retries_max: u32,
+    /// How many leases of a batch it fences, looks up and finishes together (at least 1). A wave
+    /// larger than the batch is the whole batch.
+    pub wave: u32,
 }
 
 impl ReclaimerConfig {
@@ -31,6 +44,9 @@ impl ReclaimerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.scan_every == Span::ZERO || self.request_timeout == Span::ZERO {
             return Err(ConfigError::ReclaimerTiming("scan_every and request_timeout must be positive"));
+        }
+        if self.wave == 0 {
+            return Err(ConfigError::ReclaimerTiming("wave must be at least 1"));
         }
         Ok(())
     }
@@ -174,7 +190,7 @@ pub enum ReclaimAction {
         untouched: usize,
     },
     /// A request went unanswered `retries_max` times; the reclaimer dropped the rest of the batch
-    /// and scans again later.
+    /// and scans again later. One for each job whose request of the step went unanswered.
     GaveUp {
         /// The batch.
         batch: BatchId,
@@ -183,18 +199,37 @@ pub enum ReclaimAction {
     },
 }
 
-#[derive(Debug, Clone, Copy)]
+/// The requests of one step, sent together, awaited together.
+#[derive(Debug, Clone)]
 struct InFlight {
-    id: RequestId,
-    request: ReclaimRequest,
+    /// Those not answered yet, in the order sent.
+    requests: Vec<(RequestId, ReclaimRequest)>,
     deadline: Time,
     retries: u32,
+}
+
+/// Where a batch's current wave is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Fencing its leases.
+    Fence,
+    /// Looking up the operations of the fences it won.
+    Lookup,
+    /// Requeueing or completing them.
+    Finish,
+    /// Quarantining the job whose lookup showed a conflict.
+    Quarantine,
 }
 
 #[derive(Debug, Clone)]
 struct Batch {
     id: BatchId,
     pending: VecDeque<Lease>,
+    stage: Stage,
+    /// The wave's fences won, in listing order: the reclaimer's own leases.
+    won: Vec<Lease>,
+    /// The lookup answered for each of `won`, by position.
+    looked: Vec<Option<Lookup>>,
 }
 
 /// The reclaimer state machine. See the module doc.
@@ -245,10 +280,16 @@ impl Reclaimer {
         Ok(reclaimer)
     }
 
-    /// The request a reply under `id` would answer now: the one in flight under that id. `None`
-    /// for a late reply, which [`Reclaimer::handle_reply`] ignores.
+    /// The request a reply under `id` would answer now: one in flight under that id. `None` for a
+    /// late reply, which [`Reclaimer::handle_reply`] ignores.
     pub fn awaiting(&self, id: RequestId) -> Option<ReclaimRequest> {
-        self.inflight.filter(|inflight| inflight.id == id).map(|inflight| inflight.request)
+        let inflight = self.inflight.as_ref()?;
+        inflight.requests.iter().find(|(sent, _)| *sent == id).map(|(_, request)| *request)
+    }
+
+    /// Whether any request is awaited: when none is, a reply to anything sent before is ignored.
+    pub fn awaits_any(&self) -> bool {
+        self.inflight.is_some()
     }
 
     /// The next action, if any.
@@ -258,7 +299,7 @@ impl Reclaimer {
 
     /// The local time at which `handle_timeout` must be called next.
     pub fn poll_timeout(&self) -> Time {
-        self.inflight.map_or(self.scan_at, |inflight| inflight.deadline)
+        self.inflight.as_ref().map_or(self.scan_at, |inflight| inflight.deadline)
     }
 
     /// Time passed: retry, move on, or scan as due.
@@ -267,12 +308,17 @@ impl Reclaimer {
         self.tick(now);
     }
 
-    /// A reply arrived for request `id`; late replies are ignored.
+    /// A reply arrived for request `id`; late replies are ignored. The next step starts once every
+    /// request of this one is answered.
     pub fn handle_reply(&mut self, now: Time, id: RequestId, reply: ReclaimReply) {
         self.advance(now);
-        let Some(inflight) = self.inflight.filter(|inflight| inflight.id == id) else { return };
-        self.inflight = None;
-        self.on_reply(now, inflight.request, reply);
+        let Some(inflight) = self.inflight.as_mut() else { return };
+        let Some(at) = inflight.requests.iter().position(|(sent, _)| *sent == id) else { return };
+        let (_, request) = inflight.requests.remove(at);
+        if inflight.requests.is_empty() {
+            self.inflight = None;
+        }
+        self.on_reply(now, request, reply);
         self.tick(now);
     }
 
@@ -283,11 +329,8 @@ impl Reclaimer {
             }
             (ReclaimRequest::Fence { batch, lease, .. }, ReclaimReply::Fenced(fencing)) => match fencing {
                 Fencing::Won { lease: ours, .. } => {
-                    let op = OpId::for_job(ours.job);
-                    if self.bugs.on(Bug::ReclaimSkipsAdoption) {
-                        self.send(now, ReclaimRequest::Requeue { batch, job: ours.job, epoch: ours.epoch });
-                    } else {
-                        self.send(now, ReclaimRequest::Lookup { batch, op, epoch: ours.epoch });
+                    if let Some(current) = self.batch.as_mut().filter(|current| current.id == batch) {
+                        current.won.push(ours);
                     }
                 }
                 Fencing::LostRace { .. } | Fencing::NotExpired { .. } => {
@@ -295,19 +338,10 @@ impl Reclaimer {
                     self.actions.push_back(ReclaimAction::LostRace { batch, job, expected });
                 }
             },
-            (ReclaimRequest::Lookup { batch, op, epoch }, ReclaimReply::Looked(lookup)) => {
-                let job = op.job;
-                match lookup {
-                    Lookup::Empty => self.send(now, ReclaimRequest::Requeue { batch, job, epoch }),
-                    Lookup::Recorded(output) => {
-                        self.actions.push_back(ReclaimAction::Adopted { batch, job, op, output, epoch });
-                        self.send(now, ReclaimRequest::Complete { batch, job, epoch, output });
-                    }
-                    Lookup::Conflict { rival, .. } if self.bugs.on(Bug::ConflictDoesNotStopBatch) => {
-                        self.send(now, ReclaimRequest::Complete { batch, job, epoch, output: rival });
-                    }
-                    Lookup::Conflict { recorded, rival } => {
-                        self.send(now, ReclaimRequest::Quarantine { batch, job, epoch, recorded, rival });
+            (ReclaimRequest::Lookup { batch, op, .. }, ReclaimReply::Looked(lookup)) => {
+                if let Some(current) = self.batch.as_mut().filter(|current| current.id == batch) {
+                    if let Some(at) = current.won.iter().position(|ours| ours.job == op.job) {
+                        current.looked[at] = Some(lookup);
                     }
                 }
             }
@@ -329,27 +363,32 @@ impl Reclaimer {
             self.scan_at = now + self.config.scan_every;
             return;
         }
-        self.batch = Some(Batch { id, pending: leases.into() });
+        // Finishing stands for "no wave yet": the next step fences the first wave.
+        let batch = Batch { id, pending: leases.into(), stage: Stage::Finish, won: Vec::new(), looked: Vec::new() };
+        self.batch = Some(batch);
     }
 
-    /// Starts the next step: a retry, the next lease of the batch, or a scan.
+    /// Starts the next step: a retry, the next step of the wave, the next wave, or a scan.
     fn tick(&mut self, now: Time) {
-        if let Some(mut inflight) = self.inflight.filter(|inflight| now >= inflight.deadline) {
+        if let Some(inflight) = self.inflight.as_mut().filter(|inflight| now >= inflight.deadline) {
             if inflight.retries < self.config.retries_max {
-                // The same id: whichever copy is answered first counts. A fence retried under a new
-                // id would lose the race to its own first copy.
+                // The same ids: whichever copy is answered first counts. A fence retried under a
+                // new id would lose the race to its own first copy.
                 inflight.retries += 1;
                 inflight.deadline = now + self.config.request_timeout;
-                self.actions.push_back(ReclaimAction::Send(inflight.id, inflight.request));
-                self.inflight = Some(inflight);
+                for &(id, request) in &inflight.requests {
+                    self.actions.push_back(ReclaimAction::Send(id, request));
+                }
                 return;
             }
-            self.inflight = None;
-            if let Some(batch) = self.batch_of(inflight.request) {
+            let unanswered = self.inflight.take().map(|inflight| inflight.requests).unwrap_or_default();
+            if let Some(batch) = unanswered.first().and_then(|(_, request)| self.batch_of(*request)) {
                 // Whatever the silence hides (a partition, or a conflict it never heard about),
                 // the rest of the batch waits for the next scan rather than run blind.
-                let job = job_of(inflight.request).expect("batch requests name a job");
-                self.actions.push_back(ReclaimAction::GaveUp { batch, job });
+                for (_, request) in unanswered {
+                    let job = job_of(request).expect("batch requests name a job");
+                    self.actions.push_back(ReclaimAction::GaveUp { batch, job });
+                }
                 self.batch = None;
                 self.scan_at = if self.bugs.on(Bug::GiveUpWithoutBackOff) { now } else { now + self.config.scan_every };
             }
@@ -357,21 +396,89 @@ impl Reclaimer {
         if self.inflight.is_some() {
             return;
         }
-        if let Some(batch) = self.batch.as_mut() {
-            if let Some(lease) = batch.pending.pop_front() {
-                let batch = batch.id;
-                self.send(now, ReclaimRequest::Fence { batch, lease, as_of: now });
-                return;
-            }
-            // More may have expired meanwhile: scan again straight after a batch.
-            self.batch = None;
-            self.scan_at = now;
+        if let Some(requests) = self.next_step(now) {
+            self.send_all(now, requests);
+            return;
         }
         if now >= self.scan_at {
             let batch = BatchId { reclaimer: self.id, seq: self.batches };
             self.batches += 1;
-            self.send(now, ReclaimRequest::ListExpired { batch, as_of: now });
+            self.send_all(now, vec![ReclaimRequest::ListExpired { batch, as_of: now }]);
         }
+    }
+
+    /// The requests of the batch's next step, once every answer of the last one is in: `None`
+    /// when there is no batch, or it is through (and the reclaimer scans again straight away,
+    /// since more may have expired meanwhile).
+    fn next_step(&mut self, now: Time) -> Option<Vec<ReclaimRequest>> {
+        let wave = self.config.wave as usize;
+        let bugs = self.bugs;
+        let batch = self.batch.as_mut()?;
+        let id = batch.id;
+        match batch.stage {
+            Stage::Fence if !batch.won.is_empty() => {
+                if bugs.on(Bug::ReclaimSkipsAdoption) {
+                    batch.stage = Stage::Finish;
+                    let requeue =
+                        |ours: &Lease| ReclaimRequest::Requeue { batch: id, job: ours.job, epoch: ours.epoch };
+                    return Some(batch.won.iter().map(requeue).collect());
+                }
+                batch.stage = Stage::Lookup;
+                batch.looked = vec![None; batch.won.len()];
+                let lookup =
+                    |ours: &Lease| ReclaimRequest::Lookup { batch: id, op: OpId::for_job(ours.job), epoch: ours.epoch };
+                return Some(batch.won.iter().map(lookup).collect());
+            }
+            Stage::Lookup => {
+                batch.stage = Stage::Finish;
+                let looked = batch.won.iter().zip(&batch.looked).filter_map(|(ours, looked)| Some((ours, (*looked)?)));
+                let conflict = looked.clone().find(|(_, lookup)| matches!(lookup, Lookup::Conflict { .. }));
+                if let Some((ours, Lookup::Conflict { recorded, rival })) = conflict {
+                    if !bugs.on(Bug::ConflictDoesNotStopBatch) {
+                        // The batch stops here: none of the wave's other leases is finished.
+                        batch.stage = Stage::Quarantine;
+                        let (job, epoch) = (ours.job, ours.epoch);
+                        return Some(vec![ReclaimRequest::Quarantine { batch: id, job, epoch, recorded, rival }]);
+                    }
+                }
+                let mut requests = Vec::new();
+                for (ours, lookup) in looked {
+                    let (job, epoch) = (ours.job, ours.epoch);
+                    requests.push(match lookup {
+                        Lookup::Empty => ReclaimRequest::Requeue { batch: id, job, epoch },
+                        Lookup::Recorded(output) => {
+                            let op = OpId::for_job(job);
+                            self.actions.push_back(ReclaimAction::Adopted { batch: id, job, op, output, epoch });
+                            ReclaimRequest::Complete { batch: id, job, epoch, output }
+                        }
+                        // Only with the planted bug: the rival overwrites what the ledger holds.
+                        Lookup::Conflict { rival, .. } => {
+                            ReclaimRequest::Complete { batch: id, job, epoch, output: rival }
+                        }
+                    });
+                }
+                if !requests.is_empty() {
+                    return Some(requests);
+                }
+            }
+            Stage::Fence | Stage::Finish => {}
+            Stage::Quarantine => unreachable!("a quarantine's answer ends its batch"),
+        }
+        let batch = self.batch.as_mut().expect("the batch is still open");
+        let fences: Vec<ReclaimRequest> = batch
+            .pending
+            .drain(..wave.min(batch.pending.len()))
+            .map(|lease| ReclaimRequest::Fence { batch: id, lease, as_of: now })
+            .collect();
+        if fences.is_empty() {
+            self.batch = None;
+            self.scan_at = now;
+            return None;
+        }
+        batch.stage = Stage::Fence;
+        batch.won.clear();
+        batch.looked.clear();
+        Some(fences)
     }
 
     fn batch_of(&self, request: ReclaimRequest) -> Option<BatchId> {
@@ -379,11 +486,16 @@ impl Reclaimer {
         (!matches!(request, ReclaimRequest::ListExpired { .. })).then(|| request.batch())
     }
 
-    fn send(&mut self, now: Time, request: ReclaimRequest) {
-        assert!(self.inflight.is_none(), "two reclaim requests in flight");
-        let id = self.next_id();
-        self.actions.push_back(ReclaimAction::Send(id, request));
-        self.inflight = Some(InFlight { id, request, deadline: now + self.config.request_timeout, retries: 0 });
+    /// Sends one step's requests, numbered in order, under one deadline.
+    fn send_all(&mut self, now: Time, requests: Vec<ReclaimRequest>) {
+        assert!(self.inflight.is_none(), "two reclaim steps in flight");
+        assert!(!requests.is_empty(), "an empty reclaim step");
+        let requests: Vec<(RequestId, ReclaimRequest)> =
+            requests.into_iter().map(|request| (self.next_id(), request)).collect();
+        for &(id, request) in &requests {
+            self.actions.push_back(ReclaimAction::Send(id, request));
+        }
+        self.inflight = Some(InFlight { requests, deadline: now + self.config.request_timeout, retries: 0 });
     }
 
     fn next_id(&mut self) -> RequestId {

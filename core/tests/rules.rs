@@ -1253,7 +1253,7 @@ fn a_worker_whose_renewal_is_in_flight_past_the_next_heartbeat_still_has_a_futur
 // Reclaimer state machine, driven by hand against a real table and ledger
 
 fn reclaimer_config() -> ReclaimerConfig {
-    ReclaimerConfig { scan_every: Span(50), request_timeout: Span(20), retries_max: 2 }
+    ReclaimerConfig { scan_every: Span(50), request_timeout: Span(20), retries_max: 2, wave: 1 }
 }
 
 fn drain_reclaimer(reclaimer: &mut Reclaimer) -> Vec<ReclaimAction> {
@@ -1745,7 +1745,7 @@ fn crash_after_effect_is_adopted_not_repeated() {
         acquire_wait: Span::ZERO,
     };
     let reclaim_config =
-        ReclaimerConfig { scan_every: Span::from_ms(10), request_timeout: Span::from_ms(10), retries_max: 3 };
+        ReclaimerConfig { scan_every: Span::from_ms(10), request_timeout: Span::from_ms(10), retries_max: 3, wave: 1 };
     let mut table = table_with(table_config);
     for n in [1, 2] {
         enqueue(&mut table, Time::ZERO, n);
@@ -1945,4 +1945,141 @@ fn a_copy_of_an_acquire_granted_another_job_is_declined() {
     worker.handle_reply(t(12), acquire, other(1));
     assert!(released(&drain_worker(&mut worker), job(2), 1), "another job under a taken id is handed back");
     assert_eq!(worker.holding(), Some((job(1), Epoch(1))), "the lease it runs is kept");
+}
+
+// Reclaim waves
+
+fn wave_config(wave: u32) -> ReclaimerConfig {
+    ReclaimerConfig { wave, ..reclaimer_config() }
+}
+
+/// Answers every request of `sent` in order, at `now`, and returns what the reclaimer did after
+/// the last.
+fn step_all(
+    reclaimer: &mut Reclaimer,
+    table: &mut LeaseTable,
+    ledger: &mut EffectLedger,
+    now: Time,
+    sent: &[(RequestId, ReclaimRequest)],
+) -> Vec<ReclaimAction> {
+    let mut actions = Vec::new();
+    for &(id, request) in sent {
+        assert!(actions.is_empty(), "it went on before the whole step was answered: {actions:?}");
+        let reply = answer(table, ledger, now, request);
+        reclaimer.handle_reply(now, id, reply);
+        actions = drain_reclaimer(reclaimer);
+    }
+    actions
+}
+
+#[test]
+fn a_wave_fences_its_leases_together_then_looks_up_together_then_finishes_together() {
+    // Proves the wave: three expired leases and a wave of two. It fences j1 and j2 at once, and
+    // sends nothing more until both fences are answered; then both lookups; then j1's adoption
+    // and j2's requeue together; then the third lease alone, as the next wave.
+    let mut table = table_with(TableConfig { batch_max: 3, ..config() });
+    let mut ledger = EffectLedger::new();
+    let leases = [1, 2, 3].map(|n| leased(&mut table, t(n), n, W1));
+    assert_eq!(ledger.apply(op(1), Epoch(1), out(7)), Apply::Applied);
+    let now = t(200);
+    let batch = BatchId { reclaimer: R1, seq: 0 };
+    let mut reclaimer = Reclaimer::new(R1, wave_config(2), Bugs::NONE, now).unwrap();
+    let list = only_reclaim_send(&drain_reclaimer(&mut reclaimer));
+    let fences = sends(&step(&mut reclaimer, &mut table, &mut ledger, now, list));
+    let fence = |lease: Lease| ReclaimRequest::Fence { batch, lease, as_of: now };
+    assert_eq!(fences.iter().map(|sent| sent.1).collect::<Vec<_>>(), vec![fence(leases[0]), fence(leases[1])]);
+
+    let lookups = sends(&step_all(&mut reclaimer, &mut table, &mut ledger, now, &fences));
+    let lookup = |n| ReclaimRequest::Lookup { batch, op: op(n), epoch: Epoch(2) };
+    assert_eq!(lookups.iter().map(|sent| sent.1).collect::<Vec<_>>(), vec![lookup(1), lookup(2)]);
+
+    let actions = step_all(&mut reclaimer, &mut table, &mut ledger, now, &lookups);
+    let adopted = ReclaimAction::Adopted { batch, job: job(1), op: op(1), output: out(7), epoch: Epoch(2) };
+    assert_eq!(actions[0], adopted);
+    let finishes = sends(&actions);
+    let complete = ReclaimRequest::Complete { batch, job: job(1), epoch: Epoch(2), output: out(7) };
+    let requeue = ReclaimRequest::Requeue { batch, job: job(2), epoch: Epoch(2) };
+    assert_eq!(finishes.iter().map(|sent| sent.1).collect::<Vec<_>>(), vec![complete, requeue]);
+
+    let next = sends(&step_all(&mut reclaimer, &mut table, &mut ledger, now, &finishes));
+    assert_eq!(next.iter().map(|sent| sent.1).collect::<Vec<_>>(), vec![fence(leases[2])]);
+    let terminal = Terminal { job: job(1), epoch: Epoch(2), outcome: Completed { output: out(7) } };
+    assert_eq!(table.terminal(job(1)), Some(&terminal));
+    assert_eq!(table.lease(job(2)), None, "j2 was requeued");
+}
+
+#[test]
+fn a_conflict_in_a_wave_quarantines_the_first_in_listing_order_and_finishes_no_other() {
+    // Proves the conflict rule in a wave of three: j2 and j3 both have two outputs, j1 none. The
+    // lookups are answered last to first. The reclaimer quarantines j2 alone, finishes neither j1
+    // nor j3 (they stay fenced under its epoch, to expire), and stops the batch with nothing left
+    // untouched.
+    let mut table = table_with(TableConfig { batch_max: 3, ..config() });
+    let mut ledger = EffectLedger::new();
+    let _ = [1, 2, 3].map(|n| leased(&mut table, t(n), n, W1));
+    for n in [2, 3] {
+        assert_eq!(ledger.apply(op(n), Epoch(1), out(7)), Apply::Applied);
+        assert_eq!(ledger.apply(op(n), Epoch(1), out(8)), Apply::Conflict { recorded: out(7) });
+    }
+    let now = t(200);
+    let batch = BatchId { reclaimer: R1, seq: 0 };
+    let mut reclaimer = Reclaimer::new(R1, wave_config(3), Bugs::NONE, now).unwrap();
+    let list = only_reclaim_send(&drain_reclaimer(&mut reclaimer));
+    let fences = sends(&step(&mut reclaimer, &mut table, &mut ledger, now, list));
+    assert_eq!(fences.len(), 3);
+    let mut lookups = sends(&step_all(&mut reclaimer, &mut table, &mut ledger, now, &fences));
+    lookups.reverse();
+    let quarantine = only_reclaim_send(&step_all(&mut reclaimer, &mut table, &mut ledger, now, &lookups));
+    let expected = ReclaimRequest::Quarantine { batch, job: job(2), epoch: Epoch(2), recorded: out(7), rival: out(8) };
+    assert_eq!(quarantine.1, expected);
+    let actions = step(&mut reclaimer, &mut table, &mut ledger, now, quarantine);
+    let stopped = ReclaimAction::BatchStopped { batch, job: job(2), recorded: out(7), rival: out(8), untouched: 0 };
+    assert_eq!(actions, vec![stopped]);
+    for n in [1, 3] {
+        let lease = table.lease(job(n)).expect("still leased");
+        assert_eq!((lease.owner, lease.epoch), (Owner::Reclaimer(R1), Epoch(2)), "j{n} was finished");
+    }
+}
+
+#[test]
+fn a_wave_unanswered_through_its_retries_gives_up_every_job_still_unanswered() {
+    // Proves the give-up of a wave: of three fences, only j1's is answered. The other two are sent
+    // again, together and under the same ids, `retries_max` times; then the reclaimer gives up j2
+    // and j3 (not j1, whose fence was answered), drops the batch, and lists again only after
+    // `scan_every`.
+    let mut table = table_with(TableConfig { batch_max: 3, ..config() });
+    let mut ledger = EffectLedger::new();
+    let _ = [1, 2, 3].map(|n| leased(&mut table, t(n), n, W1));
+    let now = t(200);
+    let batch = BatchId { reclaimer: R1, seq: 0 };
+    let config = wave_config(4);
+    let mut reclaimer = Reclaimer::new(R1, config, Bugs::NONE, now).unwrap();
+    let list = only_reclaim_send(&drain_reclaimer(&mut reclaimer));
+    let fences = sends(&step(&mut reclaimer, &mut table, &mut ledger, now, list));
+    assert_eq!(fences.len(), 3, "a wave larger than the batch is the whole batch");
+    assert_eq!(step_all(&mut reclaimer, &mut table, &mut ledger, now, &fences[..1]), vec![]);
+    let mut at = now;
+    for _ in 0..config.retries_max {
+        assert_eq!(reclaimer.poll_timeout(), at + config.request_timeout, "one deadline for the step");
+        at = reclaimer.poll_timeout();
+        reclaimer.handle_timeout(at);
+        assert_eq!(sends(&drain_reclaimer(&mut reclaimer)), fences[1..].to_vec(), "not the same ids again");
+    }
+    at = reclaimer.poll_timeout();
+    reclaimer.handle_timeout(at);
+    let gave_up = drain_reclaimer(&mut reclaimer);
+    let given = |n| ReclaimAction::GaveUp { batch, job: job(n) };
+    assert_eq!(gave_up, vec![given(2), given(3)]);
+    assert!(!reclaimer.awaits_any());
+    assert_eq!(reclaimer.poll_timeout(), at + config.scan_every);
+    // A late answer to a request given up is ignored.
+    reclaimer.handle_reply(at, fences[1].0, answer(&mut table, &mut ledger, at, fences[1].1));
+    assert_eq!(drain_reclaimer(&mut reclaimer), vec![]);
+}
+
+#[test]
+fn a_wave_of_zero_is_a_config_error() {
+    // Proves Reclaimer::new refuses a wave of no leases: it would never fence anything.
+    let error = Reclaimer::new(R1, wave_config(0), Bugs::NONE, t(0)).map(|_| ()).unwrap_err();
+    assert!(matches!(error, ConfigError::ReclaimerTiming(_)), "{error:?}");
 }

@@ -177,6 +177,10 @@ pub struct LivePlan {
     pub idle_backoff_us: u64,
     /// How often a reclaimer scans.
     pub scan_every_us: u64,
+    /// How many leases of a batch a reclaimer fences, looks up and finishes together. Absent:
+    /// the runtime's default ([`lease_runtime::WAVE`]).
+    #[serde(default = "default_wave")]
+    pub reclaimer_wave: u32,
     /// The dependency.
     pub dependency: Dependency,
     /// Arrivals: (job, offered at, since the start), in time order.
@@ -207,6 +211,10 @@ pub struct LivePlan {
     /// dependency); otherwise the stub, a fenced dependency that records its own output.
     #[serde(default)]
     pub dependency_in_process: bool,
+}
+
+fn default_wave() -> u32 {
+    lease_runtime::WAVE
 }
 
 fn one_slot() -> u32 {
@@ -304,6 +312,7 @@ impl LivePlan {
             request_timeout_us: 400_000,
             idle_backoff_us: 50_000,
             scan_every_us: 100_000,
+            reclaimer_wave: lease_runtime::WAVE,
             dependency,
             arrivals,
             surge,
@@ -345,6 +354,7 @@ impl LivePlan {
             scan_every: Span(self.scan_every_us),
             request_timeout: Span(self.request_timeout_us),
             retries_max: 2,
+            wave: self.reclaimer_wave,
         }
     }
 
@@ -386,7 +396,7 @@ impl LivePlan {
         format!(
             "live=1 store={} workers={} reclaimers={} jobs={} duration_us={} faults={} heartbeat_us={} \
              drift_margin_us={} request_timeout_us={} idle_backoff_us={} scan_every_us={} \
-             dependency_latency_us={}..{} strikes={}",
+             reclaimer_wave={} dependency_latency_us={}..{} strikes={}",
             self.db.name(),
             self.workers,
             self.reclaimers,
@@ -398,6 +408,7 @@ impl LivePlan {
             self.request_timeout_us,
             self.idle_backoff_us,
             self.scan_every_us,
+            self.reclaimer_wave,
             self.dependency.latency_min_us,
             self.dependency.latency_max_us,
             self.strikes.len(),

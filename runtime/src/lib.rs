@@ -67,7 +67,7 @@ pub mod worker;
 
 pub use job::{output_id, Cancel, Handler, HandlerError, Job, Outcome, Output};
 pub use metrics::{Metrics, QueueFigures, Snapshot};
-pub use reclaimer::{ReclaimTally, ReclaimerOptions};
+pub use reclaimer::{ReclaimTally, ReclaimerOptions, WAVE};
 pub use seam::{Client, Clock, Hook, NoHook, Point, Started};
 pub use worker::{WorkerOptions, WorkerTally, SHUTDOWN_RELEASE, SLOTS_MAX};
 

@@ -1,7 +1,9 @@
 //! The reclaimer runtime: one [`lease_core::Reclaimer`] machine driven on the same seams as the
-//! workers. The machine scans on its cadence, takes bounded batches, and adopts, requeues,
-//! dead-letters or quarantines; the runtime carries its one request at a time to the
-//! [`crate::Client`], writes its lines (`adopted`, `batch_stopped`, `gave_up`) and passes its protocol points.
+//! workers. The machine scans on its cadence, takes bounded batches a wave at a time, and adopts,
+//! requeues, dead-letters or quarantines; the runtime carries each step's requests to the
+//! [`crate::Client`] as one call ([`crate::Client::reclaimer_batch`]: a store serves a wave's
+//! fences, lookups or finishes in one transaction), writes its lines (`adopted`,
+//! `batch_stopped`, `gave_up`) and passes its protocol points.
 //! On the shutdown signal it stops at once: a lease it fenced and had not finished with expires,
 //! and is reclaimed again.
 
@@ -9,11 +11,17 @@ use crate::metrics::Count;
 use crate::seam::Point;
 use crate::{OptionsError, Runtime};
 use futures::future::{BoxFuture, Fuse, FutureExt};
+use futures::stream::{FuturesUnordered, StreamExt};
 use lease_core::{
     Fencing, ReclaimAction, ReclaimReply, ReclaimRequest, Reclaimer, ReclaimerConfig, ReclaimerId, RequestId, Span,
 };
 use lease_history::{Event, Node};
 use std::future::Future;
+
+/// The leases a reclaimer works on together by default ([`ReclaimerConfig::wave`]): a wave's
+/// fences, lookups and finishes are each one call, so a mass expiry drains this many times faster
+/// than one lease at a time, and one transaction stays short.
+pub const WAVE: u32 = 32;
 
 /// What a reclaimer runtime runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,9 +52,11 @@ impl ReclaimerOptions {
     }
 
     /// Reclaimer `id` timed as fractions of the table's `lease_ttl`: a scan every quarter of it,
-    /// requests timing out after a fifth, sent again up to three times.
+    /// requests timing out after a fifth, sent again up to three times, and waves of [`WAVE`]
+    /// leases.
     pub fn with_ttl(id: ReclaimerId, lease_ttl: Span) -> ReclaimerOptions {
-        let reclaimer = ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 5, retries_max: 3 };
+        let reclaimer =
+            ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 5, retries_max: 3, wave: WAVE };
         ReclaimerOptions::new(id, reclaimer)
     }
 }
@@ -94,22 +104,48 @@ impl Runtime {
             )?;
             let mut tally = ReclaimTally::default();
             let mut shutdown = shutdown.boxed().fuse();
-            let mut call: Option<BoxFuture<'static, Wake>> = None;
+            // The calls awaited: every copy of the step's requests, each answer taken as it comes.
+            let mut calls: FuturesUnordered<BoxFuture<'static, Wake>> = FuturesUnordered::new();
             // The loop's timer, kept while the machine's timeout stays the same.
             let mut timer: Option<(lease_core::Time, BoxFuture<'static, ()>)> = None;
             loop {
+                let (mut sends, mut given_up) = (Vec::new(), Vec::new());
                 while let Some(action) = machine.poll() {
-                    if let Some(sent) = seams.reclaim_action(&options, &mut tally, action).await {
-                        call = Some(sent); // A copy sent again replaces the one it retries.
+                    if let ReclaimAction::GaveUp { batch, job } = action {
+                        tally.gave_up += 1;
+                        tracing::warn!(
+                            reclaimer = options.id.0,
+                            batch = batch.seq,
+                            job = job.0,
+                            "gave up a batch: no answer"
+                        );
+                        given_up.push((Node::Reclaimer(options.id.0), Event::GaveUp { batch, job }));
+                    } else if let Some(send) = seams.reclaim_action(&options, &mut tally, action).await {
+                        sends.push(send);
+                    }
+                }
+                if !given_up.is_empty() {
+                    // Together: a late copy of a request given up lands before or after them all.
+                    seams.client.lines(given_up).await;
+                }
+                if !machine.awaits_any() {
+                    // Nothing the machine still waits for: the answers of calls it gave up on are
+                    // ignored, so they are dropped.
+                    calls = FuturesUnordered::new();
+                }
+                if !sends.is_empty() {
+                    // One step's requests (or its copies sent again) as one call.
+                    let answers = seams.client.reclaimer_batch(options.id, sends.clone());
+                    for ((id, request), answer) in sends.into_iter().zip(answers) {
+                        calls.push(Box::pin(answer.map(move |reply| Wake::Answer(id, request, reply))));
                     }
                 }
                 let wake_at = machine.poll_timeout();
                 if timer.as_ref().map(|(at, _)| *at) != Some(wake_at) {
                     timer = Some((wake_at, seams.clock.sleep_until(wake_at)));
                 }
-                match seams.wait(&mut call, &mut shutdown, &mut timer).await {
+                match seams.wait(&mut calls, &mut shutdown, &mut timer).await {
                     Wake::Answer(id, request, reply) => {
-                        call = None;
                         let Some(reply) = reply else { continue };
                         seams.pass_point(&machine, options.id, id, request, &reply, &mut tally).await;
                         machine.handle_reply(seams.clock.now(), id, reply);
@@ -133,7 +169,7 @@ impl Runtime {
         options: &ReclaimerOptions,
         tally: &mut ReclaimTally,
         action: ReclaimAction,
-    ) -> Option<BoxFuture<'static, Wake>> {
+    ) -> Option<(RequestId, ReclaimRequest)> {
         let node = Node::Reclaimer(options.id.0);
         match action {
             ReclaimAction::Send(id, request) => {
@@ -141,10 +177,9 @@ impl Runtime {
                     tally.scans += 1;
                     self.hook.at(node, Point::BeforeListing, None).await;
                 }
-                // Unbounded: the machine's next request (the same one sent again, or the next)
-                // replaces it, and the machine times it out itself.
-                let answer = self.client.reclaimer(options.id, id, request);
-                return Some(Box::pin(answer.map(move |reply| Wake::Answer(id, request, reply))));
+                // Unbounded: the machine times it out itself, and its answer is ignored once the
+                // machine no longer waits for it.
+                return Some((id, request));
             }
             ReclaimAction::Adopted { job, op, output, epoch, .. } => {
                 tally.adopted += 1;
@@ -173,25 +208,21 @@ impl Runtime {
                 self.client.line(node, stopped).await;
             }
             ReclaimAction::LostRace { .. } => tally.lost_races += 1,
-            ReclaimAction::GaveUp { batch, job } => {
-                tally.gave_up += 1;
-                tracing::warn!(reclaimer = options.id.0, batch = batch.seq, job = job.0, "gave up a batch: no answer");
-                self.client.line(node, Event::GaveUp { batch, job }).await;
-            }
+            ReclaimAction::GaveUp { .. } => unreachable!("the loop writes the lines of a give-up together"),
         }
         None
     }
 
-    /// Waits for the call's answer, the machine's timeout, or the shutdown signal.
+    /// Waits for a call's answer, the machine's timeout, or the shutdown signal.
     async fn wait(
         &self,
-        call: &mut Option<BoxFuture<'static, Wake>>,
+        calls: &mut FuturesUnordered<BoxFuture<'static, Wake>>,
         shutdown: &mut Fuse<BoxFuture<'static, ()>>,
         timer: &mut Option<(lease_core::Time, BoxFuture<'static, ()>)>,
     ) -> Wake {
         let answer = async move {
-            match call {
-                Some(call) => call.await,
+            match calls.next().await {
+                Some(wake) => wake,
                 None => futures::future::pending().await,
             }
         };

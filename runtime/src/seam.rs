@@ -72,6 +72,18 @@ pub trait Client: Send + Sync {
         request: ReclaimRequest,
     ) -> BoxFuture<'static, Option<ReclaimReply>>;
 
+    /// Reclaimer `reclaimer`'s requests of one step (a wave's fences, its lookups, or its
+    /// requeues and completions; or a listing alone): one answer each, in order, each resolving as
+    /// [`Client::reclaimer`]'s would. A store serves them in one transaction
+    /// (`lease_store::serve_reclaimer_batch`); the default makes each call alone.
+    fn reclaimer_batch(
+        &self,
+        reclaimer: ReclaimerId,
+        calls: Vec<(RequestId, ReclaimRequest)>,
+    ) -> Vec<BoxFuture<'static, Option<ReclaimReply>>> {
+        calls.into_iter().map(|(id, request)| self.reclaimer(reclaimer, id, request)).collect()
+    }
+
     /// Writes a line of the runtime's own (`executing`, `adopted`, `abandoned`, `batch_stopped`,
     /// `gave_up`) under `node`: lines no table or ledger call writes. Resolves to whether the line
     /// is known written: `false` if the store failed or could not be reached (it may still have

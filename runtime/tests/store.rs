@@ -37,7 +37,7 @@ fn worker_config() -> WorkerConfig {
 }
 
 fn reclaimer() -> ReclaimerOptions {
-    let config = ReclaimerConfig { scan_every: TTL / 4, request_timeout: TTL / 5, retries_max: 3 };
+    let config = ReclaimerConfig { scan_every: TTL / 4, request_timeout: TTL / 5, retries_max: 3, wave: 8 };
     ReclaimerOptions::new(ReclaimerId(0), config)
 }
 

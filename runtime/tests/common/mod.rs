@@ -109,7 +109,7 @@ pub fn worker_config() -> WorkerConfig {
 
 /// A scan every 250 ms, requests timing out after 200 ms, three retries.
 pub fn reclaimer_config() -> ReclaimerConfig {
-    ReclaimerConfig { scan_every: Span::from_ms(250), request_timeout: Span::from_ms(200), retries_max: 3 }
+    ReclaimerConfig { scan_every: Span::from_ms(250), request_timeout: Span::from_ms(200), retries_max: 3, wave: 4 }
 }
 
 /// Faults a test plants in the in-memory client.

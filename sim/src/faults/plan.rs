@@ -121,6 +121,10 @@ pub struct World {
     pub reclaimer_request_timeout_us: u64,
     /// A reclaimer's retries of one request.
     pub reclaimer_retries_max: u32,
+    /// How many leases of a batch a reclaimer fences, looks up and finishes together. Absent: 1,
+    /// one lease at a time.
+    #[serde(default = "one_slot", skip_serializing_if = "is_one_slot")]
+    pub reclaimer_wave: u32,
     /// The dependency's ordinary latency range, `[min, max]`.
     pub dependency_latency_us: (u64, u64),
     /// The network's one-way latency range during the fault phase, `[min, max]`.
@@ -818,6 +822,7 @@ impl Plan {
             scan_every: Span::from_us(w.scan_every_us),
             request_timeout: Span::from_us(w.reclaimer_request_timeout_us),
             retries_max: w.reclaimer_retries_max,
+            wave: w.reclaimer_wave,
         };
         params.dependency.latency_min_us = w.dependency_latency_us.0;
         params.dependency.latency_max_us = w.dependency_latency_us.1;
@@ -870,6 +875,7 @@ impl Plan {
             scan_every_us: params.reclaimer.scan_every.as_us(),
             reclaimer_request_timeout_us: params.reclaimer.request_timeout.as_us(),
             reclaimer_retries_max: params.reclaimer.retries_max,
+            reclaimer_wave: params.reclaimer.wave,
             dependency_latency_us: (params.dependency.latency_min_us, params.dependency.latency_max_us),
             network_latency_us: params.latency_us,
             arrival_mean_us: params.arrival_mean_us,

@@ -32,6 +32,7 @@ pub(super) fn base(scenario: &'static str, seed: u64, bug: Option<Bug>, rng: &mu
         scan_every: lease_ttl / rng.gen_range(2..=8),
         request_timeout: lease_ttl / 6,
         retries_max: 3,
+        wave: 1,
     };
     params.arrival_mean_us = rng.gen_range(4_000..=20_000);
     params.dependency.latency_max_us = rng.gen_range(5_000..=40_000);
@@ -133,7 +134,8 @@ pub(super) fn labelled_world(params: &mut Params, rng: &mut Xoshiro256PlusPlus, 
     params.reclaimer_clocks = vec![LocalClock::EXACT; params.reclaimers as usize];
     params.table = TableConfig { capacity: 1_000, lease_ttl, batch_max: 8, attempts_max: 20 };
     params.worker = worker_timing(lease_ttl);
-    params.reclaimer = ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 };
+    params.reclaimer =
+        ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3, wave: 1 };
     params.restart_delay_us = lease_ttl.as_us();
     params.windows.near_us = lease_ttl.as_us() / 8;
     params.windows.far_us = lease_ttl.as_us() / 4;

@@ -1,4 +1,5 @@
-//! `large-batches`: worker processes of 8 to 16 slots that batch as many calls a message, under
+//! `large-batches`: worker processes of 8 to 16 slots that batch as many calls a message, and
+//! reclaimers that take a whole batch as one wave, under
 //! the faults a batch is exposed to: a whole process stalls past its leases while its renewals or
 //! its completions wait to leave, so the batch it sends on waking names leases that reclaimers
 //! took (and other processes were granted) meanwhile; and processes crash after one slot's effect
@@ -42,6 +43,9 @@ fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     params.slots = batch;
     params.batch = batch as usize;
     params.table.batch_max = batch as usize;
+    // The reclaimers take theirs a wave of a whole batch at a time, so a crash mid-reclaim
+    // leaves a wave fenced, or fenced and looked up, and unfinished.
+    params.reclaimer.wave = batch;
     // Two to four processes, and idle slots that poll every quarter lease. (Chosen when the
     // simulated table took one message a millisecond: a fleet of a hundred slots polling every
     // few milliseconds then starved a release for a whole lease, seeds 251 and 352 of an earlier

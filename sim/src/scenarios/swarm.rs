@@ -166,6 +166,11 @@ pub(super) fn draw(params: &mut Params, rng: &mut Xoshiro256PlusPlus) {
     if params.table.batch_max > 1 && fork.gen_bool(1.0 / 3.0) {
         params.enqueue_batch = fork.gen_range(2..=params.table.batch_max);
     }
+    // Drawn after that, from the same copy: half the seeds reclaim in waves of 2 to 16 leases
+    // (fenced, looked up and finished together), the others one lease at a time.
+    if fork.gen_bool(0.5) {
+        params.reclaimer.wave = fork.gen_range(2..=16);
+    }
 }
 
 /// The window faults: single messages held back or doubled (`messages`), and short stalls and

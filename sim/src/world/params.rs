@@ -161,7 +161,12 @@ impl Params {
             enqueue_batch: 0,
             table: TableConfig { capacity: 100, lease_ttl, batch_max: 4, attempts_max: 3 },
             worker: worker_timing(lease_ttl),
-            reclaimer: ReclaimerConfig { scan_every: lease_ttl / 4, request_timeout: lease_ttl / 6, retries_max: 3 },
+            reclaimer: ReclaimerConfig {
+                scan_every: lease_ttl / 4,
+                request_timeout: lease_ttl / 6,
+                retries_max: 3,
+                wave: 1,
+            },
             arrival_mean_us: 10_000,
             dependency: Dependency {
                 latency_min_us: 2_000,
@@ -276,6 +281,9 @@ impl Params {
         }
         if self.slots > 1 || self.batch > 1 {
             let _ = write!(out, " slots={} batch={}", self.slots, self.batch);
+        }
+        if self.reclaimer.wave > 1 {
+            let _ = write!(out, " reclaimer_wave={}", self.reclaimer.wave);
         }
         if self.linger > Span::ZERO {
             let _ = write!(out, " linger_us={}", self.linger.as_us());
