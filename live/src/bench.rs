@@ -102,8 +102,8 @@ impl Row {
 }
 
 /// Where a recovery's time went, each time from the kill: the jobs the killed workers held
-/// expire (a lease outlives its holder by up to a ttl), the reclaimer fences them one at a time,
-/// and each then ends (requeued and run by a survivor, or its recorded output adopted).
+/// expire (a lease outlives its holder by up to a ttl), the reclaimer fences them a wave at a
+/// time (the plan's `reclaimer_wave`), and each then ends (requeued and run by a survivor, or its recorded output adopted).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Recovery {
     /// Jobs the killed workers held at the kill.
@@ -128,7 +128,7 @@ impl Recovery {
         let s = |us: u64| us as f64 / 1e6;
         format!(
             "{} jobs held at the kill; their leases expired {:.2} to {:.2} s after it; {} fenced from {:.2} to {:.2} s \
-             ({:.2} ms a lease, one at a time); the last ended {:.2} s after the kill",
+             ({:.2} ms a lease); the last ended {:.2} s after the kill",
             self.held,
             s(self.first_expiry_us),
             s(self.last_expiry_us),

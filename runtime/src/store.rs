@@ -507,6 +507,20 @@ impl Client for StoreClient {
         self.answer(move |store, now| Ok(lease_store::serve_reclaimer(store, now, reclaimer, request)?.reply))
     }
 
+    fn reclaimer_batch(
+        &self,
+        reclaimer: ReclaimerId,
+        calls: Vec<(RequestId, ReclaimRequest)>,
+    ) -> Vec<BoxFuture<'static, Option<ReclaimReply>>> {
+        let count = calls.len();
+        let requests: Vec<ReclaimRequest> = calls.into_iter().map(|(_, request)| request).collect();
+        let answered = self.answer(move |store, now| {
+            let served = lease_store::serve_reclaimer_batch(store, now, reclaimer, &requests)?;
+            Ok(served.into_iter().map(|served| served.reply).collect())
+        });
+        each_of(answered, count)
+    }
+
     fn line(&self, node: Node, event: Event) -> BoxFuture<'static, bool> {
         let written = self.answer(move |store, now| {
             let mut event = Some(event);

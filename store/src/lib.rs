@@ -86,7 +86,10 @@ pub use caller::Caller;
 pub use host::{open, HostClock};
 pub use memory::MemoryStore;
 pub use place::{Place, StoreKind};
-pub use serve::{life_request, serve_reclaimer, serve_worker, serve_worker_batch, worker_line, Served, LIFE_SHIFT};
+pub use serve::{
+    life_request, serve_reclaimer, serve_reclaimer_batch, serve_worker, serve_worker_batch, worker_line, Served,
+    LIFE_SHIFT,
+};
 pub use sqlite::{busy_retry, SqliteStore, BUSY_RETRY, BUSY_TIMEOUT, TURN_SUFFIX};
 /// The PostgreSQL client [`enqueue_in`] takes a transaction of: use this very version.
 pub use tokio_postgres;
@@ -482,6 +485,17 @@ pub trait TableStore {
         reclaimer: ReclaimerId,
         as_of: Time,
     ) -> Result<Fencing, StoreError>;
+    /// Fences 1 to `batch_max` expired leases for `reclaimer` in one transaction, each `(job,
+    /// expected epoch, as_of)` by its own compare-and-set as [`TableStore::fence`] fences it alone,
+    /// in the order named, each line written in the same transaction: a reclaimer's wave
+    /// ([`crate::serve_reclaimer_batch`]). Never all-or-nothing: a lost race is answered alone.
+    /// A size out of bounds or an unknown job refuses the whole batch, with nothing written.
+    fn fence_batch(
+        &mut self,
+        now: Time,
+        reclaimer: ReclaimerId,
+        fences: &[(JobId, Epoch, Time)],
+    ) -> Result<Vec<Fencing>, StoreError>;
     /// Quarantines a job whose operation has two different outputs.
     fn quarantine(
         &mut self,

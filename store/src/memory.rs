@@ -374,6 +374,20 @@ impl TableStore for MemoryStore {
         Ok(answer)
     }
 
+    fn fence_batch(
+        &mut self,
+        now: Time,
+        reclaimer: ReclaimerId,
+        fences: &[(JobId, Epoch, Time)],
+    ) -> Result<Vec<Fencing>, StoreError> {
+        crate::sql_store::check_batch(*self.table.config(), fences.len())?;
+        // Unknown jobs refuse the batch before anything is fenced, as one transaction would.
+        if let Some(&(job, _, _)) = fences.iter().find(|&&(job, _, _)| self.table.epoch(job).is_none()) {
+            return Err(lease_core::TableError::UnknownJob(job).into());
+        }
+        fences.iter().map(|&(job, expected, as_of)| self.fence(now, job, expected, reclaimer, as_of)).collect()
+    }
+
     fn quarantine(
         &mut self,
         now: Time,

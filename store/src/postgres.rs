@@ -191,7 +191,7 @@ impl PostgresStore {
         let whole = session.clock == Clock::Caller || session.rules.bugs != Bugs::NONE;
         let lock = match &scope {
             _ if whole => schema::LOCK_LOG,
-            Scope::Set | Scope::Enqueue(_) | Scope::Placing(_) => schema::LOCK_LOG,
+            Scope::Set | Scope::Enqueue(_) | Scope::Placing(_) | Scope::Fences(_) => schema::LOCK_LOG,
             Scope::Heads(_) | Scope::Askers(_) => schema::LOCK_QUEUE,
             // Rows each locks in key order (job rows, as an acquire locks its own: no cycle), or
             // none: see LOCK_LOG_SHARED.
@@ -319,10 +319,10 @@ impl PostgresStore {
             Scope::Op(op) => prefetched.ops.push((op, self.prefetch_op(op).await?)),
             // One statement, each job as often as it is named: a batch's rows locked in job order,
             // or an `executing` line's rows read unlocked (see Scope::Leases).
-            Scope::Jobs(ref jobs) | Scope::Leases(ref jobs) => {
+            Scope::Jobs(ref jobs) | Scope::Fences(ref jobs) | Scope::Leases(ref jobs) => {
                 let ids: Vec<i64> = jobs.iter().map(|job| int(job.0)).collect();
                 let statement = match scope {
-                    Scope::Jobs(_) => self.locked(schema::SELECT_JOBS),
+                    Scope::Jobs(_) | Scope::Fences(_) => self.locked(schema::SELECT_JOBS),
                     _ => self.statement(schema::SELECT_JOBS),
                 };
                 let rows = client.query(statement, &[&ids]).await?;

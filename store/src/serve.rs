@@ -158,6 +158,128 @@ pub fn serve_reclaimer(
     Ok(served)
 }
 
+/// Serves reclaimer `reclaimer`'s requests of one step on `store` at the table's time `now`, in
+/// as few transactions as they allow: a wave's fences, its lookups, its requeues and its
+/// completions, each kind of one batch in one transaction per `batch_max` of them
+/// ([`crate::TableStore::fence_batch`], [`crate::LedgerStore::lookup_batch`],
+/// [`crate::TableStore::requeue_batch`], [`crate::TableStore::complete_batch`]; each kind in
+/// the order it first comes). Each is answered as [`serve_reclaimer`] answers it alone,
+/// its line written in the same transaction; the answers come in the order asked. A listing, a
+/// quarantine, or a kind asked once is served alone. An error ends the call: the transactions
+/// before it have committed, and a request sent again is answered as the protocol answers a copy.
+pub fn serve_reclaimer_batch(
+    store: &mut dyn Store,
+    now: Time,
+    reclaimer: ReclaimerId,
+    requests: &[ReclaimRequest],
+) -> Result<Vec<Served<ReclaimReply>>, StoreError> {
+    // Positions grouped by kind and batch, each group in the order asked.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (at, request) in requests.iter().enumerate() {
+        let same = |other: &ReclaimRequest| {
+            std::mem::discriminant(other) == std::mem::discriminant(request) && other.batch() == request.batch()
+        };
+        match groups.iter_mut().find(|group| same(&requests[group[0]])) {
+            Some(group) => group.push(at),
+            None => groups.push(vec![at]),
+        }
+    }
+    let mut answered: Vec<Option<Served<ReclaimReply>>> = vec![None; requests.len()];
+    for group in groups {
+        let asked: Vec<ReclaimRequest> = group.iter().map(|&at| requests[at]).collect();
+        for (at, served) in group.into_iter().zip(serve_together(store, now, reclaimer, &asked)?) {
+            answered[at] = Some(served);
+        }
+    }
+    Ok(answered.into_iter().map(|served| served.expect("every request answered")).collect())
+}
+
+/// Requests of one kind and one batch, together where the kind allows.
+fn serve_together(
+    store: &mut dyn Store,
+    now: Time,
+    reclaimer: ReclaimerId,
+    requests: &[ReclaimRequest],
+) -> Result<Vec<Served<ReclaimReply>>, StoreError> {
+    let Some(&first) = requests.first() else { return Ok(Vec::new()) };
+    let together = requests.len() > 1
+        && matches!(
+            first,
+            ReclaimRequest::Fence { .. }
+                | ReclaimRequest::Lookup { .. }
+                | ReclaimRequest::Requeue { .. }
+                | ReclaimRequest::Complete { .. }
+        );
+    if !together {
+        return requests.iter().map(|&request| serve_reclaimer(store, now, reclaimer, request)).collect();
+    }
+    let caller = Caller { from: Some(Owner::Reclaimer(reclaimer)), batch: Some(first.batch()) };
+    let asker = caller.asker();
+    let max = store.config().batch_max.max(1);
+    let mut served = Vec::with_capacity(requests.len());
+    for chunk in requests.chunks(max) {
+        store.set_caller(caller);
+        match first {
+            ReclaimRequest::Fence { .. } => {
+                let fences: Vec<_> = chunk
+                    .iter()
+                    .filter_map(|request| match *request {
+                        ReclaimRequest::Fence { lease, as_of, .. } => Some((lease.job, lease.epoch, as_of)),
+                        _ => None,
+                    })
+                    .collect();
+                for ((job, expected, _), fencing) in fences.iter().zip(store.fence_batch(now, reclaimer, &fences)?) {
+                    let event = answers::fencing(&asker, *job, *expected, &fencing);
+                    served.push(Served { event, reply: ReclaimReply::Fenced(fencing) });
+                }
+            }
+            ReclaimRequest::Lookup { .. } => {
+                let ops: Vec<_> = chunk
+                    .iter()
+                    .filter_map(|request| match *request {
+                        ReclaimRequest::Lookup { op, epoch, .. } => Some((op, epoch)),
+                        _ => None,
+                    })
+                    .collect();
+                for ((op, epoch), lookup) in ops.iter().zip(store.lookup_batch(now, &ops)?) {
+                    let event = answers::lookup(&asker, *op, *epoch, &lookup);
+                    served.push(Served { event, reply: ReclaimReply::Looked(lookup) });
+                }
+            }
+            ReclaimRequest::Requeue { .. } => {
+                let leases: Vec<_> = chunk
+                    .iter()
+                    .filter_map(|request| match *request {
+                        ReclaimRequest::Requeue { job, epoch, .. } => Some((job, epoch)),
+                        _ => None,
+                    })
+                    .collect();
+                for ((job, epoch), requeue) in leases.iter().zip(store.requeue_batch(now, &leases)?) {
+                    let event = answers::requeue(&asker, *job, *epoch, &requeue);
+                    served.push(Served { event, reply: ReclaimReply::Requeued(requeue) });
+                }
+            }
+            ReclaimRequest::Complete { .. } => {
+                let done: Vec<_> = chunk
+                    .iter()
+                    .filter_map(|request| match *request {
+                        ReclaimRequest::Complete { job, epoch, output, .. } => Some((job, epoch, output)),
+                        _ => None,
+                    })
+                    .collect();
+                for ((job, epoch, output), completion) in done.iter().zip(store.complete_batch(now, &done)?) {
+                    let event = answers::completion(&asker, *job, *epoch, *output, &completion);
+                    served.push(Served { event, reply: ReclaimReply::Completed(completion) });
+                }
+            }
+            ReclaimRequest::ListExpired { .. } | ReclaimRequest::Quarantine { .. } => {
+                unreachable!("served one at a time above")
+            }
+        }
+    }
+    Ok(served)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,9 @@ pub(crate) enum Scope {
     Jobs(Vec<JobId>),
     /// A batch's operation rows, all different, in order.
     Ops(Vec<OpId>),
+    /// A reclaimer's wave of fences: the log's whole lock, as a fence alone ([`Scope::Placing`]),
+    /// then the jobs' rows (all different, in job order), locked, in one statement.
+    Fences(Vec<JobId>),
     /// No row: a caller's own line.
     Line,
     /// The rows of the leases whose `executing` lines are about to be written, in the order
@@ -326,6 +329,26 @@ impl<S: SqlStore> TableStore for S {
         // One row, but the reclaim's own turn: a fence and the listing it follows are ordered by
         // the whole lock, and fences are rare (an expired lease each).
         self.run(now, true, Scope::Placing(job), |op, tx| op.fence(tx, job, expected, reclaimer, as_of))
+    }
+
+    fn fence_batch(
+        &mut self,
+        now: Time,
+        reclaimer: ReclaimerId,
+        fences: &[(JobId, Epoch, Time)],
+    ) -> Result<Vec<Fencing>, StoreError> {
+        check_batch(self.session().rules.config, fences.len())?;
+        // The whole lock, as a fence alone; distinct rows locked together up front, else each
+        // after the writes of those before it.
+        let (scope, flush) = batch_scope(fences.iter().map(|&(job, _, _)| job), Scope::Fences);
+        self.run(now, true, scope, |op, tx| {
+            fences
+                .iter()
+                .map(|&(job, expected, as_of)| {
+                    flushed(tx, flush).and_then(|()| op.fence(tx, job, expected, reclaimer, as_of))
+                })
+                .collect()
+        })
     }
 
     fn quarantine(

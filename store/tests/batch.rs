@@ -11,12 +11,13 @@ mod common;
 use common::pg;
 use common::TempFile;
 use lease_core::{
-    Acquired, Bugs, Enqueued, Epoch, JobId, OpId, OutputId, RequestId, Span, TableConfig, TableError, Time, WorkerId,
-    WorkerRequest,
+    Acquired, BatchId, Bugs, Enqueued, Epoch, JobId, Lease, OpId, OutputId, Owner, ReclaimRequest, ReclaimerId,
+    RequestId, Span, TableConfig, TableError, Time, WorkerId, WorkerRequest,
 };
 use lease_store::{LedgerStore, MemoryStore, SqliteStore, Store, StoreError, TableStore};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
+use std::mem::discriminant;
 
 const JOBS: u64 = 8;
 /// Job ids an enqueue may name: the first `JOBS`, enqueued at the start, and some never seen.
@@ -48,6 +49,10 @@ enum Call {
     /// Enqueues, each `(job, payload length)`: known ones, new ones, one named twice, and past
     /// the capacity while the first jobs are still open.
     Enqueue(Vec<(u64, u8)>),
+    /// A reclaimer's step ([`lease_store::serve_reclaimer_batch`]): one kind (0 fence, 1 lookup,
+    /// 2 requeue, 3 complete; 4: requeues and completions mixed, by the output's parity), each
+    /// item `(job, behind, output)`, all of one batch.
+    Reclaim(u8, Vec<(u64, u64, u64)>),
 }
 
 fn named() -> impl Strategy<Value = Vec<(u64, u64)>> {
@@ -69,6 +74,7 @@ fn calls() -> impl Strategy<Value = Vec<(u64, Call)>> {
         2 => named_out().prop_map(Call::Apply),
         4 => (0..6u8, proptest::collection::vec((1..5u32, 0..JOBS, 0..2u64, 0..3u64), 1..=4))
             .prop_map(|(kind, items)| Call::Serve(kind, items)),
+        3 => (0..5u8, named_out()).prop_map(|(kind, items)| Call::Reclaim(kind, items)),
         1 => proptest::collection::vec((0..IDS, 0..3u8), 1..=4).prop_map(Call::Enqueue),
     ];
     proptest::collection::vec((0..60u64, call), 1..30)
@@ -180,6 +186,39 @@ fn run(store: &mut dyn Store, now: Time, call: &Call, batched: bool) -> String {
                 .collect();
             format!("{answers:?}")
         }
+        Call::Reclaim(kind, items) => {
+            let (reclaimer, batch) = (ReclaimerId(9), BatchId { reclaimer: ReclaimerId(9), seq: 0 });
+            let requests: Vec<ReclaimRequest> = items
+                .iter()
+                .map(|&(j, b, x)| {
+                    let (job, epoch) = (JobId(j), epoch(store, j, b));
+                    match (kind, x % 2) {
+                        (0, _) => {
+                            let lease = Lease { job, owner: Owner::Worker(WorkerId(1)), epoch, expires_at: now };
+                            ReclaimRequest::Fence { batch, lease, as_of: now }
+                        }
+                        (1, _) => ReclaimRequest::Lookup { batch, op: op(j), epoch },
+                        (2, _) | (4, 0) => ReclaimRequest::Requeue { batch, job, epoch },
+                        _ => ReclaimRequest::Complete { batch, job, epoch, output: OutputId(x) },
+                    }
+                })
+                .collect();
+            let answers: Vec<_> = if batched {
+                lease_store::serve_reclaimer_batch(&mut *store, now, reclaimer, &requests).unwrap()
+            } else {
+                // Each kind together, in the order it first comes: the order a step is served in.
+                let mut order: Vec<usize> = (0..requests.len()).collect();
+                let first = |at: usize| requests.iter().position(|r| discriminant(r) == discriminant(&requests[at]));
+                order.sort_by_key(|&at| first(at));
+                let mut answers = vec![None; requests.len()];
+                for at in order {
+                    answers[at] =
+                        Some(lease_store::serve_reclaimer(&mut *store, now, reclaimer, requests[at]).unwrap());
+                }
+                answers.into_iter().map(Option::unwrap).collect()
+            };
+            format!("{answers:?}")
+        }
         Call::Apply(n) => {
             let items: Vec<_> = n.iter().map(|&(j, b, x)| (op(j), epoch(store, j, b), OutputId(x))).collect();
             each!(items, apply_batch, apply, |s, (o, e, x)| s.apply(now, o, e, x).unwrap())
@@ -277,6 +316,17 @@ fn a_misused_batch_writes_nothing(store: &mut dyn Store) {
     assert!(store.renew_batch(Time(2), &renewals).is_err());
     for asked in [0, 5] {
         let error = store.acquire_batch(Time(2), WorkerId(1), asked).unwrap_err();
+        assert!(matches!(error, StoreError::Table(TableError::BatchSize { max: 4, .. })), "{error}");
+    }
+    // A wave of fences: an unknown job after an expired lease, or none, or too many.
+    let expired = Time(1) + config().lease_ttl;
+    let (first, reclaimer) = (grants[0].lease, ReclaimerId(9));
+    let fences = [(first.job, first.epoch, expired), (JobId(99), Epoch(1), expired)];
+    let error = store.fence_batch(expired, reclaimer, &fences).unwrap_err();
+    assert!(matches!(error, StoreError::Table(TableError::UnknownJob(JobId(99)))), "{error}");
+    for asked in [0, 5] {
+        let fences: Vec<_> = (0..asked).map(|_| (first.job, first.epoch, expired)).collect();
+        let error = store.fence_batch(expired, reclaimer, &fences).unwrap_err();
         assert!(matches!(error, StoreError::Table(TableError::BatchSize { max: 4, .. })), "{error}");
     }
     let ops: Vec<_> = (0..5).map(|j| (op(j), Epoch(1))).collect();
