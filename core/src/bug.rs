@@ -112,6 +112,11 @@ pub enum Bug {
     /// fenced since. Only a reclaim storm reaches it: a conflict, a reclaimer stalled past its
     /// lease, and a second reclaimer still at work when the first wakes.
     QuarantineWithoutEpochCheck,
+    /// A reclaimer whose wave's lookups show a conflict quarantines that job and then finishes
+    /// the wave's other jobs anyway (requeues them, or adopts what the ledger holds), instead of
+    /// touching nothing further: the batch goes on past the alert. Needs a wave of two or more
+    /// whose lookups meet a conflict.
+    WaveFinishesPastConflict,
     /// About one seed in twenty records a second terminal outcome: proves failures get reported.
     Canary,
     /// A worker runtime whose effects wait in its buffer (fewer handlers than slots) leaves a
@@ -158,7 +163,7 @@ pub enum Bug {
 
 impl Bug {
     /// Every planted bug, in catalogue order.
-    pub const ALL: [Bug; 23] = [
+    pub const ALL: [Bug; 24] = [
         Bug::ReclaimBoundaryOffByOne,
         Bug::ReclaimByReclaimerClock,
         Bug::CompleteWithoutEpochCheck,
@@ -181,6 +186,7 @@ impl Bug {
         Bug::DeadLetterIgnoresTerminal,
         Bug::GiveUpWithoutBackOff,
         Bug::QuarantineWithoutEpochCheck,
+        Bug::WaveFinishesPastConflict,
         Bug::Canary,
     ];
 
@@ -259,6 +265,7 @@ impl Bug {
             Bug::BatchEnqueueStopsAtRefusal => "batch-enqueue-stops-at-refusal",
             Bug::GiveUpWithoutBackOff => "give-up-without-back-off",
             Bug::QuarantineWithoutEpochCheck => "quarantine-without-epoch-check",
+            Bug::WaveFinishesPastConflict => "wave-finishes-past-conflict",
             Bug::Canary => "canary",
             Bug::BufferKeepsGivenUp => "buffer-keeps-given-up",
             Bug::StopDropsLateGrants => "stop-drops-late-grants",
@@ -305,6 +312,7 @@ impl Bug {
             Bug::QuarantineWithoutEpochCheck => {
                 "a quarantine under any epoch: a reclaimer that lost its fence ends the job"
             }
+            Bug::WaveFinishesPastConflict => "a reclaim wave finishes its other jobs after a conflict stopped it",
             Bug::Canary => "about one seed in twenty records a second terminal outcome",
             Bug::BufferKeepsGivenUp => "a runtime leaves a lease given up in its buffer to lapse, not released",
             Bug::StopDropsLateGrants => "a runtime told to stop leaves a grant that answers afterwards to lapse",

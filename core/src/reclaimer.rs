@@ -433,17 +433,23 @@ impl Reclaimer {
                 batch.stage = Stage::Finish;
                 let looked = batch.won.iter().zip(&batch.looked).filter_map(|(ours, looked)| Some((ours, (*looked)?)));
                 let conflict = looked.clone().find(|(_, lookup)| matches!(lookup, Lookup::Conflict { .. }));
+                let mut requests = Vec::new();
                 if let Some((ours, Lookup::Conflict { recorded, rival })) = conflict {
                     if !bugs.on(Bug::ConflictDoesNotStopBatch) {
                         // The batch stops here: none of the wave's other leases is finished.
                         batch.stage = Stage::Quarantine;
                         let (job, epoch) = (ours.job, ours.epoch);
-                        return Some(vec![ReclaimRequest::Quarantine { batch: id, job, epoch, recorded, rival }]);
+                        requests.push(ReclaimRequest::Quarantine { batch: id, job, epoch, recorded, rival });
+                        if !bugs.on(Bug::WaveFinishesPastConflict) {
+                            return Some(requests);
+                        }
                     }
                 }
-                let mut requests = Vec::new();
                 for (ours, lookup) in looked {
                     let (job, epoch) = (ours.job, ours.epoch);
+                    if matches!(lookup, Lookup::Conflict { .. }) && !bugs.on(Bug::ConflictDoesNotStopBatch) {
+                        continue; // Only with wave-finishes-past-conflict: its mates go on.
+                    }
                     requests.push(match lookup {
                         Lookup::Empty => ReclaimRequest::Requeue { batch: id, job, epoch },
                         Lookup::Recorded(output) => {

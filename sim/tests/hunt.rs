@@ -125,7 +125,9 @@ fn expected(bug: Bug) -> &'static [&'static str] {
             &["fencing", "conformance"]
         }
         Bug::ReclaimSkipsAdoption => &["adopt_before_repeat", "conformance"],
-        Bug::UnboundedReclaimBatch | Bug::ConflictDoesNotStopBatch => &["bounded_batch", "conformance"],
+        Bug::UnboundedReclaimBatch | Bug::ConflictDoesNotStopBatch | Bug::WaveFinishesPastConflict => {
+            &["bounded_batch", "conformance"]
+        }
         // An effect decided on an expired lease: its `executing` line is refused at the store,
         // which the runtime's audit reports (a crash); a handler it fails to cancel calls the
         // dependency again after the lease, on the history (self_fencing).
