@@ -445,24 +445,27 @@ impl Reclaimer {
                         }
                     }
                 }
+                // The requeues, then the completions: each kind one run, served together.
+                let mut completions = Vec::new();
                 for (ours, lookup) in looked {
                     let (job, epoch) = (ours.job, ours.epoch);
                     if matches!(lookup, Lookup::Conflict { .. }) && !bugs.on(Bug::ConflictDoesNotStopBatch) {
                         continue; // Only with wave-finishes-past-conflict: its mates go on.
                     }
-                    requests.push(match lookup {
-                        Lookup::Empty => ReclaimRequest::Requeue { batch: id, job, epoch },
+                    match lookup {
+                        Lookup::Empty => requests.push(ReclaimRequest::Requeue { batch: id, job, epoch }),
                         Lookup::Recorded(output) => {
                             let op = OpId::for_job(job);
                             self.actions.push_back(ReclaimAction::Adopted { batch: id, job, op, output, epoch });
-                            ReclaimRequest::Complete { batch: id, job, epoch, output }
+                            completions.push(ReclaimRequest::Complete { batch: id, job, epoch, output });
                         }
                         // Only with the planted bug: the rival overwrites what the ledger holds.
                         Lookup::Conflict { rival, .. } => {
-                            ReclaimRequest::Complete { batch: id, job, epoch, output: rival }
+                            completions.push(ReclaimRequest::Complete { batch: id, job, epoch, output: rival })
                         }
-                    });
+                    }
                 }
+                requests.extend(completions);
                 if !requests.is_empty() {
                     return Some(requests);
                 }

@@ -1975,8 +1975,8 @@ fn step_all(
 #[test]
 fn a_wave_fences_its_leases_together_then_looks_up_together_then_finishes_together() {
     // Proves the wave: three expired leases and a wave of two. It fences j1 and j2 at once, and
-    // sends nothing more until both fences are answered; then both lookups; then j1's adoption
-    // and j2's requeue together; then the third lease alone, as the next wave.
+    // sends nothing more until both fences are answered; then both lookups; then j2's requeue and
+    // j1's adoption together; then the third lease alone, as the next wave.
     let mut table = table_with(TableConfig { batch_max: 3, ..config() });
     let mut ledger = EffectLedger::new();
     let leases = [1, 2, 3].map(|n| leased(&mut table, t(n), n, W1));
@@ -1999,7 +1999,8 @@ fn a_wave_fences_its_leases_together_then_looks_up_together_then_finishes_togeth
     let finishes = sends(&actions);
     let complete = ReclaimRequest::Complete { batch, job: job(1), epoch: Epoch(2), output: out(7) };
     let requeue = ReclaimRequest::Requeue { batch, job: job(2), epoch: Epoch(2) };
-    assert_eq!(finishes.iter().map(|sent| sent.1).collect::<Vec<_>>(), vec![complete, requeue]);
+    // The requeues first, then the completions: each kind one run, which a store serves together.
+    assert_eq!(finishes.iter().map(|sent| sent.1).collect::<Vec<_>>(), vec![requeue, complete]);
 
     let next = sends(&step_all(&mut reclaimer, &mut table, &mut ledger, now, &finishes));
     assert_eq!(next.iter().map(|sent| sent.1).collect::<Vec<_>>(), vec![fence(leases[2])]);

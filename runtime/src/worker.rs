@@ -527,7 +527,16 @@ impl<H: Handler> Run<H> {
     async fn drain(&mut self) {
         for slot in 0..self.slots.len() {
             while let Some(action) = self.slots[slot].worker.poll() {
-                if !self.slots[slot].closed {
+                // A closed slot's machine is driven no more, but a grant it declined still goes
+                // back: a late grant of an acquire it had given up, taken in the same turn as
+                // the grant that closed it, was left leased to nobody (large-batches, seed
+                // 300060: two grants to one slot after the stop, the second handed back).
+                let hands_back = matches!(
+                    action,
+                    WorkerAction::Abandoned { why: lease_core::Abandon::Declined, .. }
+                        | WorkerAction::Send(_, WorkerRequest::Release { .. })
+                );
+                if !self.slots[slot].closed || hands_back {
                     self.act(slot, action).await;
                 }
             }

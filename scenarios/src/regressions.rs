@@ -116,6 +116,7 @@ mod tests {
             "swarm-seed-20261130000004159.json",
             "large-batches-seed-938.json",
             "swarm-seed-329.json",
+            "large-batches-seed-300060.json",
         ] {
             let regression = named(name).unwrap_or_else(|| panic!("{name} is missing from scenarios/regressions"));
             assert_eq!(regression.plan.expect.as_deref(), Some("held"), "{name}");

@@ -22,6 +22,11 @@ pub enum Request {
     WorkerBatch(Vec<(u32, u64, WorkerRequest)>),
     /// From reclaimer `n`.
     Reclaimer(u32, ReclaimRequest),
+    /// From reclaimer `n`'s runtime: the requests of one step of a wave (its fences, its lookups,
+    /// or its requeues and completions), which the table (the ledger, for lookups) serves as a
+    /// store does ([`lease_store::serve_reclaimer_batch`]): lost, held back or doubled as one
+    /// message.
+    ReclaimerBatch(u32, Vec<ReclaimRequest>),
     /// From the arrival generator: one job, or every job due at once (`Params::enqueue_batch`),
     /// served in one transaction ([`lease_store::TableStore::enqueue_batch`]), and lost, held back
     /// or doubled as one message.
@@ -47,6 +52,8 @@ pub enum Reply {
     WorkerBatch(Vec<Option<WorkerReply>>),
     /// To a reclaimer.
     Reclaimer(ReclaimReply),
+    /// To a [`Request::ReclaimerBatch`]: an answer per request, in order.
+    ReclaimerBatch(Vec<ReclaimReply>),
     /// To the arrival generator: its offer was served. What became of each job is the table's
     /// line for it (`arrived`, `duplicate` or `rejected`); the generator offers none again.
     Enqueued,

@@ -159,39 +159,32 @@ pub fn serve_reclaimer(
 }
 
 /// Serves reclaimer `reclaimer`'s requests of one step on `store` at the table's time `now`, in
-/// as few transactions as they allow: a wave's fences, its lookups, its requeues and its
-/// completions, each kind of one batch in one transaction per `batch_max` of them
+/// as few transactions as they allow: each run of requests of one kind and one batch (a wave's
+/// fences, its lookups, its requeues, its completions) in one transaction per `batch_max` of them
 /// ([`crate::TableStore::fence_batch`], [`crate::LedgerStore::lookup_batch`],
-/// [`crate::TableStore::requeue_batch`], [`crate::TableStore::complete_batch`]; each kind in
-/// the order it first comes). Each is answered as [`serve_reclaimer`] answers it alone,
-/// its line written in the same transaction; the answers come in the order asked. A listing, a
-/// quarantine, or a kind asked once is served alone. An error ends the call: the transactions
-/// before it have committed, and a request sent again is answered as the protocol answers a copy.
+/// [`crate::TableStore::requeue_batch`], [`crate::TableStore::complete_batch`]). Each is answered
+/// as [`serve_reclaimer`] answers it alone, its line written in the same transaction, and the
+/// answers and lines come in the order asked (a reclaimer asks a wave's requeues before its
+/// completions, so a finishing step is two runs). A listing or a quarantine is served alone. An
+/// error ends the call: the transactions before it have committed, and a request sent again is
+/// answered as the protocol answers a copy.
 pub fn serve_reclaimer_batch(
     store: &mut dyn Store,
     now: Time,
     reclaimer: ReclaimerId,
     requests: &[ReclaimRequest],
 ) -> Result<Vec<Served<ReclaimReply>>, StoreError> {
-    // Positions grouped by kind and batch, each group in the order asked.
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (at, request) in requests.iter().enumerate() {
+    let mut served = Vec::with_capacity(requests.len());
+    let mut rest = requests;
+    while let Some(first) = rest.first() {
         let same = |other: &ReclaimRequest| {
-            std::mem::discriminant(other) == std::mem::discriminant(request) && other.batch() == request.batch()
+            std::mem::discriminant(other) == std::mem::discriminant(first) && other.batch() == first.batch()
         };
-        match groups.iter_mut().find(|group| same(&requests[group[0]])) {
-            Some(group) => group.push(at),
-            None => groups.push(vec![at]),
-        }
+        let run = rest.iter().take_while(|request| same(request)).count();
+        served.extend(serve_together(store, now, reclaimer, &rest[..run])?);
+        rest = &rest[run..];
     }
-    let mut answered: Vec<Option<Served<ReclaimReply>>> = vec![None; requests.len()];
-    for group in groups {
-        let asked: Vec<ReclaimRequest> = group.iter().map(|&at| requests[at]).collect();
-        for (at, served) in group.into_iter().zip(serve_together(store, now, reclaimer, &asked)?) {
-            answered[at] = Some(served);
-        }
-    }
-    Ok(answered.into_iter().map(|served| served.expect("every request answered")).collect())
+    Ok(served)
 }
 
 /// Requests of one kind and one batch, together where the kind allows.

@@ -50,8 +50,8 @@ enum Call {
     /// the capacity while the first jobs are still open.
     Enqueue(Vec<(u64, u8)>),
     /// A reclaimer's step ([`lease_store::serve_reclaimer_batch`]): one kind (0 fence, 1 lookup,
-    /// 2 requeue, 3 complete; 4: requeues and completions mixed, by the output's parity), each
-    /// item `(job, behind, output)`, all of one batch.
+    /// 2 requeue, 3 complete; 4: requeues and completions mixed, by the output's parity, in runs
+    /// of one kind each served together), each item `(job, behind, output)`, all of one batch.
     Reclaim(u8, Vec<(u64, u64, u64)>),
 }
 
@@ -206,16 +206,10 @@ fn run(store: &mut dyn Store, now: Time, call: &Call, batched: bool) -> String {
             let answers: Vec<_> = if batched {
                 lease_store::serve_reclaimer_batch(&mut *store, now, reclaimer, &requests).unwrap()
             } else {
-                // Each kind together, in the order it first comes: the order a step is served in.
-                let mut order: Vec<usize> = (0..requests.len()).collect();
-                let first = |at: usize| requests.iter().position(|r| discriminant(r) == discriminant(&requests[at]));
-                order.sort_by_key(|&at| first(at));
-                let mut answers = vec![None; requests.len()];
-                for at in order {
-                    answers[at] =
-                        Some(lease_store::serve_reclaimer(&mut *store, now, reclaimer, requests[at]).unwrap());
-                }
-                answers.into_iter().map(Option::unwrap).collect()
+                requests
+                    .iter()
+                    .map(|&request| lease_store::serve_reclaimer(&mut *store, now, reclaimer, request).unwrap())
+                    .collect()
             };
             format!("{answers:?}")
         }

@@ -24,7 +24,7 @@ use lease_core::{
 };
 use lease_history::answers::{self, Asker};
 use lease_history::Node;
-use lease_store::{serve_reclaimer, serve_worker, Served, Store, StoreError};
+use lease_store::{serve_reclaimer, serve_reclaimer_batch, serve_worker, Served, Store, StoreError};
 use madsim::net::Endpoint;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -45,6 +45,19 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
             }
             Request::Reclaimer(n, request @ ReclaimRequest::Lookup { .. }) => {
                 Reply::Reclaimer(lookup(&ctx, |store, now| serve_reclaimer(store, now, ReclaimerId(n), request)))
+            }
+            Request::ReclaimerBatch(n, requests)
+                if requests.iter().all(|request| matches!(request, ReclaimRequest::Lookup { .. })) =>
+            {
+                let now = ctx.now();
+                let mut state = ctx.state();
+                let served = answered(serve_reclaimer_batch(state.durable.store(), now, ReclaimerId(n), &requests));
+                let mut replies = Vec::with_capacity(served.len());
+                for served in served {
+                    state.record_at(now, Node::Ledger, served.event);
+                    replies.push(served.reply);
+                }
+                Reply::ReclaimerBatch(replies)
             }
             Request::Worker(_, WorkerRequest::Execute { op, epoch }) | Request::Produce(_, op, epoch) => {
                 let fenced = matches!(envelope.body, Request::Worker(..));

@@ -814,6 +814,43 @@ impl Client for Wire {
         self.ask(to, self.wire_id(id.0), Request::Reclaimer(reclaimer.0, request), take)
     }
 
+    /// A step's requests to the table in one message and its lookups to the ledger in another,
+    /// each under the wire id of its first request (a copy of the step sent again goes under the
+    /// same, unless its first was answered): the node serves the message as a store serves a
+    /// step ([`lease_store::serve_reclaimer_batch`]) and answers it with one message. A request
+    /// alone goes as [`Client::reclaimer`] sends it.
+    fn reclaimer_batch(
+        &self,
+        reclaimer: ReclaimerId,
+        calls: Vec<(RequestId, ReclaimRequest)>,
+    ) -> Vec<BoxFuture<'static, Option<ReclaimReply>>> {
+        let mut answers: Vec<Option<BoxFuture<'static, Option<ReclaimReply>>>> = calls.iter().map(|_| None).collect();
+        for at_ledger in [false, true] {
+            let group: Vec<usize> = (0..calls.len())
+                .filter(|&at| matches!(calls[at].1, ReclaimRequest::Lookup { .. }) == at_ledger)
+                .collect();
+            if let [at] = group[..] {
+                answers[at] = Some(self.reclaimer(reclaimer, calls[at].0, calls[at].1));
+                continue;
+            }
+            let Some(&first) = group.first() else { continue };
+            let to = if at_ledger { ledger_addr() } else { table_addr() };
+            let take = |reply| match reply {
+                Reply::ReclaimerBatch(answers) => answers,
+                other => panic!("a reclaimer's step got {other:?}"),
+            };
+            let requests = group.iter().map(|&at| calls[at].1).collect();
+            let id = self.wire_id(calls[first].0 .0);
+            let answered = self.ask(to, id, Request::ReclaimerBatch(reclaimer.0, requests), take).shared();
+            for (nth, &at) in group.iter().enumerate() {
+                let answered = answered.clone();
+                answers[at] =
+                    Some(Box::pin(async move { answered.await.and_then(|answers| answers.get(nth).cloned()) }));
+            }
+        }
+        answers.into_iter().map(|answer| answer.expect("every request sent")).collect()
+    }
+
     fn lines(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, bool> {
         // A store writes a batch of lines in one transaction: an empty one is a round trip for
         // nothing, at every turn of the loop.

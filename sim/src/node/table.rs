@@ -28,7 +28,7 @@ use crate::world::durable::answered;
 use lease_core::{Acquired, JobId, ReclaimRequest, ReclaimerId, RequestId, WorkerId, WorkerReply, WorkerRequest};
 use lease_history::answers;
 use lease_history::Node;
-use lease_store::{serve_reclaimer, serve_worker, serve_worker_batch, WorkerCall};
+use lease_store::{serve_reclaimer, serve_reclaimer_batch, serve_worker, serve_worker_batch, WorkerCall};
 use madsim::net::Endpoint;
 use std::collections::{BTreeMap, VecDeque};
 use std::future::{poll_fn, Future};
@@ -411,6 +411,19 @@ fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
             assert!(!matches!(request, ReclaimRequest::Lookup { .. }), "harness bug: {request:?} routed to the table");
             let served = answered(serve_reclaimer(table.store(), now, ReclaimerId(n), on_table_scale_of(request)));
             (Reply::Reclaimer(served.reply), served.event)
+        }
+        // A wave's step, as a store serves it: each kind together, a line for each request.
+        Request::ReclaimerBatch(n, requests) => {
+            let at_ledger = requests.iter().any(|request| matches!(request, ReclaimRequest::Lookup { .. }));
+            assert!(!at_ledger, "harness bug: {requests:?} routed to the table");
+            let requests: Vec<ReclaimRequest> = requests.into_iter().map(on_table_scale_of).collect();
+            let served = answered(serve_reclaimer_batch(table.store(), now, ReclaimerId(n), &requests));
+            let mut replies = Vec::with_capacity(served.len());
+            for served in served {
+                state.record_at(now, Node::Table, served.event);
+                replies.push(served.reply);
+            }
+            return Reply::ReclaimerBatch(replies);
         }
     };
     state.record_at(now, Node::Table, event);

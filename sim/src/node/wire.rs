@@ -53,6 +53,10 @@ impl Letter {
                 let &(n, _, first) = calls.first().expect("a batch holds a request");
                 return Letter::request(&Request::Worker(n, first), to);
             }
+            Request::ReclaimerBatch(n, requests) => {
+                let &first = requests.first().expect("a batch holds a request");
+                return Letter::request(&Request::Reclaimer(*n, first), to);
+            }
             Request::RecordBatch(records) => {
                 let &(n, op, epoch, output) = records.first().expect("a batch holds a record");
                 return Letter::request(&Request::Record(n, op, epoch, output), to);
