@@ -345,30 +345,32 @@ mod tests {
         assert!(check_history(&conflict_story().entries).is_ok());
     }
 
-    /// A wave of two: r1's batch fences j1 and j2 together and looks both up together. j2's
-    /// lookup is answered first and shows a conflict; so does j1's. Returns the history and j2's
-    /// conflicting lookup's line.
-    fn a_wave_meets_two_conflicts() -> (History, usize) {
+    /// A wave of two: r1's batch fences j1 and j2 together (they will be looked up together).
+    /// Each job of `conflicting` has two outputs claiming its operation.
+    fn a_wave_fenced(conflicting: &[lease_core::JobId]) -> History {
         let mut history = History::new(2, 3);
         for job in [J1, J2] {
             history.at(0).arrived(job);
             history.at(10).granted(job, E1, w(1), 1_010);
+        }
+        for &job in conflicting {
             history.at(20).applied(job, E1, O7);
             history.at(30).effect_rejected(job, E1, O8, EffectRejectReason::Conflict);
         }
         history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
         history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
         history.at(1_010).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
-        let first = history.at(1_020).looked_up(J2, E2, Some(O7), Some(O8), Some(batch(1, 0)));
-        history.at(1_020).looked_up(J1, E2, Some(O7), Some(O8), Some(batch(1, 0)));
-        (history, first)
+        history
     }
 
-    // A wave's lookups are answered in any order: the batch stopped on j2's, and quarantining
-    // j1, the first conflict in listing order, passes; so does leaving j2 fenced to expire.
+    // A wave's lookups are answered in any order: both show a conflict, j2's first, and the batch
+    // stops on it. Quarantining j1, the first conflict in listing order, passes; so does leaving
+    // j2 fenced to expire.
     #[test]
     fn a_wave_quarantines_any_job_whose_lookup_showed_a_conflict() {
-        let (mut history, _) = a_wave_meets_two_conflicts();
+        let mut history = a_wave_fenced(&[J1, J2]);
+        history.at(1_020).looked_up(J2, E2, Some(O7), Some(O8), Some(batch(1, 0)));
+        history.at(1_020).looked_up(J1, E2, Some(O7), Some(O8), Some(batch(1, 0)));
         history.at(1_030).quarantined(J1, E2, [O7, O8], Some(batch(1, 0)));
         history.at(1_030).batch_stopped(batch(1, 0), J1, [O7, O8]);
         assert!(check_history(&history.entries).is_ok());
@@ -378,16 +380,7 @@ mod tests {
     // is reported, against the conflicting lookup.
     #[test]
     fn a_wave_that_finishes_a_mate_after_a_conflict_fails() {
-        let mut history = History::new(2, 3);
-        for job in [J1, J2] {
-            history.at(0).arrived(job);
-            history.at(10).granted(job, E1, w(1), 1_010);
-        }
-        history.at(20).applied(J1, E1, O7);
-        history.at(30).effect_rejected(J1, E1, O8, EffectRejectReason::Conflict);
-        history.at(1_010).listed(batch(1, 0), &[(J1, E1, 1_010), (J2, E1, 1_010)]);
-        history.at(1_010).reclaimed(J1, E1, 1_010, E2, batch(1, 0));
-        history.at(1_010).reclaimed(J2, E1, 1_010, E2, batch(1, 0));
+        let mut history = a_wave_fenced(&[J1]);
         let conflict = history.at(1_020).looked_up(J1, E2, Some(O7), Some(O8), Some(batch(1, 0)));
         history.at(1_020).looked_up(J2, E2, None, None, Some(batch(1, 0)));
         assert!(check_history(&history.entries).is_ok());
