@@ -87,8 +87,8 @@ pub use host::{open, HostClock};
 pub use memory::MemoryStore;
 pub use place::{Place, StoreKind};
 pub use serve::{
-    life_request, serve_reclaimer, serve_reclaimer_batch, serve_worker, serve_worker_batch, worker_line, Served,
-    LIFE_SHIFT,
+    life_request, reclaimer_line, serve_reclaimer, serve_reclaimer_batch, serve_worker, serve_worker_batch,
+    worker_line, Served, LIFE_SHIFT,
 };
 pub use sqlite::{busy_retry, SqliteStore, BUSY_RETRY, BUSY_TIMEOUT, TURN_SUFFIX};
 /// The PostgreSQL client [`enqueue_in`] takes a transaction of: use this very version.

@@ -123,39 +123,53 @@ pub fn serve_reclaimer(
     reclaimer: ReclaimerId,
     request: ReclaimRequest,
 ) -> Result<Served<ReclaimReply>, StoreError> {
-    let caller = Caller { from: Some(Owner::Reclaimer(reclaimer)), batch: Some(request.batch()) };
-    store.set_caller(caller);
-    let asker = caller.asker();
-    let served = match request {
-        ReclaimRequest::ListExpired { as_of, .. } => {
-            let leases = store.expired(now, as_of)?;
-            Served { event: answers::listed(&asker, &leases), reply: ReclaimReply::Listed(leases) }
-        }
+    store.set_caller(reclaimer_caller(reclaimer, request));
+    let reply = match request {
+        ReclaimRequest::ListExpired { as_of, .. } => ReclaimReply::Listed(store.expired(now, as_of)?),
         ReclaimRequest::Fence { lease, as_of, .. } => {
-            let fencing = store.fence(now, lease.job, lease.epoch, reclaimer, as_of)?;
-            let event = answers::fencing(&asker, lease.job, lease.epoch, &fencing);
-            Served { event, reply: ReclaimReply::Fenced(fencing) }
+            ReclaimReply::Fenced(store.fence(now, lease.job, lease.epoch, reclaimer, as_of)?)
         }
-        ReclaimRequest::Lookup { op, epoch, .. } => {
-            let lookup = store.lookup(now, op, epoch)?;
-            Served { event: answers::lookup(&asker, op, epoch, &lookup), reply: ReclaimReply::Looked(lookup) }
-        }
+        ReclaimRequest::Lookup { op, epoch, .. } => ReclaimReply::Looked(store.lookup(now, op, epoch)?),
         ReclaimRequest::Complete { job, epoch, output, .. } => {
-            let completion = store.complete(now, job, epoch, output)?;
-            let event = answers::completion(&asker, job, epoch, output, &completion);
-            Served { event, reply: ReclaimReply::Completed(completion) }
+            ReclaimReply::Completed(store.complete(now, job, epoch, output)?)
         }
-        ReclaimRequest::Requeue { job, epoch, .. } => {
-            let requeue = store.requeue(now, job, epoch)?;
-            Served { event: answers::requeue(&asker, job, epoch, &requeue), reply: ReclaimReply::Requeued(requeue) }
-        }
+        ReclaimRequest::Requeue { job, epoch, .. } => ReclaimReply::Requeued(store.requeue(now, job, epoch)?),
         ReclaimRequest::Quarantine { job, epoch, recorded, rival, .. } => {
-            let quarantine = store.quarantine(now, job, epoch, recorded, rival)?;
-            let event = answers::quarantine(&asker, job, epoch, &quarantine);
-            Served { event, reply: ReclaimReply::Quarantined(quarantine) }
+            ReclaimReply::Quarantined(store.quarantine(now, job, epoch, recorded, rival)?)
         }
     };
-    Ok(served)
+    Ok(Served { event: reclaimer_line(reclaimer, request, &reply), reply })
+}
+
+/// Who asks, for reclaimer `reclaimer`'s `request`: the reclaimer, and the request's batch.
+fn reclaimer_caller(reclaimer: ReclaimerId, request: ReclaimRequest) -> Caller {
+    Caller { from: Some(Owner::Reclaimer(reclaimer)), batch: Some(request.batch()) }
+}
+
+/// The line a store writes when it answers reclaimer `reclaimer`'s `request` with `reply`: the one
+/// mapping from a reclaimer's answer to its line, for a call alone and for each call of a step. A
+/// reply of another request's kind is a store's bug.
+pub fn reclaimer_line(reclaimer: ReclaimerId, request: ReclaimRequest, reply: &ReclaimReply) -> Event {
+    let asker = reclaimer_caller(reclaimer, request).asker();
+    match (request, reply) {
+        (ReclaimRequest::ListExpired { .. }, ReclaimReply::Listed(leases)) => answers::listed(&asker, leases),
+        (ReclaimRequest::Fence { lease, .. }, ReclaimReply::Fenced(fencing)) => {
+            answers::fencing(&asker, lease.job, lease.epoch, fencing)
+        }
+        (ReclaimRequest::Lookup { op, epoch, .. }, ReclaimReply::Looked(lookup)) => {
+            answers::lookup(&asker, op, epoch, lookup)
+        }
+        (ReclaimRequest::Complete { job, epoch, output, .. }, ReclaimReply::Completed(completion)) => {
+            answers::completion(&asker, job, epoch, output, completion)
+        }
+        (ReclaimRequest::Requeue { job, epoch, .. }, ReclaimReply::Requeued(requeue)) => {
+            answers::requeue(&asker, job, epoch, requeue)
+        }
+        (ReclaimRequest::Quarantine { job, epoch, .. }, ReclaimReply::Quarantined(quarantine)) => {
+            answers::quarantine(&asker, job, epoch, quarantine)
+        }
+        (request, reply) => panic!("a store answered {request:?} with {reply:?}"),
+    }
 }
 
 /// Serves reclaimer `reclaimer`'s requests of one step on `store` at the table's time `now`, in
@@ -206,13 +220,12 @@ fn serve_together(
     if !together {
         return requests.iter().map(|&request| serve_reclaimer(store, now, reclaimer, request)).collect();
     }
-    let caller = Caller { from: Some(Owner::Reclaimer(reclaimer)), batch: Some(first.batch()) };
-    let asker = caller.asker();
     let max = store.config().batch_max.max(1);
     let mut served = Vec::with_capacity(requests.len());
     for chunk in requests.chunks(max) {
-        store.set_caller(caller);
-        match first {
+        store.set_caller(reclaimer_caller(reclaimer, first));
+        // Each call's arguments, in the order asked (every request of the chunk is of `first`'s kind).
+        let replies: Vec<ReclaimReply> = match first {
             ReclaimRequest::Fence { .. } => {
                 let fences: Vec<_> = chunk
                     .iter()
@@ -221,10 +234,7 @@ fn serve_together(
                         _ => None,
                     })
                     .collect();
-                for ((job, expected, _), fencing) in fences.iter().zip(store.fence_batch(now, reclaimer, &fences)?) {
-                    let event = answers::fencing(&asker, *job, *expected, &fencing);
-                    served.push(Served { event, reply: ReclaimReply::Fenced(fencing) });
-                }
+                store.fence_batch(now, reclaimer, &fences)?.into_iter().map(ReclaimReply::Fenced).collect()
             }
             ReclaimRequest::Lookup { .. } => {
                 let ops: Vec<_> = chunk
@@ -234,10 +244,7 @@ fn serve_together(
                         _ => None,
                     })
                     .collect();
-                for ((op, epoch), lookup) in ops.iter().zip(store.lookup_batch(now, &ops)?) {
-                    let event = answers::lookup(&asker, *op, *epoch, &lookup);
-                    served.push(Served { event, reply: ReclaimReply::Looked(lookup) });
-                }
+                store.lookup_batch(now, &ops)?.into_iter().map(ReclaimReply::Looked).collect()
             }
             ReclaimRequest::Requeue { .. } => {
                 let leases: Vec<_> = chunk
@@ -247,10 +254,7 @@ fn serve_together(
                         _ => None,
                     })
                     .collect();
-                for ((job, epoch), requeue) in leases.iter().zip(store.requeue_batch(now, &leases)?) {
-                    let event = answers::requeue(&asker, *job, *epoch, &requeue);
-                    served.push(Served { event, reply: ReclaimReply::Requeued(requeue) });
-                }
+                store.requeue_batch(now, &leases)?.into_iter().map(ReclaimReply::Requeued).collect()
             }
             ReclaimRequest::Complete { .. } => {
                 let done: Vec<_> = chunk
@@ -260,15 +264,15 @@ fn serve_together(
                         _ => None,
                     })
                     .collect();
-                for ((job, epoch, output), completion) in done.iter().zip(store.complete_batch(now, &done)?) {
-                    let event = answers::completion(&asker, *job, *epoch, *output, &completion);
-                    served.push(Served { event, reply: ReclaimReply::Completed(completion) });
-                }
+                store.complete_batch(now, &done)?.into_iter().map(ReclaimReply::Completed).collect()
             }
             ReclaimRequest::ListExpired { .. } | ReclaimRequest::Quarantine { .. } => {
                 unreachable!("served one at a time above")
             }
-        }
+        };
+        let each = chunk.iter().zip(replies);
+        served
+            .extend(each.map(|(&request, reply)| Served { event: reclaimer_line(reclaimer, request, &reply), reply }));
     }
     Ok(served)
 }
