@@ -109,7 +109,10 @@ impl Runtime {
             // The loop's timer, kept while the machine's timeout stays the same.
             let mut timer: Option<(lease_core::Time, BoxFuture<'static, ()>)> = None;
             loop {
-                let (mut sends, mut given_up) = (Vec::new(), Vec::new());
+                // A turn's lines (`adopted`, `batch_stopped`, then `gave_up`), written together
+                // before its requests leave: one transaction, where each alone waited its turn at
+                // the store (a wave of 32 adoptions took 375 ms on a busy PostgreSQL).
+                let (mut sends, mut lines, mut given_up) = (Vec::new(), Vec::new(), Vec::new());
                 while let Some(action) = machine.poll() {
                     if let ReclaimAction::GaveUp { batch, job } = action {
                         tally.gave_up += 1;
@@ -120,13 +123,15 @@ impl Runtime {
                             "gave up a batch: no answer"
                         );
                         given_up.push((Node::Reclaimer(options.id.0), Event::GaveUp { batch, job }));
-                    } else if let Some(send) = seams.reclaim_action(&options, &mut tally, action).await {
+                    } else if let Some(send) = seams.reclaim_action(&options, &mut tally, &mut lines, action).await {
                         sends.push(send);
                     }
                 }
-                if !given_up.is_empty() {
-                    // Together: a late copy of a request given up lands before or after them all.
-                    seams.client.lines(given_up).await;
+                // The give-ups together, after the turn's other lines, as they were always
+                // written: a late copy of a request given up lands before or after them all.
+                lines.append(&mut given_up);
+                if !lines.is_empty() {
+                    seams.client.lines(lines).await;
                 }
                 if !machine.awaits_any() {
                     // Nothing the machine still waits for: the answers of calls it gave up on are
@@ -164,10 +169,13 @@ impl Runtime {
     }
 
     /// Acts on one of the machine's actions; a request becomes the call returned.
+    /// Its line joins `lines`, written at the end of the turn with the others, before the turn's
+    /// requests leave (a crash at a listing's point, earlier in the turn, loses both).
     async fn reclaim_action(
         &self,
         options: &ReclaimerOptions,
         tally: &mut ReclaimTally,
+        lines: &mut Vec<(Node, Event)>,
         action: ReclaimAction,
     ) -> Option<(RequestId, ReclaimRequest)> {
         let node = Node::Reclaimer(options.id.0);
@@ -184,7 +192,7 @@ impl Runtime {
             ReclaimAction::Adopted { job, op, output, epoch, .. } => {
                 tally.adopted += 1;
                 self.metrics.count(Count::Adoption);
-                self.client.line(node, Event::Adopted { job, op, output, epoch }).await;
+                lines.push((node, Event::Adopted { job, op, output, epoch }));
             }
             ReclaimAction::BatchStopped { batch, job, recorded, rival, untouched } => {
                 tally.stopped += 1;
@@ -205,7 +213,7 @@ impl Runtime {
                     batch.seq,
                 );
                 let stopped = Event::BatchStopped { batch, job, identities: [recorded, rival], untouched };
-                self.client.line(node, stopped).await;
+                lines.push((node, stopped));
             }
             ReclaimAction::LostRace { .. } => tally.lost_races += 1,
             ReclaimAction::GaveUp { .. } => unreachable!("the loop writes the lines of a give-up together"),

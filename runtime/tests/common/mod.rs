@@ -3,7 +3,7 @@
 //! over `lease-core`'s own table and ledger, with the faults a test plants.
 #![allow(dead_code)] // Each test file uses its own part.
 
-use futures::future::{self, BoxFuture};
+use futures::future::{self, BoxFuture, FutureExt};
 use futures::task::{waker_ref, ArcWake};
 use lease_core::{
     Apply, EffectLedger, Epoch, JobId, JobState, LeaseTable, OpId, OutputId, ReclaimReply, ReclaimRequest,
@@ -138,6 +138,8 @@ pub struct Seen {
     pub renewed: u64,
     /// The runtime's own lines.
     pub lines: Vec<(Node, Event)>,
+    /// Every batch of lines written together ([`Client::lines`]): its lines, in order.
+    pub line_batches: Vec<Vec<Event>>,
     /// Every batch of worker requests ([`Client::worker_batch`]): its requests, in order.
     pub batches: Vec<Vec<WorkerRequest>>,
 }
@@ -363,6 +365,12 @@ impl Client for MemoryClient {
         }
         state.seen.lines.push((node, event));
         Box::pin(future::ready(true))
+    }
+
+    fn lines(&self, lines: Vec<(Node, Event)>) -> BoxFuture<'static, bool> {
+        self.state().seen.line_batches.push(lines.iter().map(|(_, event)| event.clone()).collect());
+        let written: Vec<_> = lines.into_iter().map(|(node, event)| self.line(node, event)).collect();
+        Box::pin(future::join_all(written).map(|written| written.into_iter().all(|written| written)))
     }
 }
 
