@@ -226,10 +226,9 @@ struct Batch {
     id: BatchId,
     pending: VecDeque<Lease>,
     stage: Stage,
-    /// The wave's fences won, in listing order: the reclaimer's own leases.
-    won: Vec<Lease>,
-    /// The lookup answered for each of `won`, by position.
-    looked: Vec<Option<Lookup>>,
+    /// The wave's fences won, in listing order (the reclaimer's own leases), each with its
+    /// lookup's answer once it is in.
+    won: Vec<(Lease, Option<Lookup>)>,
 }
 
 /// The reclaimer state machine. See the module doc.
@@ -330,7 +329,7 @@ impl Reclaimer {
             (ReclaimRequest::Fence { batch, lease, .. }, ReclaimReply::Fenced(fencing)) => match fencing {
                 Fencing::Won { lease: ours, .. } => {
                     if let Some(current) = self.batch.as_mut().filter(|current| current.id == batch) {
-                        current.won.push(ours);
+                        current.won.push((ours, None));
                     }
                 }
                 Fencing::LostRace { .. } | Fencing::NotExpired { .. } => {
@@ -340,8 +339,8 @@ impl Reclaimer {
             },
             (ReclaimRequest::Lookup { batch, op, .. }, ReclaimReply::Looked(lookup)) => {
                 if let Some(current) = self.batch.as_mut().filter(|current| current.id == batch) {
-                    if let Some(at) = current.won.iter().position(|ours| ours.job == op.job) {
-                        current.looked[at] = Some(lookup);
+                    if let Some((_, looked)) = current.won.iter_mut().find(|(ours, _)| ours.job == op.job) {
+                        *looked = Some(lookup);
                     }
                 }
             }
@@ -364,7 +363,7 @@ impl Reclaimer {
             return;
         }
         // Finishing stands for "no wave yet": the next step fences the first wave.
-        let batch = Batch { id, pending: leases.into(), stage: Stage::Finish, won: Vec::new(), looked: Vec::new() };
+        let batch = Batch { id, pending: leases.into(), stage: Stage::Finish, won: Vec::new() };
         self.batch = Some(batch);
     }
 
@@ -419,19 +418,24 @@ impl Reclaimer {
             Stage::Fence if !batch.won.is_empty() => {
                 if bugs.on(Bug::ReclaimSkipsAdoption) {
                     batch.stage = Stage::Finish;
-                    let requeue =
-                        |ours: &Lease| ReclaimRequest::Requeue { batch: id, job: ours.job, epoch: ours.epoch };
+                    let requeue = |&(ours, _): &(Lease, _)| ReclaimRequest::Requeue {
+                        batch: id,
+                        job: ours.job,
+                        epoch: ours.epoch,
+                    };
                     return Some(batch.won.iter().map(requeue).collect());
                 }
                 batch.stage = Stage::Lookup;
-                batch.looked = vec![None; batch.won.len()];
-                let lookup =
-                    |ours: &Lease| ReclaimRequest::Lookup { batch: id, op: OpId::for_job(ours.job), epoch: ours.epoch };
+                let lookup = |&(ours, _): &(Lease, _)| ReclaimRequest::Lookup {
+                    batch: id,
+                    op: OpId::for_job(ours.job),
+                    epoch: ours.epoch,
+                };
                 return Some(batch.won.iter().map(lookup).collect());
             }
             Stage::Lookup => {
                 batch.stage = Stage::Finish;
-                let looked = batch.won.iter().zip(&batch.looked).filter_map(|(ours, looked)| Some((ours, (*looked)?)));
+                let looked = batch.won.iter().filter_map(|&(ours, looked)| Some((ours, looked?)));
                 let conflict = looked.clone().find(|(_, lookup)| matches!(lookup, Lookup::Conflict { .. }));
                 let mut requests = Vec::new();
                 if let Some((ours, Lookup::Conflict { recorded, rival })) = conflict {
@@ -486,7 +490,6 @@ impl Reclaimer {
         }
         batch.stage = Stage::Fence;
         batch.won.clear();
-        batch.looked.clear();
         Some(fences)
     }
 

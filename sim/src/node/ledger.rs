@@ -52,12 +52,7 @@ pub(super) async fn main(ctx: Arc<Ctx>) {
                 let now = ctx.now();
                 let mut state = ctx.state();
                 let served = answered(serve_reclaimer_batch(state.durable.store(), now, ReclaimerId(n), &requests));
-                let mut replies = Vec::with_capacity(served.len());
-                for served in served {
-                    state.record_at(now, Node::Ledger, served.event);
-                    replies.push(served.reply);
-                }
-                Reply::ReclaimerBatch(replies)
+                Reply::ReclaimerBatch(state.record_served(now, Node::Ledger, served))
             }
             Request::Worker(_, WorkerRequest::Execute { op, epoch }) | Request::Produce(_, op, epoch) => {
                 let fenced = matches!(envelope.body, Request::Worker(..));

@@ -341,13 +341,7 @@ pub(super) fn serve_batch(ctx: &Ctx, node: Node, calls: &[(u32, u64, WorkerReque
     let mut state = ctx.state();
     let calls: Vec<WorkerCall> = calls.iter().map(|&(n, id, request)| (WorkerId(n), RequestId(id), request)).collect();
     let served = answered(serve_worker_batch(state.durable.store(), now, &calls));
-    served
-        .into_iter()
-        .map(|served| {
-            state.record_at(now, node, served.event);
-            served.reply
-        })
-        .collect()
+    state.record_served(now, node, served)
 }
 
 /// Answers the request `letter` describes, through the network's faults. A lost reply is normal:
@@ -418,12 +412,7 @@ fn serve(ctx: &Ctx, id: u64, request: Request) -> Reply {
             assert!(!at_ledger, "harness bug: {requests:?} routed to the table");
             let requests: Vec<ReclaimRequest> = requests.into_iter().map(on_table_scale_of).collect();
             let served = answered(serve_reclaimer_batch(table.store(), now, ReclaimerId(n), &requests));
-            let mut replies = Vec::with_capacity(served.len());
-            for served in served {
-                state.record_at(now, Node::Table, served.event);
-                replies.push(served.reply);
-            }
-            return Reply::ReclaimerBatch(replies);
+            return Reply::ReclaimerBatch(state.record_served(now, Node::Table, served));
         }
     };
     state.record_at(now, Node::Table, event);

@@ -244,6 +244,18 @@ thread_local! {
 }
 
 impl State {
+    /// Records the line of each request a store served together at `now`, in order, under
+    /// `node`, and returns the answers.
+    pub fn record_served<R>(&mut self, now: Time, node: Node, served: Vec<lease_store::Served<R>>) -> Vec<R> {
+        served
+            .into_iter()
+            .map(|served| {
+                self.record_at(now, node, served.event);
+                served.reply
+            })
+            .collect()
+    }
+
     /// Appends an event at `now`, and checks it, while the caller holds the lock.
     /// Once a safety invariant broke, the history ends: the world stops within a supervisor tick,
     /// and what it does meanwhile is neither checked nor recorded.
