@@ -201,6 +201,11 @@ pub fn serve_reclaimer_batch(
     Ok(served)
 }
 
+/// The arguments of each request of `chunk`, by `args`, in order.
+fn each<T>(chunk: &[ReclaimRequest], args: impl Fn(ReclaimRequest) -> Option<T>) -> Vec<T> {
+    chunk.iter().filter_map(|&request| args(request)).collect()
+}
+
 /// Requests of one kind and one batch, together where the kind allows.
 fn serve_together(
     store: &mut dyn Store,
@@ -227,43 +232,31 @@ fn serve_together(
         // Each call's arguments, in the order asked (every request of the chunk is of `first`'s kind).
         let replies: Vec<ReclaimReply> = match first {
             ReclaimRequest::Fence { .. } => {
-                let fences: Vec<_> = chunk
-                    .iter()
-                    .filter_map(|request| match *request {
-                        ReclaimRequest::Fence { lease, as_of, .. } => Some((lease.job, lease.epoch, as_of)),
-                        _ => None,
-                    })
-                    .collect();
+                let fences = each(chunk, |request| match request {
+                    ReclaimRequest::Fence { lease, as_of, .. } => Some((lease.job, lease.epoch, as_of)),
+                    _ => None,
+                });
                 store.fence_batch(now, reclaimer, &fences)?.into_iter().map(ReclaimReply::Fenced).collect()
             }
             ReclaimRequest::Lookup { .. } => {
-                let ops: Vec<_> = chunk
-                    .iter()
-                    .filter_map(|request| match *request {
-                        ReclaimRequest::Lookup { op, epoch, .. } => Some((op, epoch)),
-                        _ => None,
-                    })
-                    .collect();
+                let ops = each(chunk, |request| match request {
+                    ReclaimRequest::Lookup { op, epoch, .. } => Some((op, epoch)),
+                    _ => None,
+                });
                 store.lookup_batch(now, &ops)?.into_iter().map(ReclaimReply::Looked).collect()
             }
             ReclaimRequest::Requeue { .. } => {
-                let leases: Vec<_> = chunk
-                    .iter()
-                    .filter_map(|request| match *request {
-                        ReclaimRequest::Requeue { job, epoch, .. } => Some((job, epoch)),
-                        _ => None,
-                    })
-                    .collect();
+                let leases = each(chunk, |request| match request {
+                    ReclaimRequest::Requeue { job, epoch, .. } => Some((job, epoch)),
+                    _ => None,
+                });
                 store.requeue_batch(now, &leases)?.into_iter().map(ReclaimReply::Requeued).collect()
             }
             ReclaimRequest::Complete { .. } => {
-                let done: Vec<_> = chunk
-                    .iter()
-                    .filter_map(|request| match *request {
-                        ReclaimRequest::Complete { job, epoch, output, .. } => Some((job, epoch, output)),
-                        _ => None,
-                    })
-                    .collect();
+                let done = each(chunk, |request| match request {
+                    ReclaimRequest::Complete { job, epoch, output, .. } => Some((job, epoch, output)),
+                    _ => None,
+                });
                 store.complete_batch(now, &done)?.into_iter().map(ReclaimReply::Completed).collect()
             }
             ReclaimRequest::ListExpired { .. } | ReclaimRequest::Quarantine { .. } => {
